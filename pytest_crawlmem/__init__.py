@@ -1,0 +1,18 @@
+"""pytest-crawlmem: memory budgets and leak verdicts for real Scrapy crawls, as pytest tests."""
+
+from __future__ import annotations
+
+from .budgets import Budgets, Violation
+from .models import Checkpoint, CrawlResult, DroppedResponse, Growth, GrowthSite, Sample
+
+__all__ = [
+    "Budgets",
+    "Checkpoint",
+    "CrawlResult",
+    "DroppedResponse",
+    "Growth",
+    "GrowthSite",
+    "Sample",
+    "Violation",
+]
+__version__ = "0.1.0"

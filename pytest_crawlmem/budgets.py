@@ -1,0 +1,156 @@
+"""Budgets of the ``crawl_memory`` marker: parsing, precedence and checks (pure: no pytest, no Scrapy)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Callable, Iterable, Mapping
+
+from .models import CrawlResult
+from .units import UnitError, format_size, parse_count, parse_seconds, parse_size
+
+LEAK_MODES = ("fail", "warn", "off")
+LEAK_VERDICTS = frozenset({"retained-objects"})
+
+
+class BudgetError(ValueError):
+    """A budget name or value that is not valid; the message names it and where it came from."""
+
+
+def _parse_leak(value: object, *, source: str) -> str:
+    if isinstance(value, str) and value in LEAK_MODES:
+        return value
+    raise UnitError(f"invalid leak mode {value!r} for {source}: expected one of 'fail', 'warn', 'off'")
+
+
+@dataclass(frozen=True)
+class BudgetSpec:
+    """One budget: its name, how to parse it, and what it limits."""
+
+    name: str
+    parse: Callable[..., object]
+    help: str
+    enforced: bool = True
+
+
+SPECS: dict[str, BudgetSpec] = {
+    spec.name: spec
+    for spec in (
+        BudgetSpec("peak_rss", parse_size, "highest RSS of the process during the crawl (exact, from VmHWM)"),
+        BudgetSpec("rss_growth", parse_size, "RSS at the end of the crawl minus RSS at its start"),
+        BudgetSpec("traced_peak", parse_size, "peak of Python allocations traced by tracemalloc during the crawl"),
+        BudgetSpec("leak_per_response", parse_size, "retained growth per response tolerated before a leak verdict"),
+        BudgetSpec("leak", _parse_leak, "what a leak verdict does: 'fail' (default), 'warn' or 'off'"),
+        BudgetSpec("max_scheduled", parse_count, "most requests waiting in the scheduler"),
+        BudgetSpec("max_active_size", parse_size, "largest scraper active_size (response bytes being processed)"),
+        BudgetSpec("max_inflight", parse_count, "most downloads in flight at once"),
+        BudgetSpec("max_dropped", parse_count, "most responses dropped (size limits, failed media)", enforced=False),
+        BudgetSpec("jobdir_disk", parse_size, "disk used by JOBDIR", enforced=False),
+        BudgetSpec("browser_pss", parse_size, "PSS of the browser process tree", enforced=False),
+        BudgetSpec("max_open_pages", parse_count, "most browser pages open at once", enforced=False),
+        BudgetSpec("kill_at", parse_size, "RSS at which the crawl is stopped at once", enforced=False),
+        BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped", enforced=False),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Resolved budgets of one test (``None`` = not set); sizes in bytes, time in seconds."""
+
+    peak_rss: int | None = None
+    rss_growth: int | None = None
+    traced_peak: int | None = None
+    leak_per_response: int | None = None
+    leak: str = "fail"
+    max_scheduled: int | None = None
+    max_active_size: int | None = None
+    max_inflight: int | None = None
+    max_dropped: int | None = None
+    jobdir_disk: int | None = None
+    browser_pss: int | None = None
+    max_open_pages: int | None = None
+    kill_at: int | None = None
+    timeout: float | None = None
+
+    def set_values(self) -> dict[str, object]:
+        """Return the budgets that are set, by name."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+def parse_budget(name: str, value: object, *, source: str) -> object:
+    """Parse one budget value; raise :class:`BudgetError` naming ``source`` if it is wrong."""
+    spec = SPECS.get(name)
+    if spec is None:
+        known = ", ".join(sorted(SPECS))
+        raise BudgetError(f"unknown budget {name!r} in {source}; known budgets: {known}")
+    if not spec.enforced:
+        raise BudgetError(
+            f"budget {name!r} in {source} is not enforced by this version of pytest-crawlmem yet;"
+            " remove it rather than rely on a limit that is not checked"
+        )
+    try:
+        return spec.parse(value, source=f"{name} in {source}")
+    except UnitError as exc:
+        raise BudgetError(str(exc)) from exc
+
+
+def resolve_budgets(
+    marker_values: Iterable[tuple[Mapping[str, object], str]],
+    defaults: Mapping[str, object],
+) -> Budgets:
+    """Merge budgets: marker values (closest first) override ``defaults`` (already parsed ini values).
+
+    ``marker_values`` yields ``(kwargs, source)`` pairs, the closest marker first.
+    """
+    merged: dict[str, object] = dict(defaults)
+    for kwargs, source in reversed(list(marker_values)):
+        for name, value in kwargs.items():
+            merged[name] = parse_budget(name, value, source=source)
+    return Budgets(**merged)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A budget the crawl broke, with a one-sentence message naming both numbers."""
+
+    budget: str
+    measured: float
+    limit: float
+    message: str
+    fails: bool = True
+
+
+def _size_check(name: str, what: str, measured: int | None, limit: int | None) -> Violation | None:
+    if limit is None or measured is None or measured <= limit:
+        return None
+    message = f"{what} was {format_size(measured)}, over the budget {name}={format_size(limit)}"
+    return Violation(name, measured, limit, message)
+
+
+def _count_check(name: str, what: str, measured: int, limit: int | None) -> Violation | None:
+    if limit is None or measured <= limit:
+        return None
+    return Violation(name, measured, limit, f"{what} reached {measured:,}, over the budget {name}={limit:,}")
+
+
+def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
+    """Return every budget ``result`` broke (empty when it kept them all)."""
+    checks = [
+        _size_check("peak_rss", "peak RSS", result.peak_rss, budgets.peak_rss),
+        _size_check("rss_growth", "RSS growth", result.rss_growth, budgets.rss_growth),
+        _size_check("traced_peak", "traced peak", result.traced_peak, budgets.traced_peak),
+        _count_check("max_scheduled", "the scheduler queue", result.max_scheduled, budgets.max_scheduled),
+        _size_check("max_active_size", "scraper active size", result.max_active_size, budgets.max_active_size),
+        _count_check("max_inflight", "downloads in flight", result.max_inflight, budgets.max_inflight),
+        _leak_check(budgets, result),
+    ]
+    return [v for v in checks if v is not None]
+
+
+def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:
+    growth = result.growth
+    if budgets.leak == "off" or growth.verdict not in LEAK_VERDICTS:
+        return None
+    per_response = growth.per_response_bytes or 0.0
+    limit = float(budgets.leak_per_response or 0)
+    return Violation("leak", per_response, limit, growth.reason, fails=budgets.leak == "fail")

@@ -1,0 +1,233 @@
+"""The Scrapy extension that measures a crawl: samples, drained checkpoints, exact peak.
+
+Enable it in any crawl (tests or production) with::
+
+    EXTENSIONS = {"pytest_crawlmem.extension.CrawlMemExtension": 0}
+    CRAWLMEM_ENABLED = True
+
+Runs in the crawl process: a sampler thread reads RSS and the engine's queues every
+``CRAWLMEM_INTERVAL_SECONDS`` (a thread, so a callback that blocks the reactor cannot
+hide a peak); drained checkpoints run on the reactor.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+from . import probes
+from .growth import next_checkpoint_at
+from .models import Checkpoint, Sample
+from .recording import Recording
+
+logger = logging.getLogger(__name__)
+
+_DRAIN_POLL_SECONDS = 0.005
+
+
+class CrawlMemExtension:
+    """Measures one crawl; the result is left in :attr:`recording` and :attr:`summary`."""
+
+    def __init__(
+        self,
+        crawler: Any,
+        *,
+        interval_seconds: float = 0.1,
+        jsonl_path: Path | None = None,
+        checkpoints: bool = True,
+        checkpoint_min_responses: int = 100,
+        drain_timeout_seconds: float = 5.0,
+        tracemalloc_frames: int = 0,
+        log_interval_seconds: float = 0.0,
+    ) -> None:
+        self.crawler = crawler
+        self.interval_seconds = interval_seconds
+        self.checkpoints_enabled = checkpoints
+        self.checkpoint_min_responses = checkpoint_min_responses
+        self.drain_timeout_seconds = drain_timeout_seconds
+        self.tracemalloc_frames = tracemalloc_frames
+        self.log_interval_seconds = log_interval_seconds
+        self.recording = Recording(jsonl_path)
+        self.responses = 0
+        self.items = 0
+        self.start_rss = 0
+        self.end_rss = 0
+        self.peak_rss = 0
+        self.traced_peak: int | None = None
+        self.started_at = 0.0
+        self.finished_at = 0.0
+        self.finish_reason = ""
+        self._exact_peak = False
+        self._started_tracing = False
+        self._next_checkpoint = checkpoint_min_responses
+        self._checkpointing = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_log = 0.0
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> CrawlMemExtension:
+        """Build from ``CRAWLMEM_*`` settings; raise NotConfigured unless CRAWLMEM_ENABLED."""
+        settings = crawler.settings
+        if not settings.getbool("CRAWLMEM_ENABLED"):
+            raise NotConfigured("CRAWLMEM_ENABLED is off")
+        interval = settings.getfloat("CRAWLMEM_INTERVAL_SECONDS", 0.1)
+        if not interval > 0:
+            raise ValueError(f"invalid CRAWLMEM_INTERVAL_SECONDS {interval!r}: expected seconds > 0")
+        jsonl = settings.get("CRAWLMEM_JSONL")
+        ext = cls(
+            crawler,
+            interval_seconds=interval,
+            jsonl_path=Path(jsonl) if jsonl else None,
+            checkpoints=settings.getbool("CRAWLMEM_CHECKPOINTS", True),
+            checkpoint_min_responses=settings.getint("CRAWLMEM_CHECKPOINT_MIN_RESPONSES", 100),
+            drain_timeout_seconds=settings.getfloat("CRAWLMEM_DRAIN_TIMEOUT_SECONDS", 5.0),
+            tracemalloc_frames=settings.getint("CRAWLMEM_TRACEMALLOC_FRAMES", 0),
+            log_interval_seconds=settings.getfloat("CRAWLMEM_LOG_INTERVAL_SECONDS", 0.0),
+        )
+        crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(ext.response_received, signal=signals.response_received)
+        crawler.signals.connect(ext.item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        return ext
+
+    # -- signals (reactor thread) -------------------------------------------------
+
+    def spider_opened(self, spider: Any) -> None:
+        """Start tracing (if asked), reset the RSS peak and start the sampler thread."""
+        if self.tracemalloc_frames and not tracemalloc.is_tracing():
+            tracemalloc.start(self.tracemalloc_frames)
+            self._started_tracing = True
+        if tracemalloc.is_tracing():
+            tracemalloc.reset_peak()
+        gc.collect()
+        self.start_rss = probes.read_rss_bytes()
+        self._exact_peak = probes.reset_peak_rss()
+        self.peak_rss = self.start_rss
+        self.started_at = time.monotonic()
+        self.recording.header(spider=getattr(spider, "name", "?"), interval_seconds=self.interval_seconds)
+        self._take_checkpoint(drained=True, cost_started=time.monotonic())
+        self._thread = threading.Thread(target=self._sample_loop, name="crawlmem-sampler", daemon=True)
+        self._thread.start()
+
+    def response_received(self, response: Any, request: Any, spider: Any) -> None:
+        """Count the response; start a drained checkpoint when one is due."""
+        self.responses += 1
+        if self.checkpoints_enabled and not self._checkpointing and self.responses >= self._next_checkpoint:
+            self._next_checkpoint = next_checkpoint_at(self.responses, self.checkpoint_min_responses)
+            self._begin_checkpoint()
+
+    def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
+        """Count the item."""
+        self.items += 1
+
+    def spider_closed(self, spider: Any, reason: str) -> None:
+        """Stop sampling, take the closing checkpoint and the exact peak."""
+        self.finish_reason = reason
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._take_sample()
+        self._take_checkpoint(drained=True, cost_started=time.monotonic())
+        self.finished_at = time.monotonic()
+        self.end_rss = self.recording.checkpoints[-1].rss_bytes
+        peak = probes.read_peak_rss() if self._exact_peak else None
+        sampled_peak = max((s.rss_bytes for s in self.recording.samples), default=self.start_rss)
+        self.peak_rss = max(peak or 0, sampled_peak, self.start_rss)
+        if tracemalloc.is_tracing():
+            self.traced_peak = tracemalloc.get_traced_memory()[1]
+            if self._started_tracing:
+                tracemalloc.stop()
+        self.recording.close()
+        self._write_stats()
+
+    # -- sampling (sampler thread) --------------------------------------------------
+
+    def _sample_loop(self) -> None:
+        while not self._stop.wait(self.interval_seconds):
+            try:
+                self._take_sample()
+            except Exception as exc:  # noqa: BLE001 - sampling must outlive any one failure
+                self.recording.add_error(f"sample failed: {exc!r}")
+
+    def _take_sample(self) -> None:
+        queues = probes.read_queues(self.crawler)
+        traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
+        sample = Sample(
+            t_seconds=round(time.monotonic() - self.started_at, 4),
+            responses=self.responses,
+            items=self.items,
+            rss_bytes=probes.read_rss_bytes(),
+            traced_bytes=traced,
+            scheduled=queues.scheduled,
+            inflight=queues.inflight,
+            slot_queued=queues.slot_queued,
+            active_size_bytes=queues.active_size_bytes,
+            backout=queues.backout,
+        )
+        self.recording.add_sample(sample)
+        if self.log_interval_seconds and sample.t_seconds - self._last_log >= self.log_interval_seconds:
+            self._last_log = sample.t_seconds
+            logger.info(
+                "crawlmem: rss=%.1f MiB scheduled=%s inflight=%s active=%s B backout=%s items=%d responses=%d",
+                sample.rss_bytes / 2**20, sample.scheduled, sample.inflight,
+                sample.active_size_bytes, sample.backout, sample.items, sample.responses,
+            )
+
+    # -- drained checkpoints (reactor thread) ------------------------------------------
+
+    def _begin_checkpoint(self) -> None:
+        if not probes.pause_engine(self.crawler):
+            return
+        self._checkpointing = True
+        started = time.monotonic()
+        self._wait_for_drain(started)
+
+    def _wait_for_drain(self, started: float) -> None:
+        from twisted.internet import reactor
+
+        drained = probes.is_drained(self.crawler)
+        if drained or time.monotonic() - started > self.drain_timeout_seconds:
+            try:
+                self._take_checkpoint(drained=drained, cost_started=started)
+            finally:
+                self._checkpointing = False
+                probes.resume_engine(self.crawler)
+            return
+        reactor.callLater(_DRAIN_POLL_SECONDS, self._wait_for_drain, started)  # type: ignore[attr-defined]
+
+    def _take_checkpoint(self, *, drained: bool, cost_started: float) -> None:
+        gc.collect()
+        probes.malloc_trim()
+        queues = probes.read_queues(self.crawler)
+        traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
+        checkpoint = Checkpoint(
+            responses=self.responses,
+            t_seconds=round(time.monotonic() - self.started_at, 4) if self.started_at else 0.0,
+            rss_bytes=probes.read_rss_bytes(),
+            heap_bytes=probes.read_malloc_in_use_bytes(),
+            traced_bytes=traced,
+            scheduled=queues.scheduled or 0,
+            live_refs=probes.live_ref_counts(),
+            drained=drained,
+            cost_seconds=round(time.monotonic() - cost_started, 4),
+        )
+        self.recording.add_checkpoint(checkpoint)
+
+    def _write_stats(self) -> None:
+        stats = self.crawler.stats
+        stats.set_value("crawlmem/peak_rss", self.peak_rss)
+        stats.set_value("crawlmem/start_rss", self.start_rss)
+        stats.set_value("crawlmem/end_rss", self.end_rss)
+        stats.set_value("crawlmem/samples", len(self.recording.samples))
+        stats.set_value("crawlmem/checkpoints", len(self.recording.checkpoints))
+        if self.traced_peak is not None:
+            stats.set_value("crawlmem/traced_peak", self.traced_peak)

@@ -1,0 +1,96 @@
+"""The ``fixture_site`` and ``crawl`` fixtures (pytest process)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping, Protocol
+
+import pytest
+
+from .budgets import check_budgets
+from .models import CrawlResult
+from .report import write_report_json
+from .runner import CrawlOptions, run_crawl
+from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlRecord
+from .site import RunningSite, SiteStartError, start_site
+
+
+class CrawlFunction(Protocol):
+    """The callable the ``crawl`` fixture returns."""
+
+    def __call__(
+        self,
+        spider_cls: type,
+        *,
+        start_urls: list[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        isolate: bool = False,
+        **spider_kwargs: Any,
+    ) -> CrawlResult: ...
+
+
+@pytest.fixture(scope="session")
+def fixture_site() -> Iterator[RunningSite]:
+    """The local fixture web site, in its own process for the whole session (one per xdist worker)."""
+    try:
+        site = start_site()
+    except SiteStartError as exc:
+        pytest.fail(f"the fixture site did not start: {exc}", pytrace=False)
+    try:
+        yield site
+    finally:
+        site.close()
+
+
+def _blockon() -> Any:
+    try:
+        import pytest_twisted
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise pytest.UsageError("pytest-crawlmem needs pytest-twisted to run crawls") from exc
+    return pytest_twisted.blockon
+
+
+@pytest.fixture
+def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
+    """Run a spider to the end, measured; return its :class:`CrawlResult`.
+
+    Budgets of the test's ``crawl_memory`` marker are checked when the test ends, so the
+    test can still assert on the result.
+    """
+    item = request.node
+    session = request.config.stash[SESSION_KEY]
+    budgets = item.stash.get(BUDGETS_KEY, None)
+    records = item.stash.setdefault(RECORDS_KEY, [])
+    wait = _blockon()
+
+    def run(
+        spider_cls: type,
+        *,
+        start_urls: list[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        isolate: bool = False,
+        **spider_kwargs: Any,
+    ) -> CrawlResult:
+        if isolate:
+            raise NotImplementedError("isolate=True is not available in this version of pytest-crawlmem yet")
+        frames = session.settings.tracemalloc_frames
+        if budgets is not None and budgets.traced_peak is not None:
+            frames = max(frames, 1)
+        options = CrawlOptions(
+            report_dir=session.report_dir_for(item.nodeid, len(records) + 1),
+            interval_seconds=session.settings.interval_seconds,
+            tracemalloc_frames=frames,
+            leak_per_response=budgets.leak_per_response if budgets else None,
+        )
+        result = run_crawl(
+            spider_cls, wait=wait, start_urls=start_urls, settings=settings,
+            spider_kwargs=spider_kwargs, options=options,
+        )
+        violations = check_budgets(budgets, result) if budgets is not None else []
+        if result.report_dir is not None:
+            write_report_json(
+                result.report_dir / "report.json", result, test_id=item.nodeid, budgets=budgets, violations=violations
+            )
+        records.append(CrawlRecord(item.nodeid, result, budgets, violations))
+        return result
+
+    return run

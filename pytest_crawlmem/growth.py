@@ -1,0 +1,215 @@
+"""Growth verdicts from drained checkpoints (pure: no pytest, no Scrapy).
+
+The rule (after CPython's refleak hunter, with a byte threshold): memory measured at
+drained checkpoints (no download or callback in progress, after ``gc.collect()``) is
+compared after the warm-up. A leak is declared only when *every* interval after the
+warm-up, and at least ``MIN_DELTAS`` of them, grew by at least the threshold per
+response once an allowance for requests added to the scheduler is taken off.
+Allocator ratchets (one-off steps) and bounded caches (growth that stops) fail the
+"every interval" clause, so they are never called a leak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from .models import Checkpoint, Growth, Sample
+
+MIN_DELTAS = 3
+MIN_INTERVAL_RESPONSES = 50
+DEFAULT_LEAK_PER_RESPONSE = 1024
+DEFAULT_REQUEST_ALLOWANCE = 4096
+_SCRAPY_OBJECTS = ("HtmlResponse", "TextResponse", "XmlResponse", "Response", "Selector", "Request")
+
+
+def next_checkpoint_at(responses: int, min_interval: int) -> int:
+    """Return the response count of the checkpoint after one taken at ``responses``.
+
+    Intervals grow with the crawl (half the responses so far, at least
+    ``min_interval``), so a crawl of N responses pays for O(log N) checkpoints and
+    always has about three intervals after a warm-up of N/4.
+    """
+    return responses + max(min_interval, responses // 2)
+
+
+def warmup_responses(total: int) -> int:
+    """Responses after which the crawl is assumed warm: max(150, N/4)."""
+    return max(150, total // 4)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Growth between two consecutive checkpoints after the warm-up."""
+
+    start: Checkpoint
+    end: Checkpoint
+    raw_bytes: int
+    net_bytes: float
+
+    @property
+    def responses(self) -> int:
+        """Responses received during the interval."""
+        return self.end.responses - self.start.responses
+
+    @property
+    def net_per_response(self) -> float:
+        """Growth per response once the scheduler's allowance is taken off."""
+        return self.net_bytes / self.responses
+
+    @property
+    def raw_per_response(self) -> float:
+        """Growth per response, scheduler included."""
+        return self.raw_bytes / self.responses
+
+
+def _signal(checkpoints: Sequence[Checkpoint]) -> tuple[str, list[int]] | None:
+    """Pick the memory figure to judge by: traced memory if every checkpoint has it, else heap."""
+    if checkpoints and all(c.traced_bytes is not None for c in checkpoints):
+        return "traced", [int(c.traced_bytes or 0) for c in checkpoints]
+    if checkpoints and all(c.heap_bytes is not None for c in checkpoints):
+        return "heap", [int(c.heap_bytes or 0) for c in checkpoints]
+    if checkpoints:
+        return "rss", [c.rss_bytes for c in checkpoints]
+    return None
+
+
+def judged_checkpoints(checkpoints: Sequence[Checkpoint]) -> list[Checkpoint]:
+    """Checkpoints after the warm-up, merging intervals shorter than MIN_INTERVAL_RESPONSES."""
+    if not checkpoints:
+        return []
+    total = checkpoints[-1].responses
+    warm = [c for c in checkpoints if c.responses >= warmup_responses(total)]
+    kept: list[Checkpoint] = []
+    for checkpoint in warm:
+        if kept and checkpoint.responses - kept[-1].responses < MIN_INTERVAL_RESPONSES:
+            if checkpoint is warm[-1]:
+                kept[-1] = checkpoint  # keep the closing checkpoint, drop the one just before it
+            continue
+        kept.append(checkpoint)
+    return kept
+
+
+def intervals(
+    checkpoints: Sequence[Checkpoint], values: Sequence[int], request_allowance: int
+) -> list[Interval]:
+    """Growth of ``values`` between consecutive checkpoints, net of scheduler growth."""
+    result = []
+    for (a, va), (b, vb) in zip(zip(checkpoints, values), zip(checkpoints[1:], values[1:])):
+        raw = vb - va
+        result.append(Interval(a, b, raw, raw - request_allowance * (b.scheduled - a.scheduled)))
+    return result
+
+
+def _live_objects(checkpoint: Checkpoint) -> int:
+    return sum(checkpoint.live_refs.get(name, 0) for name in _SCRAPY_OBJECTS)
+
+
+def _rising_objects(judged: Sequence[Checkpoint]) -> dict[str, int]:
+    """Scrapy classes whose live count rose at every judged checkpoint, with the rise."""
+    names = set().union(*(c.live_refs for c in judged)) if judged else set()
+    rising = {}
+    for name in sorted(names):
+        counts = [c.live_refs.get(name, 0) for c in judged]
+        if len(counts) > 1 and all(b > a for a, b in zip(counts, counts[1:])):
+            rising[name] = counts[-1] - counts[0]
+    return rising
+
+
+def analyze(
+    checkpoints: Sequence[Checkpoint],
+    samples: Sequence[Sample] = (),
+    *,
+    leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE,
+    request_allowance: int = DEFAULT_REQUEST_ALLOWANCE,
+    max_active_size: int | None = None,
+) -> Growth:
+    """Return the verdict for a crawl from its checkpoints (and samples for processing pressure)."""
+    judged = judged_checkpoints(checkpoints)
+    picked = _signal(judged)
+    total = checkpoints[-1].responses if checkpoints else 0
+    if picked is None or len(judged) < MIN_DELTAS + 1:
+        return Growth(
+            verdict="inconclusive",
+            reason=(
+                f"{total:,} responses gave {max(len(judged) - 1, 0)} checkpoint intervals after the warm-up;"
+                f" {MIN_DELTAS} are needed to judge growth (crawl about 600 responses or more)"
+            ),
+            rule="too-few-checkpoints",
+            checkpoints=tuple(checkpoints),
+        )
+    signal, values = picked
+    spans = intervals(judged, values, request_allowance)
+    net = tuple(round(i.net_per_response, 1) for i in spans)
+    window = judged[-1].responses - judged[0].responses
+    net_total = sum(i.net_bytes for i in spans)
+    raw_total = sum(i.raw_bytes for i in spans)
+    per_response = net_total / window
+    base = {"checkpoints": tuple(checkpoints), "deltas_per_response": net, "signal": signal}
+    rising = _rising_objects(judged)
+    if all(i.net_per_response >= leak_per_response for i in spans):
+        held = f"; live Scrapy objects rising: {_describe(rising)}" if rising else ""
+        return Growth(
+            verdict="retained-objects",
+            reason=(
+                f"{signal} memory grew {_kib(net_total)} over {window:,} responses ({_kib(per_response)}/response)"
+                f" in each of {len(spans)} drained intervals while the scheduler accounts for"
+                f" {_kib(raw_total - net_total)}{held}"
+            ),
+            rule=f"every interval >= {leak_per_response} B/response net of scheduler growth",
+            per_response_bytes=per_response,
+            **base,  # type: ignore[arg-type]
+        )
+    if rising and all(_live_objects(b) > _live_objects(a) for a, b in zip(judged, judged[1:])):
+        return Growth(
+            verdict="retained-objects",
+            reason=f"live Scrapy objects rose at every drained checkpoint: {_describe(rising)}",
+            rule="live Scrapy objects rising at every drained checkpoint",
+            per_response_bytes=per_response,
+            **base,  # type: ignore[arg-type]
+        )
+    if all(i.raw_per_response >= leak_per_response for i in spans) and judged[-1].scheduled > judged[0].scheduled:
+        return Growth(
+            verdict="scheduler-backlog",
+            reason=(
+                f"{signal} memory grew {_kib(raw_total)} over {window:,} responses while the scheduler grew"
+                f" from {judged[0].scheduled:,} to {judged[-1].scheduled:,} requests: a backlog, not a leak"
+            ),
+            rule="growth explained by requests added to the scheduler",
+            per_response_bytes=raw_total / window,
+            **base,  # type: ignore[arg-type]
+        )
+    pressure = _processing_pressure(samples, max_active_size)
+    if pressure:
+        return Growth(verdict="response-processing", reason=pressure, rule="scraper backout", per_response_bytes=per_response, **base)  # type: ignore[arg-type]
+    return Growth(
+        verdict="steady",
+        reason=f"{signal} memory levelled off after the warm-up ({_kib(per_response)}/response over {window:,} responses)",
+        rule=f"some interval < {leak_per_response} B/response",
+        per_response_bytes=per_response,
+        **base,  # type: ignore[arg-type]
+    )
+
+
+def _processing_pressure(samples: Sequence[Sample], max_active_size: int | None) -> str:
+    """Describe sustained scraper backout (responses arriving faster than callbacks finish)."""
+    flags = [s.backout for s in samples if s.backout is not None]
+    if len(flags) < 10:
+        return ""
+    share = sum(flags) / len(flags)
+    if share < 0.25:
+        return ""
+    peak = max((s.active_size_bytes or 0) for s in samples)
+    limit = f" (limit {_kib(max_active_size)})" if max_active_size else ""
+    return (
+        f"the scraper was over its active-size limit in {share:.0%} of samples, peaking at"
+        f" {_kib(peak)}{limit}: responses arrive faster than callbacks and pipelines finish"
+    )
+
+
+def _kib(num_bytes: float) -> str:
+    return f"{num_bytes / 1024:,.1f} KiB"
+
+
+def _describe(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} +{n:,}" for name, n in counts.items())

@@ -1,0 +1,173 @@
+"""Frozen records shared by every module: samples, checkpoints, results (all sizes in bytes)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+SCHEMA_VERSION = 1
+
+
+def _json_value(value: Any) -> Any:
+    """Return ``value`` with non-finite floats replaced by ``None`` (JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One periodic reading of the crawl process, taken by the sampler thread."""
+
+    t_seconds: float
+    responses: int
+    items: int
+    rss_bytes: int
+    traced_bytes: int | None = None
+    scheduled: int | None = None
+    inflight: int | None = None
+    slot_queued: int | None = None
+    active_size_bytes: int | None = None
+    backout: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the sample as a JSON-ready dict."""
+        return {k: _json_value(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Sample:
+        """Build a sample from a dict written by :meth:`to_json` (unknown keys are ignored)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Figures read at a drained point of the crawl (no download or callback in progress)."""
+
+    responses: int
+    t_seconds: float
+    rss_bytes: int
+    heap_bytes: int | None
+    traced_bytes: int | None
+    scheduled: int
+    live_refs: Mapping[str, int] = field(default_factory=dict)
+    drained: bool = True
+    cost_seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the checkpoint as a JSON-ready dict."""
+        data = asdict(self)
+        data["live_refs"] = dict(self.live_refs)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedResponse:
+    """A response the crawl lost on purpose or by failure, with the reason and size seen."""
+
+    url: str
+    reason: str
+    size_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GrowthSite:
+    """One allocation site whose retained memory grew between tracemalloc snapshots."""
+
+    location: str
+    size_diff_bytes: int
+    count_diff: int
+    bytes_per_response: float
+    traceback: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """Return ``file:line +N bytes`` for messages."""
+        return f"{self.location} +{self.size_diff_bytes:,} B"
+
+
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """Growth per response and the evidence behind the verdict."""
+
+    verdict: str
+    reason: str
+    rule: str = ""
+    per_response_bytes: float | None = None
+    checkpoints: tuple[Checkpoint, ...] = ()
+    deltas_per_response: tuple[float, ...] = ()
+    signal: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the growth evidence as a JSON-ready dict."""
+        return {
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "rule": self.rule,
+            "per_response_bytes": _json_value(self.per_response_bytes),
+            "signal": self.signal,
+            "deltas_per_response": [_json_value(d) for d in self.deltas_per_response],
+            "checkpoints": [c.to_json() for c in self.checkpoints],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Peaks:
+    """Peak values of the engine's queues over the samples."""
+
+    max_scheduled: int = 0
+    max_inflight: int = 0
+    max_active_size_bytes: int = 0
+    backout_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class CrawlResult:
+    """What one crawl measured; returned by the ``crawl`` fixture."""
+
+    spider: str
+    samples: tuple[Sample, ...]
+    start_rss: int
+    end_rss: int
+    peak_rss: int
+    traced_peak: int | None
+    responses: int
+    items_scraped: int
+    duration_seconds: float
+    finish_reason: str
+    peaks: Peaks
+    growth: Growth
+    dropped: tuple[DroppedResponse, ...] = ()
+    status_counts: Mapping[int, int] = field(default_factory=dict)
+    top_growth: tuple[GrowthSite, ...] = ()
+    live_refs: Mapping[str, int] = field(default_factory=dict)
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    errors: tuple[str, ...] = ()
+    report_dir: Path | None = None
+
+    @property
+    def verdict(self) -> str:
+        """The growth verdict (``steady``, ``retained-objects``, ...)."""
+        return self.growth.verdict
+
+    @property
+    def rss_growth(self) -> int:
+        """RSS at the end of the crawl minus RSS at its start."""
+        return self.end_rss - self.start_rss
+
+    @property
+    def max_scheduled(self) -> int:
+        """Most requests waiting in the scheduler at any sample."""
+        return self.peaks.max_scheduled
+
+    @property
+    def max_inflight(self) -> int:
+        """Most downloads in flight at any sample."""
+        return self.peaks.max_inflight
+
+    @property
+    def max_active_size(self) -> int:
+        """Largest scraper ``active_size`` (bytes of responses being processed)."""
+        return self.peaks.max_active_size_bytes

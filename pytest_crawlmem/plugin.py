@@ -1,0 +1,96 @@
+"""pytest entry point: options, the ``crawl_memory`` marker, budget checks at test end (thin hooks)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Generator
+
+import pytest
+
+from .budgets import SPECS, BudgetError, resolve_budgets
+from .fixtures import crawl, fixture_site  # noqa: F401 - registered with pytest through this module
+from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession
+from .settings import OPTIONS, resolve_settings
+
+MARKER_HELP = (
+    "crawl_memory(**budgets): fail the test when a crawl run through the `crawl` fixture breaks a"
+    " budget or shows the leak signature. Budgets: " + ", ".join(f"{n} ({s.help})" for n, s in SPECS.items() if s.enforced)
+)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add ``--crawlmem-*`` options and their ``crawlmem_*`` ini twins, plus ini budget defaults."""
+    group = parser.getgroup("crawlmem", "memory budgets of Scrapy crawls (pytest-crawlmem)")
+    for option in OPTIONS:
+        group.addoption(option.flag, dest=option.dest, default=None, metavar=option.metavar, help=option.help)
+        parser.addini(option.dest, option.help, default=None)
+    for name, spec in SPECS.items():
+        if spec.enforced:
+            parser.addini(f"crawlmem_{name}", f"default {name} budget of every crawl_memory test: {spec.help}", default=None)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the marker, pick the asyncio reactor for pytest-twisted, resolve the settings."""
+    config.addinivalue_line("markers", MARKER_HELP)
+    if getattr(config.option, "reactor", None) == "default":
+        config.option.reactor = "asyncio"  # Scrapy needs it; spare users the --reactor flag
+    try:
+        settings = resolve_settings(config.getoption, config.getini, config.rootpath)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    config.stash[SESSION_KEY] = CrawlMemSession(settings)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Validate every ``crawl_memory`` marker at collection; a bad one is a UsageError naming the test."""
+    for item in items:
+        markers = list(item.iter_markers("crawl_memory"))
+        if not markers:
+            continue
+        session = item.config.stash[SESSION_KEY]
+        for marker in markers:
+            if marker.args:
+                raise pytest.UsageError(
+                    f"crawl_memory marker of {item.nodeid} takes keyword budgets only, got {marker.args!r}"
+                )
+        try:
+            item.stash[BUDGETS_KEY] = resolve_budgets(
+                ((m.kwargs, f"crawl_memory marker of {item.nodeid}") for m in markers),
+                session.settings.budget_defaults,
+            )
+        except BudgetError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run plain tests that use ``crawl`` outside the reactor greenlet, so ``crawl()`` can block on it.
+
+    pytest-twisted runs every test inside the reactor's greenlet, where nothing can wait
+    for the reactor; a test that calls ``crawl()`` must run beside it instead.
+    """
+    if "crawl" not in pyfuncitem.fixturenames or inspect.iscoroutinefunction(pyfuncitem.obj):
+        return None
+    names = pyfuncitem._fixtureinfo.argnames
+    pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names})
+    return True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """After the test body, fail a passing test whose crawls broke a budget."""
+    outcome = yield
+    if call.when != "call":
+        return
+    report: pytest.TestReport = outcome.get_result()
+    records = item.stash.get(RECORDS_KEY, [])
+    item.config.stash[SESSION_KEY].finish_test(item, report, records)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """One row per crawl: test, responses, peak RSS, growth per response, verdict, outcome."""
+    session = config.stash.get(SESSION_KEY, None)
+    if session is not None:
+        session.summarize(terminalreporter, verbose=config.getoption("verbose") > 0)
+

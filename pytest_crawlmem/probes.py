@@ -1,0 +1,188 @@
+"""Readings of the process (/proc, glibc) and of Scrapy's engine internals.
+
+This is the only module that knows where Scrapy keeps its queues and how Linux reports
+memory. Every probe returns ``None`` instead of raising when its source is missing, so a
+Scrapy upgrade degrades a figure instead of breaking a crawl. Runs in the crawl process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_PROCESS = psutil.Process()
+
+
+def read_rss_bytes() -> int:
+    """Return the resident set size of this process now."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        return int(_PROCESS.memory_info().rss)
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's RSS high-water mark (VmHWM); return whether it worked."""
+    try:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def read_peak_rss() -> int | None:
+    """Return VmHWM, the exact RSS peak since the last reset, or ``None`` without /proc."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")
+    ]
+
+
+def _load_libc() -> Any:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        return ctypes.CDLL(name)
+    except OSError:
+        return None
+
+
+_LIBC = _load_libc()
+_MALLINFO2 = getattr(_LIBC, "mallinfo2", None)
+if _MALLINFO2 is not None:
+    _MALLINFO2.restype = _MallInfo2
+_MALLOC_TRIM = getattr(_LIBC, "malloc_trim", None)
+
+
+def read_malloc_in_use_bytes() -> int | None:
+    """Return bytes glibc's malloc has handed out and not had back (heap + mmapped chunks)."""
+    if _MALLINFO2 is None:
+        return None
+    info = _MALLINFO2()
+    return int(info.uordblks + info.hblkhd)
+
+
+def malloc_trim() -> bool:
+    """Give freed heap memory back to the kernel so RSS reflects what is in use."""
+    if _MALLOC_TRIM is None:
+        return False
+    _MALLOC_TRIM(ctypes.c_size_t(0))
+    return True
+
+
+def _engine(crawler: Any) -> Any:
+    """Return the crawler's engine or ``None`` (``crawler.engine`` raises before crawl())."""
+    return getattr(crawler, "_engine", None) or getattr(crawler, "engine", None)
+
+
+def _scheduler(engine: Any) -> Any:
+    scheduler = getattr(engine, "scheduler", None)  # public in Scrapy 2.19
+    if scheduler is None:
+        slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
+        scheduler = getattr(slot, "scheduler", None)  # Scrapy 2.13-2.18
+    return scheduler
+
+
+@dataclass(frozen=True, slots=True)
+class QueueReading:
+    """The engine's queue sizes at one moment; ``None`` where a probe failed."""
+
+    scheduled: int | None = None
+    disk_scheduled: int | None = None
+    inflight: int | None = None
+    slot_queued: int | None = None
+    active_size_bytes: int | None = None
+    backout: bool | None = None
+
+
+def _attempt(func: Any, *args: Any) -> Any:
+    """Call ``func``; return ``None`` if Scrapy's internals changed or moved under it."""
+    for _ in range(2):  # a second try covers "changed size during iteration" from another thread
+        try:
+            return func(*args)
+        except Exception:  # noqa: BLE001 - a probe must never break the crawl
+            continue
+    return None
+
+
+def _disk_len(scheduler: Any) -> int:
+    dqs = getattr(scheduler, "dqs", None)
+    return len(dqs) if dqs is not None else 0
+
+
+def _slot_queued(engine: Any) -> int:
+    return sum(len(slot.queue) for slot in list(engine.downloader.slots.values()))
+
+
+def read_queues(crawler: Any) -> QueueReading:
+    """Read scheduler length, in-flight downloads, slot queues and scraper active bytes."""
+    engine = _engine(crawler)
+    if engine is None:
+        return QueueReading()
+    scheduler = _scheduler(engine)
+    scraper_slot = getattr(getattr(engine, "scraper", None), "slot", None)
+    return QueueReading(
+        scheduled=_attempt(len, scheduler) if scheduler is not None else None,
+        disk_scheduled=_attempt(_disk_len, scheduler) if scheduler is not None else None,
+        inflight=_attempt(lambda: len(engine.downloader.active)),
+        slot_queued=_attempt(_slot_queued, engine),
+        active_size_bytes=getattr(scraper_slot, "active_size", None),
+        backout=_attempt(scraper_slot.needs_backout) if scraper_slot is not None else None,
+    )
+
+
+def is_drained(crawler: Any) -> bool:
+    """Return whether no download is in flight and the scraper holds no response or item."""
+    engine = _engine(crawler)
+    if engine is None:
+        return True
+    scraper_slot = getattr(getattr(engine, "scraper", None), "slot", None)
+    inflight = len(engine.downloader.active)
+    return inflight == 0 and (scraper_slot is None or scraper_slot.is_idle())
+
+
+def pause_engine(crawler: Any) -> bool:
+    """Stop the engine from starting new downloads; return whether it could be paused."""
+    engine = _engine(crawler)
+    if engine is None or not getattr(engine, "running", False):
+        return False
+    engine.pause()
+    return True
+
+
+def resume_engine(crawler: Any) -> None:
+    """Undo :func:`pause_engine` and wake the engine's scheduling loop."""
+    engine = _engine(crawler)
+    if engine is None:
+        return
+    engine.unpause()
+    slot = getattr(engine, "_slot", None)
+    if slot is not None:
+        slot.nextcall.schedule()
+
+
+def live_ref_counts() -> dict[str, int]:
+    """Return live Scrapy objects (Request, Response, Selector, Item...) by class, from trackref."""
+    from scrapy.utils import trackref
+
+    return {cls.__name__: len(refs) for cls, refs in list(trackref.live_refs.items()) if len(refs)}

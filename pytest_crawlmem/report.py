@@ -1,0 +1,101 @@
+"""Writes ``report.json`` for one crawl: what was measured, against which budgets, on what machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Sequence
+
+from .budgets import Budgets, Violation
+from .models import SCHEMA_VERSION, CrawlResult, _json_value
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def environment() -> dict[str, Any]:
+    """Versions and machine facts that make figures comparable (or not)."""
+    return {
+        "pytest_crawlmem": _version("pytest-crawlmem"),
+        "python": platform.python_version(),
+        "implementation": sys.implementation.name,
+        "scrapy": _version("scrapy"),
+        "twisted": _version("twisted"),
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "release": platform.release(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def result_to_json(result: CrawlResult) -> dict[str, Any]:
+    """The measured figures of ``result`` as a JSON-ready dict (samples stay in samples.jsonl)."""
+    return {
+        "spider": result.spider,
+        "responses": result.responses,
+        "items_scraped": result.items_scraped,
+        "duration_seconds": result.duration_seconds,
+        "finish_reason": result.finish_reason,
+        "start_rss": result.start_rss,
+        "end_rss": result.end_rss,
+        "peak_rss": result.peak_rss,
+        "rss_growth": result.rss_growth,
+        "traced_peak": result.traced_peak,
+        "max_scheduled": result.max_scheduled,
+        "max_inflight": result.max_inflight,
+        "max_active_size": result.max_active_size,
+        "backout_seconds": result.peaks.backout_seconds,
+        "verdict": result.verdict,
+        "growth": result.growth.to_json(),
+        "top_growth": [
+            {
+                "location": s.location,
+                "size_diff_bytes": s.size_diff_bytes,
+                "count_diff": s.count_diff,
+                "bytes_per_response": _json_value(s.bytes_per_response),
+                "traceback": list(s.traceback),
+            }
+            for s in result.top_growth
+        ],
+        "dropped": [{"url": d.url, "reason": d.reason, "size_bytes": d.size_bytes} for d in result.dropped],
+        "status_counts": {str(k): v for k, v in sorted(result.status_counts.items())},
+        "live_refs": dict(result.live_refs),
+        "samples": len(result.samples),
+        "errors": list(result.errors),
+        "stats": {k: v if isinstance(v, (int, float, str, bool, type(None))) else str(v) for k, v in result.stats.items()},
+    }
+
+
+def write_report_json(
+    path: Path,
+    result: CrawlResult,
+    *,
+    test_id: str,
+    budgets: Budgets | None,
+    violations: Sequence[Violation],
+) -> Path:
+    """Write ``report.json`` atomically (a crash mid-write never leaves half a file)."""
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "test": test_id,
+        "environment": environment(),
+        "budgets": budgets.set_values() if budgets else {},
+        "violations": [
+            {"budget": v.budget, "measured": v.measured, "limit": v.limit, "message": v.message, "fails": v.fails}
+            for v in violations
+        ],
+        "result": result_to_json(result),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(document, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

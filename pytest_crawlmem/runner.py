@@ -1,0 +1,196 @@
+"""Runs one Scrapy crawl in this process with the measuring extension and builds its CrawlResult.
+
+Free of pytest: the caller passes ``wait``, which blocks until a Deferred fires
+(``pytest_twisted.blockon`` under pytest). Runs in the crawl process, on the main thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from . import probes
+from .extension import CrawlMemExtension
+from .growth import DEFAULT_LEAK_PER_RESPONSE, analyze
+from .models import CrawlResult, Peaks, Sample
+
+EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
+
+#: Settings every test crawl gets; the user's settings override all but the forced ones.
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "LOG_LEVEL": "INFO",
+    "ROBOTSTXT_OBEY": False,
+    "COOKIES_ENABLED": False,
+}
+#: Settings a test crawl cannot turn back on: they would measure or kill the wrong thing.
+FORCED_SETTINGS: dict[str, Any] = {
+    "MEMUSAGE_ENABLED": False,  # reads ru_maxrss, the peak of the whole pytest process
+    "TELNETCONSOLE_ENABLED": False,
+    "REMOTE_CONTROL_ENABLED": False,
+}
+
+
+@dataclass(frozen=True)
+class CrawlOptions:
+    """How to measure one crawl."""
+
+    report_dir: Path | None = None
+    interval_seconds: float = 0.1
+    tracemalloc_frames: int = 0
+    checkpoints: bool = True
+    leak_per_response: int | None = None
+
+
+class _DetachRecord(logging.Filter):
+    """Render a log record's message at once and drop its references to crawl objects.
+
+    pytest's log capture keeps every record until the test phase ends; a record's
+    ``args`` (items, responses), ``exc_info`` (frames) and Scrapy's ``extra={"spider": ...}``
+    would otherwise keep the crawl alive and look like a leak.
+    """
+
+    _PINNING = ("spider", "crawler", "response", "request", "item")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args:
+            try:
+                record.msg = record.getMessage()
+            except Exception:  # noqa: BLE001 - a broken log call must not break the crawl
+                record.msg = str(record.msg)
+            record.args = None
+        if record.exc_info:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+            record.exc_info = None
+        for name in self._PINNING:
+            if name in record.__dict__:
+                record.__dict__[name] = repr(record.__dict__[name])[:200]
+        return True
+
+
+@contextlib.contextmanager
+def detached_log_records() -> Iterator[None]:
+    """While the crawl runs, keep log handlers on the root logger from pinning crawl objects."""
+    detach = _DetachRecord()
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(detach)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(detach)
+
+
+def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> dict[str, Any]:
+    """Return the settings of a measured test crawl: defaults < user settings < forced < ours."""
+    settings: dict[str, Any] = {**DEFAULT_SETTINGS, **(user_settings or {}), **FORCED_SETTINGS}
+    extensions = dict(settings.get("EXTENSIONS") or {})
+    extensions[EXTENSION_PATH] = 0
+    settings["EXTENSIONS"] = extensions
+    settings.update(
+        CRAWLMEM_ENABLED=True,
+        CRAWLMEM_INTERVAL_SECONDS=options.interval_seconds,
+        CRAWLMEM_TRACEMALLOC_FRAMES=options.tracemalloc_frames,
+        CRAWLMEM_CHECKPOINTS=options.checkpoints,
+        CRAWLMEM_JSONL=str(options.report_dir / "samples.jsonl") if options.report_dir else None,
+    )
+    return settings
+
+
+def run_crawl(
+    spider_cls: type,
+    *,
+    wait: Callable[[Any], Any],
+    start_urls: list[str] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    spider_kwargs: Mapping[str, Any] | None = None,
+    options: CrawlOptions = CrawlOptions(),
+) -> CrawlResult:
+    """Run ``spider_cls`` to the end with the measuring extension; return what it measured."""
+    from scrapy.crawler import CrawlerRunner
+
+    if options.report_dir is not None:
+        options.report_dir.mkdir(parents=True, exist_ok=True)
+        (options.report_dir / "samples.jsonl").unlink(missing_ok=True)
+    all_settings = crawl_settings(settings, options)
+    kwargs = dict(spider_kwargs or {})
+    if start_urls is not None:
+        kwargs["start_urls"] = list(start_urls)
+    runner = CrawlerRunner(all_settings)
+    crawler = runner.create_crawler(spider_cls)
+    started = time.monotonic()
+    with detached_log_records():
+        wait(runner.crawl(crawler, **kwargs))
+    duration = time.monotonic() - started
+    ext = _find_extension(crawler)
+    stats = dict(crawler.stats.get_stats())
+    max_active_size = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE")
+    ext.crawler = None
+    del crawler, runner
+    gc.collect()
+    return _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+
+
+def _find_extension(crawler: Any) -> CrawlMemExtension:
+    for middleware in crawler.extensions.middlewares:
+        if isinstance(middleware, CrawlMemExtension):
+            return middleware
+    raise RuntimeError("the crawlmem extension did not start: check EXTENSIONS and CRAWLMEM_ENABLED")
+
+
+def peaks_of(samples: tuple[Sample, ...], interval_seconds: float) -> Peaks:
+    """Return the queues' peaks over ``samples``."""
+    return Peaks(
+        max_scheduled=max((s.scheduled or 0 for s in samples), default=0),
+        max_inflight=max((s.inflight or 0 for s in samples), default=0),
+        max_active_size_bytes=max((s.active_size_bytes or 0 for s in samples), default=0),
+        backout_seconds=round(sum(1 for s in samples if s.backout) * interval_seconds, 3),
+    )
+
+
+def status_counts(stats: Mapping[str, Any]) -> dict[int, int]:
+    """Return response counts by HTTP status from Scrapy's stats."""
+    prefix = "downloader/response_status_count/"
+    return {int(k[len(prefix):]): int(v) for k, v in stats.items() if k.startswith(prefix) and k[len(prefix):].isdigit()}
+
+
+def _build_result(
+    spider_cls: type,
+    ext: CrawlMemExtension,
+    stats: dict[str, Any],
+    duration: float,
+    options: CrawlOptions,
+    max_active_size: int,
+) -> CrawlResult:
+    recording = ext.recording
+    samples = tuple(recording.samples)
+    growth = analyze(
+        recording.checkpoints,
+        samples,
+        leak_per_response=options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE,
+        max_active_size=max_active_size,
+    )
+    return CrawlResult(
+        spider=getattr(spider_cls, "name", spider_cls.__name__),
+        samples=samples,
+        start_rss=ext.start_rss,
+        end_rss=ext.end_rss,
+        peak_rss=ext.peak_rss,
+        traced_peak=ext.traced_peak,
+        responses=ext.responses,
+        items_scraped=ext.items,
+        duration_seconds=round(duration, 4),
+        finish_reason=ext.finish_reason,
+        peaks=peaks_of(samples, options.interval_seconds),
+        growth=growth,
+        status_counts=status_counts(stats),
+        live_refs=probes.live_ref_counts(),
+        stats=stats,
+        errors=tuple(recording.errors),
+        report_dir=options.report_dir,
+    )

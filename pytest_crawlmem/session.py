@@ -1,0 +1,106 @@
+"""Per-session state of the plugin: settings, crawl records, budget verdicts, terminal summary."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+
+from .budgets import Budgets, Violation
+from .models import CrawlResult
+from .settings import PluginSettings
+from .units import format_size
+
+
+class CrawlMemWarning(UserWarning):
+    """A memory finding that the test's budgets ask to report, not to fail on (``leak="warn"``)."""
+
+
+@dataclass
+class CrawlRecord:
+    """One crawl of a test: its result, budgets and violations."""
+
+    test_id: str
+    result: CrawlResult
+    budgets: Budgets | None
+    violations: list[Violation]
+    outcome: str = "passed"
+
+
+@dataclass
+class CrawlMemSession:
+    """Everything the plugin keeps for one pytest session."""
+
+    settings: PluginSettings
+    records: list[CrawlRecord] = field(default_factory=list)
+
+    def report_dir_for(self, nodeid: str, index: int) -> Path:
+        """Return the report dir of the ``index``-th crawl (from 1) of test ``nodeid``."""
+        base = self.settings.report_dir / safe_dirname(nodeid)
+        return base if index == 1 else base / f"crawl-{index}"
+
+    def finish_test(self, item: pytest.Item, report: pytest.TestReport, records: Sequence[CrawlRecord]) -> None:
+        """Turn a passing test into a failure if its crawls broke a budget; record outcomes."""
+        failing = [v for r in records for v in r.violations if v.fails]
+        warning = [v for r in records for v in r.violations if not v.fails]
+        for violation in warning:
+            warnings.warn(CrawlMemWarning(f"{item.nodeid}: {violation.message}"), stacklevel=1)
+        if failing and report.passed:
+            report.outcome = "failed"
+            lines = [f"crawl_memory budget broken: {v.message}" for v in failing]
+            dirs = sorted({str(r.result.report_dir) for r in records if r.result.report_dir})
+            lines += [f"report: {d}" for d in dirs]
+            report.longrepr = "\n".join(lines)
+        for record in records:
+            record.outcome = "failed" if any(v.fails for v in record.violations) else report.outcome
+        self.records.extend(records)
+
+    def summarize(self, terminalreporter: Any, *, verbose: bool) -> None:
+        """Write the crawl table to the terminal."""
+        if not self.records:
+            return
+        terminalreporter.write_sep("=", "crawl memory")
+        header = ["test", "responses", "peak RSS", "growth/resp", "verdict", "outcome"]
+        if verbose:
+            header[4:4] = ["RSS growth", "max sched", "max inflight", "duration"]
+        rows = [header] + [_row(r, verbose) for r in self.records]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+        for row in rows:
+            terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        terminalreporter.write_line(f"reports: {self.settings.report_dir}")
+
+
+def _row(record: CrawlRecord, verbose: bool) -> list[str]:
+    result = record.result
+    per = result.growth.per_response_bytes
+    row = [
+        record.test_id,
+        f"{result.responses:,}",
+        format_size(result.peak_rss),
+        "-" if per is None else f"{format_size(per)}",
+        result.verdict,
+        record.outcome,
+    ]
+    if verbose:
+        row[4:4] = [
+            format_size(result.rss_growth),
+            f"{result.max_scheduled:,}",
+            f"{result.max_inflight:,}",
+            f"{result.duration_seconds:.1f}s",
+        ]
+    return row
+
+
+def safe_dirname(nodeid: str) -> str:
+    """Return a directory name for a test id: ``tests/test_a.py::test_b[x]`` -> ``tests_test_a.py__test_b_x_``."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", nodeid.replace("::", "__").replace("/", "_"))
+    return name[:150] or "test"
+
+
+SESSION_KEY = pytest.StashKey[CrawlMemSession]()
+BUDGETS_KEY = pytest.StashKey[Budgets]()
+RECORDS_KEY = pytest.StashKey[list[CrawlRecord]]()

@@ -1,0 +1,116 @@
+"""Plugin-wide settings resolved once from the command line and the ini file (pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from .budgets import SPECS, BudgetError, parse_budget
+from .units import UnitError, parse_count, parse_seconds
+
+
+@dataclass(frozen=True)
+class Option:
+    """A plugin option: ``--crawlmem-NAME`` on the command line and ``crawlmem_NAME`` in the ini file."""
+
+    name: str
+    help: str
+    default: str | None
+    metavar: str
+
+    @property
+    def dest(self) -> str:
+        """The option's dest, also its ini key."""
+        return "crawlmem_" + self.name.replace("-", "_")
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag."""
+        return "--crawlmem-" + self.name
+
+
+OPTIONS = (
+    Option("report-dir", "directory for per-test reports (default: .crawlmem under the rootdir)", None, "DIR"),
+    Option("interval", "seconds between samples of RSS and the engine's queues (default: 0.1)", "0.1", "SECONDS"),
+    Option(
+        "tracemalloc-frames",
+        "trace Python allocations with this many frames during crawls; 0 traces only when a"
+        " traced_peak budget asks for it (default: 0)",
+        "0",
+        "N",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class PluginSettings:
+    """Options resolved with their precedence (command line > ini > default) and validated."""
+
+    report_dir: Path
+    interval_seconds: float
+    tracemalloc_frames: int
+    budget_defaults: Mapping[str, object] = field(default_factory=dict)
+
+
+def resolve_settings(
+    get_cli: Callable[[str], object],
+    get_ini: Callable[[str], object],
+    rootdir: Path,
+) -> PluginSettings:
+    """Resolve every option and ini budget; raise ValueError naming the bad value and its source."""
+
+    def value(option: Option) -> tuple[object, str]:
+        cli = get_cli(option.dest)
+        if cli is not None:
+            return cli, f"command line {option.flag}"
+        ini = get_ini(option.dest)
+        if ini not in (None, "", []):
+            return ini, f"ini {option.dest}"
+        return option.default, f"default {option.dest}"
+
+    by_name = {o.name: o for o in OPTIONS}
+    report_dir, _ = value(by_name["report-dir"])
+    interval, source = value(by_name["interval"])
+    try:
+        interval_seconds = parse_seconds(_number(interval), source=source)
+        frames_value, frames_source = value(by_name["tracemalloc-frames"])
+        frames = parse_count(frames_value, source=frames_source)
+    except UnitError as exc:
+        raise ValueError(str(exc)) from exc
+    if frames > 100:
+        raise ValueError(f"invalid tracemalloc-frames {frames} from {frames_source}: expected 0 to 100")
+    return PluginSettings(
+        report_dir=Path(str(report_dir)) if report_dir else rootdir / ".crawlmem",
+        interval_seconds=interval_seconds,
+        tracemalloc_frames=frames,
+        budget_defaults=ini_budgets(get_ini),
+    )
+
+
+def _number(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def ini_budgets(get_ini: Callable[[str], object]) -> dict[str, object]:
+    """Parse the ``crawlmem_<budget>`` ini defaults that are set."""
+    parsed: dict[str, object] = {}
+    for name, spec in SPECS.items():
+        if not spec.enforced:
+            continue
+        raw = get_ini(f"crawlmem_{name}")
+        if raw in (None, "", []):
+            continue
+        value: object = raw
+        if spec.parse is parse_seconds:
+            value = _number(raw)
+        try:
+            parsed[name] = parse_budget(name, value, source=f"ini crawlmem_{name}")
+        except BudgetError as exc:
+            raise ValueError(str(exc)) from exc
+    return parsed

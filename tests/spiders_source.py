@@ -1,0 +1,87 @@
+"""Spiders used by the pytester tests, written into each test's temporary directory."""
+
+SPIDERS = '''
+import gc
+import time
+
+import scrapy
+
+
+class Catalog(scrapy.Spider):
+    name = "catalog"
+
+    async def start(self):
+        for url in self.start_urls:
+            yield scrapy.Request(url)
+
+    def parse(self, response):
+        yield from response.follow_all(css="a.product", callback=self.parse_product)
+        yield from response.follow_all(css="a.next")
+
+    def parse_product(self, response):
+        yield {"name": response.css("h1.name::text").get(), "price": response.css("span.price::text").get()}
+
+
+class Hoarder(Catalog):
+    """Keeps 4 KiB per product page: a leak of about 2 KiB per response."""
+
+    name = "hoarder"
+    kept = []
+
+    def parse_product(self, response):
+        self.kept.append(b"x" * 4096 + response.url.encode())
+        yield from super().parse_product(response)
+
+
+class Ballast(Catalog):
+    """Allocates 64 MiB at its first response and keeps it to the end of the crawl."""
+
+    name = "ballast"
+    ballast = None
+
+    def parse(self, response):
+        if Ballast.ballast is None:
+            Ballast.ballast = bytearray(b"1" * (64 * 2**20))
+        yield from super().parse(response)
+
+
+class Spike(Catalog):
+    """Allocates 300 MiB in one callback and frees it before returning, while blocking the reactor."""
+
+    name = "spike"
+
+    def parse(self, response):
+        if not getattr(self, "spiked", False):
+            self.spiked = True
+            blob = bytearray(b"1" * (300 * 2**20))
+            time.sleep(0.5)
+            del blob
+        yield from super().parse(response)
+
+
+class SlowCallbacks(scrapy.Spider):
+    """Large pages and slow callbacks: responses pile up in the scraper."""
+
+    name = "slow_callbacks"
+
+    async def start(self):
+        for i in range(40):
+            yield scrapy.Request(self.base + f"/large/{i}?kb=256")
+
+    def parse(self, response):
+        time.sleep(0.05)
+        yield {"size": len(response.body)}
+
+
+class SlowPages(scrapy.Spider):
+    """Pages that take 300 ms each: downloads stay in flight."""
+
+    name = "slow_pages"
+
+    async def start(self):
+        for i in range(24):
+            yield scrapy.Request(self.base + f"/slow/{i}?ms=300")
+
+    def parse(self, response):
+        yield {"url": response.url}
+'''

@@ -1,0 +1,90 @@
+"""Budget parsing, precedence and checks (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_crawlmem.budgets import SPECS, BudgetError, Budgets, check_budgets, parse_budget, resolve_budgets
+from pytest_crawlmem.models import CrawlResult, Growth, Peaks
+
+MIB = 2**20
+
+
+def result(**overrides):
+    values = dict(
+        spider="s", samples=(), start_rss=100 * MIB, end_rss=120 * MIB, peak_rss=300 * MIB, traced_peak=None,
+        responses=1000, items_scraped=900, duration_seconds=3.0, finish_reason="finished",
+        peaks=Peaks(max_scheduled=50, max_inflight=16, max_active_size_bytes=2 * MIB),
+        growth=Growth(verdict="steady", reason="flat", per_response_bytes=10.0),
+    )
+    values.update(overrides)
+    return CrawlResult(**values)
+
+
+def test_marker_values_override_ini_defaults_and_closest_marker_wins():
+    budgets = resolve_budgets(
+        [({"peak_rss": "200 MiB"}, "marker of test_a"), ({"peak_rss": "1 GiB", "max_inflight": 4}, "class marker")],
+        {"peak_rss": 500 * MIB, "rss_growth": 10 * MIB},
+    )
+    assert budgets.peak_rss == 200 * MIB
+    assert budgets.max_inflight == 4
+    assert budgets.rss_growth == 10 * MIB
+
+
+def test_an_unknown_budget_names_the_test_and_lists_known_ones():
+    with pytest.raises(BudgetError, match=r"unknown budget 'peak_rs' in crawl_memory marker of t::x.*peak_rss"):
+        parse_budget("peak_rs", "1 MB", source="crawl_memory marker of t::x")
+
+
+def test_a_budget_that_is_not_enforced_yet_is_refused_rather_than_ignored():
+    unenforced = [name for name, spec in SPECS.items() if not spec.enforced]
+    assert unenforced
+    for name in unenforced:
+        with pytest.raises(BudgetError, match="not enforced"):
+            parse_budget(name, 1, source="marker")
+
+
+@pytest.mark.parametrize(("name", "value"), [("peak_rss", "lots"), ("max_inflight", -1), ("leak", "maybe")])
+def test_a_bad_value_names_budget_value_and_source(name, value):
+    with pytest.raises(BudgetError) as info:
+        parse_budget(name, value, source="crawl_memory marker of t::y")
+    assert name in str(info.value) and repr(value) in str(info.value) and "t::y" in str(info.value)
+
+
+@given(st.dictionaries(st.text(max_size=12), st.one_of(st.text(max_size=12), st.integers(), st.none()), max_size=4))
+def test_fuzzed_marker_arguments_parse_or_fail_with_budget_error(kwargs):
+    try:
+        resolve_budgets([(kwargs, "marker")], {})
+    except BudgetError:
+        pass
+
+
+def test_a_crawl_within_budgets_has_no_violations():
+    budgets = Budgets(peak_rss=300 * MIB, rss_growth=20 * MIB, max_inflight=16, max_scheduled=50)
+    assert check_budgets(budgets, result()) == []
+
+
+@pytest.mark.parametrize(
+    ("budgets", "expected"),
+    [
+        (Budgets(peak_rss=299 * MIB), "peak RSS was 300.0 MiB, over the budget peak_rss=299.0 MiB"),
+        (Budgets(rss_growth=19 * MIB), "RSS growth was 20.0 MiB, over the budget rss_growth=19.0 MiB"),
+        (Budgets(traced_peak=MIB), "traced peak was 2.0 MiB, over the budget traced_peak=1.0 MiB"),
+        (Budgets(max_scheduled=49), "the scheduler queue reached 50, over the budget max_scheduled=49"),
+        (Budgets(max_inflight=15), "downloads in flight reached 16, over the budget max_inflight=15"),
+        (Budgets(max_active_size=MIB), "scraper active size was 2.0 MiB, over the budget max_active_size=1.0 MiB"),
+    ],
+)
+def test_each_breach_is_one_sentence_with_both_numbers(budgets, expected):
+    violations = check_budgets(budgets, result(traced_peak=2 * MIB))
+    assert [v.message for v in violations] == [expected]
+
+
+def test_a_leak_verdict_fails_warns_or_is_ignored_by_the_leak_budget():
+    leaky = result(growth=Growth(verdict="retained-objects", reason="traced memory grew", per_response_bytes=2048.0))
+    assert check_budgets(Budgets(leak="fail"), leaky)[0].fails
+    assert not check_budgets(Budgets(leak="warn"), leaky)[0].fails
+    assert check_budgets(Budgets(leak="off"), leaky) == []
+    assert check_budgets(Budgets(leak="fail"), result()) == []
