@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any, ClassVar
 
 import scrapy
 from scrapy.http import Response
@@ -33,7 +34,7 @@ class HoardingSpider(CatalogSpider):
     """A catalog spider that keeps every product page body: the classic callback leak."""
 
     name = "hoarding"
-    seen_pages: list[bytes] = []
+    seen_pages: ClassVar[list[bytes]] = []
 
     def parse_product(self, response: Response) -> Any:
         self.seen_pages.append(response.body + b" " * 2048)  # retained for the whole crawl

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import Callable, Iterable, Mapping
 
 from .models import CrawlResult
 from .units import UnitError, format_size, parse_count, parse_seconds, parse_size

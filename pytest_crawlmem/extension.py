@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 import threading
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
@@ -155,7 +156,7 @@ class CrawlMemExtension:
         while not self._stop.wait(self.interval_seconds):
             try:
                 self._take_sample()
-            except Exception as exc:  # noqa: BLE001 - sampling must outlive any one failure
+            except Exception as exc:
                 self.recording.add_error(f"sample failed: {exc!r}")
 
     def _take_sample(self) -> None:
@@ -202,7 +203,7 @@ class CrawlMemExtension:
                 self._checkpointing = False
                 probes.resume_engine(self.crawler)
             return
-        reactor.callLater(_DRAIN_POLL_SECONDS, self._wait_for_drain, started)  # type: ignore[attr-defined]
+        cast(Any, reactor).callLater(_DRAIN_POLL_SECONDS, self._wait_for_drain, started)
 
     def _take_checkpoint(self, *, drained: bool, cost_started: float) -> None:
         gc.collect()
@@ -216,6 +217,7 @@ class CrawlMemExtension:
             heap_bytes=probes.read_malloc_in_use_bytes(),
             traced_bytes=traced,
             scheduled=queues.scheduled or 0,
+            allocated_blocks=sys.getallocatedblocks(),
             live_refs=probes.live_ref_counts(),
             drained=drained,
             cost_seconds=round(time.monotonic() - cost_started, 4),

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -53,6 +54,7 @@ class Checkpoint:
     heap_bytes: int | None
     traced_bytes: int | None
     scheduled: int
+    allocated_blocks: int | None = None
     live_refs: Mapping[str, int] = field(default_factory=dict)
     drained: bool = True
     cost_seconds: float = 0.0

@@ -120,7 +120,7 @@ def _attempt(func: Any, *args: Any) -> Any:
     for _ in range(2):  # a second try covers "changed size during iteration" from another thread
         try:
             return func(*args)
-        except Exception:  # noqa: BLE001 - a probe must never break the crawl
+        except Exception:
             continue
     return None
 

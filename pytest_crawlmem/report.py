@@ -6,9 +6,10 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .budgets import Budgets, Violation
 from .models import SCHEMA_VERSION, CrawlResult, _json_value

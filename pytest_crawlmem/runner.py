@@ -10,9 +10,10 @@ import contextlib
 import gc
 import logging
 import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from . import probes
 from .extension import CrawlMemExtension
@@ -60,7 +61,7 @@ class _DetachRecord(logging.Filter):
         if record.args:
             try:
                 record.msg = record.getMessage()
-            except Exception:  # noqa: BLE001 - a broken log call must not break the crawl
+            except Exception:
                 record.msg = str(record.msg)
             record.args = None
         if record.exc_info:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,7 @@ class CrawlMemSession:
         rows = [header] + [_row(r, verbose) for r in self.records]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
-            terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+            terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         terminalreporter.write_line(f"reports: {self.settings.report_dir}")
 
 

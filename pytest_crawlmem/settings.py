@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
 
 from .budgets import SPECS, BudgetError, parse_budget
 from .units import UnitError, parse_count, parse_seconds

@@ -222,7 +222,7 @@ def test_slow_pages_wait_without_blocking_other_requests(site: RunningSite) -> N
     results["fast"] = time.monotonic() - started
     thread.join(5)
     assert results["slow"] >= 0.8
-    assert results["fast"] < 0.3
+    assert results["fast"] < 0.5
 
 
 def test_drip_trickles_k_kib_over_ms(site: RunningSite) -> None:
@@ -238,7 +238,7 @@ def test_drip_trickles_k_kib_over_ms(site: RunningSite) -> None:
     finally:
         connection.close()
     assert len(body) == 16 * KIB
-    assert first_at < 0.3
+    assert first_at < 0.4
     assert 0.6 <= total < 3.0
 
 
@@ -247,9 +247,7 @@ def test_explode_pages_link_to_fanout_new_unique_pages(site: RunningSite) -> Non
     children = re.findall(rb'href="/explode/(\d+)\?fanout=4"', root.body)
     assert [int(c) for c in children] == [1, 2, 3, 4]
     grandchildren = {
-        int(c)
-        for child in (1, 2)
-        for c in re.findall(rb"/explode/(\d+)\?", fetch(site, f"/explode/{child}?fanout=4").body)
+        int(c) for child in (1, 2) for c in re.findall(rb"/explode/(\d+)\?", fetch(site, f"/explode/{child}?fanout=4").body)
     }
     assert grandchildren == set(range(5, 13))
     assert len(re.findall(rb'class="child"', fetch(site, "/explode/5").body)) == 10
@@ -325,6 +323,25 @@ def test_event_streams_send_ticks_and_release_everything_when_clients_leave(site
         time.sleep(0.05)
     assert process.num_fds() <= baseline
     assert fetch(site, "/catalog/product/1").status == 200
+
+
+def test_a_client_that_stops_reading_does_not_make_the_site_buffer_the_body(site: RunningSite) -> None:
+    process = psutil.Process(site.pid)
+    before = process.memory_info().rss
+    with socket.create_connection(address(site), timeout=5) as sock:
+        sock.sendall(raw_get("/oversized/9?kb=1048576&mode=chunked"))
+        assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+        time.sleep(0.5)
+        grown = process.memory_info().rss - before
+        assert fetch(site, "/catalog/product/1").status == 200
+    assert grown < 32 * MIB
+
+
+def test_streaming_64_mib_does_not_grow_the_site(site: RunningSite) -> None:
+    process = psutil.Process(site.pid)
+    before = process.memory_info().rss
+    assert len(fetch(site, "/large/2?kb=65536").body) == 64 * MIB
+    assert process.memory_info().rss - before < 32 * MIB
 
 
 @pytest.mark.parametrize(
@@ -421,8 +438,7 @@ def test_keep_alive_serves_many_requests_on_one_connection(site: RunningSite) ->
 
 def test_pipelined_requests_are_answered_in_order(site: RunningSite) -> None:
     requests = b"".join(
-        f"GET {path} HTTP/1.1\r\nHost: t\r\n\r\n".encode()
-        for path in ("/slow/1?ms=100", "/catalog/product/2", "/status/404")
+        f"GET {path} HTTP/1.1\r\nHost: t\r\n\r\n".encode() for path in ("/slow/1?ms=100", "/catalog/product/2", "/status/404")
     )
     raw = raw_exchange(site, requests + raw_get("/catalog/product/3"))
     statuses = re.findall(rb"HTTP/1\.1 (\d{3})", raw)
@@ -480,9 +496,7 @@ def test_it_exits_cleanly_on_sigint() -> None:
         running.close()
 
 
-def test_it_starts_from_any_working_directory_with_a_bare_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_it_starts_from_any_working_directory_with_a_bare_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     with start_site(env={"PATH": os.environ.get("PATH", "")}) as running:
         assert fetch(running, "/").status == 200

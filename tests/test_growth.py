@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_crawlmem.growth import (
-    DEFAULT_REQUEST_ALLOWANCE,
+    REQUEST_ALLOWANCE,
     analyze,
     judged_checkpoints,
     next_checkpoint_at,
@@ -69,7 +69,7 @@ def test_allocator_ratchets_are_never_a_leak(total, steps, data):
     points = schedule(total)
     judged = [n for n in points if n >= warmup_responses(total)]
     at = [data.draw(st.sampled_from(judged[1:])) for _ in steps]
-    memory = lambda n: sum(step for step, when in zip(steps, at) if n >= when)  # noqa: E731
+    memory = lambda n: sum(step for step, when in zip(steps, at, strict=True) if n >= when)
     if len(set(at)) == len(judged) - 1:  # steps landing in every interval would be a real trend
         return
     assert analyze(series(total, memory)).verdict != "retained-objects"
@@ -78,34 +78,34 @@ def test_allocator_ratchets_are_never_a_leak(total, steps, data):
 @given(st.integers(1000, 20000), st.integers(50_000, 5_000_000))
 def test_a_bounded_cache_that_plateaus_is_not_a_leak(total, cache_bytes):
     fill_until = warmup_responses(total)
-    memory = lambda n: min(n, fill_until) * cache_bytes // fill_until  # noqa: E731
+    memory = lambda n: min(n, fill_until) * cache_bytes // fill_until
     assert analyze(series(total, memory)).verdict == "steady"
 
 
 @settings(max_examples=50)
 @given(st.integers(1000, 20000), st.integers(5, 50))
 def test_growth_that_tracks_the_scheduler_is_a_backlog(total, requests_per_response):
-    queued = lambda n: n * requests_per_response  # noqa: E731
-    memory = lambda n: queued(n) * DEFAULT_REQUEST_ALLOWANCE  # noqa: E731
+    queued = lambda n: n * requests_per_response
+    memory = lambda n: queued(n) * REQUEST_ALLOWANCE
     growth = analyze(series(total, memory, scheduled=queued))
     assert growth.verdict == "scheduler-backlog"
 
 
 def test_a_leak_on_top_of_a_backlog_is_still_a_leak():
-    queued = lambda n: n * 10  # noqa: E731
-    memory = lambda n: queued(n) * DEFAULT_REQUEST_ALLOWANCE + n * 3000  # noqa: E731
+    queued = lambda n: n * 10
+    memory = lambda n: queued(n) * REQUEST_ALLOWANCE + n * 3000
     assert analyze(series(2000, memory, scheduled=queued)).verdict == "retained-objects"
 
 
 def test_rising_live_responses_are_retained_objects_even_below_the_byte_threshold():
-    refs = lambda n: {"HtmlResponse": n // 10, "Request": 3}  # noqa: E731
+    refs = lambda n: {"HtmlResponse": n // 10, "Request": 3}
     growth = analyze(series(2000, lambda n: n * 100, refs=refs))
     assert growth.verdict == "retained-objects"
     assert "HtmlResponse +" in growth.reason
 
 
 def test_a_leak_below_a_raised_tolerance_passes():
-    memory = lambda n: n * 1500  # noqa: E731
+    memory = lambda n: n * 1500
     assert analyze(series(2000, memory)).verdict == "retained-objects"
     assert analyze(series(2000, memory), leak_per_response=2048).verdict == "steady"
 

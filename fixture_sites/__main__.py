@@ -1,0 +1,5 @@
+"""Entry point of ``python -m fixture_sites`` (site process)."""
+
+from fixture_sites.cli import main
+
+raise SystemExit(main())
