@@ -25,9 +25,10 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from . import probes
-from .growth import next_checkpoint_at
-from .models import Checkpoint, Sample
+from .growth import DEFAULT_LEAK_PER_RESPONSE, next_checkpoint_at, suspicious
+from .models import Checkpoint, GrowthSite, Sample
 from .recording import Recording
+from .snapshots import growing_sites, take_snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ class CrawlMemExtension:
         drain_timeout_seconds: float = 5.0,
         tracemalloc_frames: int = 0,
         log_interval_seconds: float = 0.0,
+        attribution_frames: int = 16,
+        leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE,
     ) -> None:
         self.crawler = crawler
         self.interval_seconds = interval_seconds
@@ -56,6 +59,14 @@ class CrawlMemExtension:
         self.drain_timeout_seconds = drain_timeout_seconds
         self.tracemalloc_frames = tracemalloc_frames
         self.log_interval_seconds = log_interval_seconds
+        self.attribution_frames = attribution_frames
+        self.leak_per_response = leak_per_response
+        self.growth_sites: list[GrowthSite] = []
+        self._window: list[tracemalloc.Snapshot | None] = []
+        self._window_responses: list[int] = []
+        self._window_done = False
+        self._window_started_tracing = False
+        self._traced_whole = False
         self.recording = Recording(jsonl_path)
         self.responses = 0
         self.items = 0
@@ -93,6 +104,8 @@ class CrawlMemExtension:
             drain_timeout_seconds=settings.getfloat("CRAWLMEM_DRAIN_TIMEOUT_SECONDS", 5.0),
             tracemalloc_frames=settings.getint("CRAWLMEM_TRACEMALLOC_FRAMES", 0),
             log_interval_seconds=settings.getfloat("CRAWLMEM_LOG_INTERVAL_SECONDS", 0.0),
+            attribution_frames=settings.getint("CRAWLMEM_ATTRIBUTION_FRAMES", 16),
+            leak_per_response=settings.getint("CRAWLMEM_LEAK_PER_RESPONSE", DEFAULT_LEAK_PER_RESPONSE),
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.response_received, signal=signals.response_received)
@@ -107,7 +120,8 @@ class CrawlMemExtension:
         if self.tracemalloc_frames and not tracemalloc.is_tracing():
             tracemalloc.start(self.tracemalloc_frames)
             self._started_tracing = True
-        if tracemalloc.is_tracing():
+        self._traced_whole = tracemalloc.is_tracing()
+        if self._traced_whole:
             tracemalloc.reset_peak()
         gc.collect()
         self.start_rss = probes.read_rss_bytes()
@@ -143,10 +157,11 @@ class CrawlMemExtension:
         peak = probes.read_peak_rss() if self._exact_peak else None
         sampled_peak = max((s.rss_bytes for s in self.recording.samples), default=self.start_rss)
         self.peak_rss = max(peak or 0, sampled_peak, self.start_rss)
-        if tracemalloc.is_tracing():
+        if self._traced_whole:
             self.traced_peak = tracemalloc.get_traced_memory()[1]
-            if self._started_tracing:
-                tracemalloc.stop()
+        self._end_window()
+        if self._started_tracing and tracemalloc.is_tracing():
+            tracemalloc.stop()
         self.recording.close()
         self._write_stats()
 
@@ -223,6 +238,38 @@ class CrawlMemExtension:
             cost_seconds=round(time.monotonic() - cost_started, 4),
         )
         self.recording.add_checkpoint(checkpoint)
+        self._attribute(checkpoint)
+
+    # -- attribution: a traced window opened when the crawl looks leaky (reactor thread) --
+
+    def _attribute(self, checkpoint: Checkpoint) -> None:
+        """Snapshot allocations inside the window; open one when the checkpoints look like a leak."""
+        if self._window_done or not self.attribution_frames:
+            return
+        if self._window:
+            self._window.append(take_snapshot())
+            self._window_responses.append(checkpoint.responses)
+            if len(self._window) >= 3:
+                self._end_window()
+        elif self.checkpoints_enabled and suspicious(self.recording.checkpoints, self.leak_per_response):
+            if tracemalloc.is_tracing():
+                self._window = [take_snapshot()]
+            else:
+                tracemalloc.start(self.attribution_frames)
+                self._window_started_tracing = True
+                self._window = [None]  # nothing is traced yet: the empty snapshot
+            self._window_responses = [checkpoint.responses]
+
+    def _end_window(self) -> None:
+        """Close the traced window and keep the sites that grew in every traced interval."""
+        if self._window_done:
+            return
+        self._window_done = True
+        if len(self._window) >= 2:
+            self.growth_sites = growing_sites(self._window, self._window_responses)
+        self._window = []
+        if self._window_started_tracing and tracemalloc.is_tracing():
+            tracemalloc.stop()
 
     def _write_stats(self) -> None:
         stats = self.crawler.stats

@@ -9,7 +9,7 @@ import pytest
 
 from .budgets import check_budgets
 from .models import CrawlResult
-from .report import write_report_json
+from .report import write_reports
 from .runner import CrawlOptions, run_crawl
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlRecord
 from .site import RunningSite, SiteStartError, start_site
@@ -88,9 +88,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         )
         violations = check_budgets(budgets, result) if budgets is not None else []
         if result.report_dir is not None:
-            write_report_json(
-                result.report_dir / "report.json", result, test_id=item.nodeid, budgets=budgets, violations=violations
-            )
+            write_reports(result.report_dir, result, test_id=item.nodeid, budgets=budgets, violations=violations)
         records.append(CrawlRecord(item.nodeid, result, budgets, violations))
         return result
 

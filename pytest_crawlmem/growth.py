@@ -144,6 +144,24 @@ def _rising_objects(judged: Sequence[Checkpoint]) -> dict[str, int]:
     return rising
 
 
+def suspicious(checkpoints: Sequence[Checkpoint], leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE) -> bool:
+    """Whether the crawl so far looks like a leak: worth tracing allocations from here on.
+
+    Judged on the checkpoints taken so far: the last two intervals after 150 responses
+    both grew past the threshold (net of the scheduler), or unexplained live Scrapy
+    objects rose in both.
+    """
+    warm = [c for c in checkpoints if c.responses >= 150]
+    if len(warm) < 3:
+        return False
+    recent = warm[-3:]
+    picked = _signal(recent)
+    if picked is None:
+        return False
+    spans = intervals(recent, picked[1])
+    return all(i.net_per_response >= leak_per_response for i in spans) or bool(_rising_objects(recent))
+
+
 def analyze(
     checkpoints: Sequence[Checkpoint],
     samples: Sequence[Sample] = (),

@@ -13,6 +13,7 @@ from typing import Any
 
 from .budgets import Budgets, Violation
 from .models import SCHEMA_VERSION, CrawlResult, _json_value
+from .snapshots import format_sites
 
 
 def _version(package: str) -> str | None:
@@ -75,6 +76,28 @@ def result_to_json(result: CrawlResult) -> dict[str, Any]:
     }
 
 
+def write_text_atomic(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file, so readers never see half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def write_reports(
+    report_dir: Path,
+    result: CrawlResult,
+    *,
+    test_id: str,
+    budgets: Budgets | None,
+    violations: Sequence[Violation],
+) -> None:
+    """Write report.json and tracemalloc-diff.txt of one crawl into ``report_dir``."""
+    write_report_json(report_dir / "report.json", result, test_id=test_id, budgets=budgets, violations=violations)
+    write_text_atomic(report_dir / "tracemalloc-diff.txt", format_sites(result.top_growth))
+
+
 def write_report_json(
     path: Path,
     result: CrawlResult,
@@ -95,8 +118,4 @@ def write_report_json(
         ],
         "result": result_to_json(result),
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(document, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, json.dumps(document, indent=2, default=str))

@@ -11,7 +11,7 @@ import gc
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,7 @@ def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOption
         CRAWLMEM_INTERVAL_SECONDS=options.interval_seconds,
         CRAWLMEM_TRACEMALLOC_FRAMES=options.tracemalloc_frames,
         CRAWLMEM_CHECKPOINTS=options.checkpoints,
+        CRAWLMEM_LEAK_PER_RESPONSE=options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE,
         CRAWLMEM_JSONL=str(options.report_dir / "samples.jsonl") if options.report_dir else None,
     )
     return settings
@@ -176,6 +177,13 @@ def _build_result(
         leak_per_response=options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE,
         max_active_size=max_active_size,
     )
+    sites = tuple(ext.growth_sites)
+    if sites and growth.verdict == "retained-objects":
+        top = sites[0]
+        growth = replace(
+            growth, reason=f"{growth.reason}; top growth {top.location} +{top.size_diff_bytes / 1024:,.1f} KiB"
+            f" ({top.bytes_per_response:,.0f} B/response)"
+        )
     return CrawlResult(
         spider=getattr(spider_cls, "name", spider_cls.__name__),
         samples=samples,
@@ -189,6 +197,7 @@ def _build_result(
         finish_reason=ext.finish_reason,
         peaks=peaks_of(samples, options.interval_seconds),
         growth=growth,
+        top_growth=sites,
         status_counts=status_counts(stats),
         live_refs=probes.live_ref_counts(),
         stats=stats,

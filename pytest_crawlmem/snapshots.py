@@ -1,0 +1,133 @@
+"""tracemalloc snapshots at drained checkpoints, and the allocation sites that grew between them.
+
+Runs in the crawl process. Traces are grouped by the most recent frame in user code (not
+the standard library, not an installed package, not the harness), so a leak allocated deep
+inside Scrapy on behalf of a callback is charged to the callback's line when the stack
+reaches it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import tracemalloc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+from .models import GrowthSite
+
+_HARNESS = (
+    os.path.dirname(os.path.abspath(__file__)),
+    "*/_pytest/*",
+    "*/pluggy/*",
+    tracemalloc.__file__,
+    "<frozen importlib._bootstrap>",
+    "<frozen importlib._bootstrap_external>",
+    "*/linecache.py",
+    "*/tracemalloc.py",
+)
+_LIBRARY_DIRS = tuple(
+    {os.path.realpath(p) for p in (sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("purelib"),
+                                    sysconfig.get_paths().get("platlib"), sys.base_prefix) if p}
+)
+
+
+def _filters() -> list[tracemalloc.Filter]:
+    return [
+        tracemalloc.Filter(False, pattern if "*" in pattern or pattern.startswith("<") else pattern + "*")
+        for pattern in _HARNESS
+    ]
+
+
+def take_snapshot() -> tracemalloc.Snapshot:
+    """Snapshot traced memory without the harness, pytest, pluggy, importlib and linecache."""
+    return tracemalloc.take_snapshot().filter_traces(_filters())
+
+
+def is_user_file(filename: str) -> bool:
+    """Return whether ``filename`` is the user's code rather than Python's or an installed package's."""
+    if filename.startswith("<"):
+        return False
+    path = os.path.realpath(filename)
+    return not any(path.startswith(lib + os.sep) for lib in _LIBRARY_DIRS) and "site-packages" not in path
+
+
+@dataclass
+class _Group:
+    size: int = 0
+    count: int = 0
+    biggest: int = 0
+    traceback: tuple[str, ...] = ()
+
+
+def _site_of(traceback: Sequence[tracemalloc.Frame]) -> str:
+    frames = list(traceback)
+    for frame in reversed(frames):  # most recent first
+        if is_user_file(frame.filename):
+            return f"{frame.filename}:{frame.lineno}"
+    recent = frames[-1] if frames else None
+    return f"{recent.filename}:{recent.lineno}" if recent else "<unknown>"
+
+
+def group_by_site(snapshot: tracemalloc.Snapshot | None) -> dict[str, _Group]:
+    """Sum the snapshot's live memory per site (most recent user frame)."""
+    groups: dict[str, _Group] = {}
+    if snapshot is None:
+        return groups
+    for stat in snapshot.statistics("traceback"):
+        group = groups.setdefault(_site_of(stat.traceback), _Group())
+        group.size += stat.size
+        group.count += stat.count
+        if stat.size > group.biggest:
+            group.biggest = stat.size
+            group.traceback = tuple(line.strip() for line in stat.traceback.format(most_recent_first=True)[:16])
+    return groups
+
+
+def growing_sites(
+    snapshots: Sequence[tracemalloc.Snapshot | None],
+    responses: Sequence[int],
+    *,
+    limit: int = 10,
+    min_bytes: int = 1024,
+) -> list[GrowthSite]:
+    """Sites whose memory rose in every consecutive pair of ``snapshots`` (taken at ``responses``).
+
+    ``None`` stands for the empty snapshot at the moment tracing started.
+    """
+    groups = [group_by_site(s) for s in snapshots]
+    if len(groups) < 2:
+        return []
+    window = max(responses[-1] - responses[0], 1)
+    sites = []
+    for site, last in groups[-1].items():
+        series = [g.get(site, _Group()) for g in groups]
+        if all(b.size - a.size >= min_bytes for a, b in pairwise(series)):
+            first = series[0]
+            size_diff = last.size - first.size
+            sites.append(
+                GrowthSite(
+                    location=site,
+                    size_diff_bytes=size_diff,
+                    count_diff=last.count - first.count,
+                    bytes_per_response=round(size_diff / window, 1),
+                    traceback=last.traceback,
+                )
+            )
+    sites.sort(key=lambda s: s.size_diff_bytes, reverse=True)
+    return sites[:limit]
+
+
+def format_sites(sites: Iterable[GrowthSite]) -> str:
+    """Render growth sites as the text of ``tracemalloc-diff.txt``."""
+    lines = []
+    for rank, site in enumerate(sites, 1):
+        lines.append(
+            f"#{rank} {site.location}: +{site.size_diff_bytes:,} B in {site.count_diff:+,} blocks"
+            f" ({site.bytes_per_response:,.1f} B/response)"
+        )
+        lines.extend(f"    {frame}" for frame in site.traceback)
+        lines.append("")
+    return "\n".join(lines) or "no allocation site grew in every traced interval\n"
