@@ -49,7 +49,8 @@ class CrawlMemExtension:
         drain_timeout_seconds: float = 5.0,
         tracemalloc_frames: int = 0,
         log_interval_seconds: float = 0.0,
-        attribution_frames: int = 16,
+        attribution_frames: int = 8,
+        attribution_responses: int = 100,
         leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE,
     ) -> None:
         self.crawler = crawler
@@ -60,6 +61,7 @@ class CrawlMemExtension:
         self.tracemalloc_frames = tracemalloc_frames
         self.log_interval_seconds = log_interval_seconds
         self.attribution_frames = attribution_frames
+        self.attribution_responses = attribution_responses
         self.leak_per_response = leak_per_response
         self.growth_sites: list[GrowthSite] = []
         self._window: list[tracemalloc.Snapshot | None] = []
@@ -104,7 +106,8 @@ class CrawlMemExtension:
             drain_timeout_seconds=settings.getfloat("CRAWLMEM_DRAIN_TIMEOUT_SECONDS", 5.0),
             tracemalloc_frames=settings.getint("CRAWLMEM_TRACEMALLOC_FRAMES", 0),
             log_interval_seconds=settings.getfloat("CRAWLMEM_LOG_INTERVAL_SECONDS", 0.0),
-            attribution_frames=settings.getint("CRAWLMEM_ATTRIBUTION_FRAMES", 16),
+            attribution_frames=settings.getint("CRAWLMEM_ATTRIBUTION_FRAMES", 8),
+            attribution_responses=settings.getint("CRAWLMEM_ATTRIBUTION_RESPONSES", 100),
             leak_per_response=settings.getint("CRAWLMEM_LEAK_PER_RESPONSE", DEFAULT_LEAK_PER_RESPONSE),
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
@@ -233,6 +236,7 @@ class CrawlMemExtension:
             traced_bytes=traced,
             scheduled=queues.scheduled or 0,
             allocated_blocks=sys.getallocatedblocks(),
+            tracer_bytes=tracemalloc.get_tracemalloc_memory() if tracemalloc.is_tracing() else 0,
             live_refs=probes.live_ref_counts(),
             drained=drained,
             cost_seconds=round(time.monotonic() - cost_started, 4),
@@ -243,14 +247,17 @@ class CrawlMemExtension:
     # -- attribution: a traced window opened when the crawl looks leaky (reactor thread) --
 
     def _attribute(self, checkpoint: Checkpoint) -> None:
-        """Snapshot allocations inside the window; open one when the checkpoints look like a leak."""
+        """Open a traced window when the checkpoints look like a leak; snapshot it at the next checkpoint.
+
+        The window lasts ``attribution_responses`` responses (an extra checkpoint ends it),
+        so only a crawl that already looks leaky pays for deep tracing, and only briefly.
+        """
         if self._window_done or not self.attribution_frames:
             return
         if self._window:
             self._window.append(take_snapshot())
             self._window_responses.append(checkpoint.responses)
-            if len(self._window) >= 3:
-                self._end_window()
+            self._end_window()
         elif self.checkpoints_enabled and suspicious(self.recording.checkpoints, self.leak_per_response):
             if tracemalloc.is_tracing():
                 self._window = [take_snapshot()]
@@ -259,6 +266,7 @@ class CrawlMemExtension:
                 self._window_started_tracing = True
                 self._window = [None]  # nothing is traced yet: the empty snapshot
             self._window_responses = [checkpoint.responses]
+            self._next_checkpoint = min(self._next_checkpoint, checkpoint.responses + self.attribution_responses)
 
     def _end_window(self) -> None:
         """Close the traced window and keep the sites that grew in every traced interval."""

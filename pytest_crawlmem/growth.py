@@ -72,10 +72,10 @@ class Interval:
 
 
 def heap_estimate(checkpoint: Checkpoint) -> int | None:
-    """malloc's bytes in use plus pymalloc's blocks at their mean size: Python and native memory."""
+    """malloc's bytes in use plus pymalloc's blocks at their mean size, less tracemalloc's own tables."""
     if checkpoint.heap_bytes is None:
         return None
-    return checkpoint.heap_bytes + BLOCK_BYTES * (checkpoint.allocated_blocks or 0)
+    return checkpoint.heap_bytes + BLOCK_BYTES * (checkpoint.allocated_blocks or 0) - checkpoint.tracer_bytes
 
 
 def _signal(checkpoints: Sequence[Checkpoint]) -> tuple[str, list[int]] | None:

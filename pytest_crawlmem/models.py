@@ -55,6 +55,7 @@ class Checkpoint:
     traced_bytes: int | None
     scheduled: int
     allocated_blocks: int | None = None
+    tracer_bytes: int = 0
     live_refs: Mapping[str, int] = field(default_factory=dict)
     drained: bool = True
     cost_seconds: float = 0.0

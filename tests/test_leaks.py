@@ -1,0 +1,85 @@
+"""Each retention cause is detected, classified and attributed; clean crawls pass with leak="fail".
+
+One inner pytest session (a subprocess) runs every spider; the tests here read its reports.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from leak_suite_source import SUITE
+
+LEAK_CASES = [
+    "dedup_set", "kept_selectors", "meta_responses", "module_list", "signal_closure", "stats_requests", "unbounded_cache",
+]
+CLEAN_CASES = ["test_clean[bounded_cache]", "test_clean[slow_pipeline]", "test_clean_large_pages"]
+
+
+@pytest.fixture(scope="module")
+def inner(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    root = tmp_path_factory.mktemp("leaks")
+    (root / "test_suite.py").write_text(SUITE)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "test_suite.py"],
+        cwd=root, capture_output=True, text=True, timeout=600,
+    )
+    return proc, root
+
+
+def report(root: Path, test: str) -> dict:
+    path = root / ".crawlmem" / ("test_suite.py__" + test.replace("[", "_").replace("]", "_")) / "report.json"
+    return json.loads(path.read_text())
+
+
+def leak_line(case: str) -> int:
+    lines = SUITE.splitlines()
+    marker = {"stats_requests": "debug/requests"}.get(case)
+    owner = {"module_list": "RETAINED.append", "meta_responses": "self.kept.append", "unbounded_cache": "self.cache[",
+             "signal_closure": "bucket.append", "dedup_set": "self.seen.add", "kept_selectors": "self.trees.append"}
+    needle = marker or owner[case]
+    return next(i for i, line in enumerate(lines, 1) if needle in line and "# LEAK" in line)
+
+
+def test_the_inner_suite_ran_every_case(inner):
+    proc, _ = inner
+    assert "10 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("case", LEAK_CASES)
+def test_each_retention_cause_is_detected_as_retained_objects(inner, case):
+    _, root = inner
+    result = report(root, f"test_leak[{case}]")["result"]
+    assert result["verdict"] == "retained-objects", result["growth"]["reason"]
+    assert result["responses"] == 1050
+
+
+@pytest.mark.parametrize("case", [c for c in LEAK_CASES if c not in ("meta_responses", "kept_selectors")])
+def test_python_level_retention_is_attributed_to_its_line(inner, case):
+    _, root = inner
+    result = report(root, f"test_leak[{case}]")["result"]
+    sites = [s["location"] for s in result["top_growth"]]
+    assert sites, result["growth"]
+    assert sites[0].endswith(f"test_suite.py:{leak_line(case)}"), sites
+    assert f"test_suite.py:{leak_line(case)}" in result["growth"]["reason"]
+
+
+@pytest.mark.parametrize("case", ["meta_responses", "kept_selectors"])
+def test_retained_scrapy_objects_are_named_in_the_verdict(inner, case):
+    _, root = inner
+    result = report(root, f"test_leak[{case}]")["result"]
+    expected = {"meta_responses": "HtmlResponse +", "kept_selectors": "Selector"}[case]
+    assert expected in result["growth"]["reason"] or any(
+        expected.rstrip(" +") in s["location"] for s in result["top_growth"]
+    ), result["growth"]["reason"]
+
+
+@pytest.mark.parametrize("case", CLEAN_CASES)
+def test_clean_crawls_pass_with_leak_fail(inner, case):
+    _, root = inner
+    result = report(root, case)["result"]
+    assert result["verdict"] in ("steady", "response-processing"), result["growth"]["reason"]
