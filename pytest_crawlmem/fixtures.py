@@ -50,6 +50,15 @@ def _blockon() -> Any:
     return pytest_twisted.blockon
 
 
+def _refuse_reactor_greenlet() -> None:
+    """Fail clearly when ``crawl()`` is called where it cannot wait (an async test, a reactor callback)."""
+    import greenlet
+    import pytest_twisted
+
+    if greenlet.getcurrent() is getattr(pytest_twisted._instances, "gr_twisted", None):
+        raise RuntimeError("crawl() blocks until the crawl ends: call it from a plain `def` test, not an async test")
+
+
 @pytest.fixture
 def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
     """Run a spider to the end, measured; return its :class:`CrawlResult`.
@@ -71,6 +80,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         isolate: bool = False,
         **spider_kwargs: Any,
     ) -> CrawlResult:
+        _refuse_reactor_greenlet()
         if isolate:
             raise NotImplementedError("isolate=True is not available in this version of pytest-crawlmem yet")
         frames = session.settings.tracemalloc_frames

@@ -121,3 +121,21 @@ def test_sustained_backout_is_response_processing():
     growth = analyze(series(2000, lambda n: 0), samples, max_active_size=5_000_000)
     assert growth.verdict == "response-processing"
     assert "50% of samples" in growth.reason
+
+
+@given(st.integers(1000, 20000), st.integers(1, 20), st.integers(1024, 8192))
+def test_a_draining_queue_never_makes_a_clean_crawl_leak(total, peak_per_response, request_cost):
+    """Memory that falls exactly as the queue drains (any real request cost >= 1 KiB) is no leak."""
+    top = total // 2
+    queued = lambda n: n * peak_per_response if n <= top else max(0, top * peak_per_response - (n - top) * 3)
+    memory = lambda n: queued(n) * request_cost
+    assert analyze(series(total, memory, scheduled=queued)).verdict != "retained-objects"
+
+
+def test_suspicion_needs_two_leaky_intervals_after_150_responses():
+    from pytest_crawlmem.growth import suspicious
+
+    leaky = series(2000, lambda n: n * 3000)
+    assert not suspicious(leaky[:3])  # 0, 100, 200: one interval after 150
+    assert suspicious([c for c in leaky if c.responses <= 450])
+    assert not suspicious([c for c in series(2000, lambda n: 0) if c.responses <= 1000])

@@ -196,3 +196,16 @@ def test_leak_warn_reports_without_failing(suite):
     outcome = run(suite)
     outcome.assert_outcomes(passed=1, warnings=1)
     outcome.stdout.fnmatch_lines(["*CrawlMemWarning*memory grew*"])
+
+
+def test_calling_crawl_from_an_async_test_is_a_clear_error(suite):
+    write_test(suite, "", "    pass")
+    suite.makepyfile(test_async="""
+from spiders import Catalog
+
+async def test_it(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=2")])
+""")
+    outcome = run(suite, "test_async.py")
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines(["*crawl() blocks until the crawl ends: call it from a plain `def` test*"])
