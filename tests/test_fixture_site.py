@@ -315,10 +315,8 @@ def test_event_streams_send_ticks_and_release_everything_when_clients_leave(site
     while received.count(b"event: tick") < 3:
         received += clients[0].recv(65536)
     assert b"text/event-stream" in received and b"Transfer-Encoding: chunked" in received
-    deadline = time.monotonic() + 5
-    while process.num_fds() < baseline + 30 and time.monotonic() < deadline:  # accepts may lag under load
-        time.sleep(0.05)
-    assert process.num_fds() >= baseline + 30
+    for sock in clients[1:]:  # every stream is served at once (fd counts race with lingering connections)
+        assert b"text/event-stream" in sock.recv(65536)
     for sock in clients:
         sock.close()
     deadline = time.monotonic() + 5
