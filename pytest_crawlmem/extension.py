@@ -77,7 +77,6 @@ class CrawlMemExtension:
         self.peak_rss = 0
         self.traced_peak: int | None = None
         self.started_at = 0.0
-        self.finished_at = 0.0
         self.finish_reason = ""
         self._exact_peak = False
         self._started_tracing = False
@@ -126,13 +125,12 @@ class CrawlMemExtension:
         self._traced_whole = tracemalloc.is_tracing()
         if self._traced_whole:
             tracemalloc.reset_peak()
-        gc.collect()
-        self.start_rss = probes.read_rss_bytes()
-        self._exact_peak = probes.reset_peak_rss()
-        self.peak_rss = self.start_rss
         self.started_at = time.monotonic()
         self.recording.header(spider=getattr(spider, "name", "?"), interval_seconds=self.interval_seconds)
-        self._take_checkpoint(drained=True, cost_started=time.monotonic())
+        self._take_checkpoint(drained=True, cost_started=self.started_at)
+        # measured like end_rss (after gc.collect() and malloc_trim), so rss_growth compares like with like
+        self.start_rss = self.peak_rss = self.recording.checkpoints[-1].rss_bytes
+        self._exact_peak = probes.reset_peak_rss()
         self._thread = threading.Thread(target=self._sample_loop, name="crawlmem-sampler", daemon=True)
         self._thread.start()
 
@@ -155,7 +153,6 @@ class CrawlMemExtension:
             self._thread.join(timeout=5)
         self._take_sample()
         self._take_checkpoint(drained=True, cost_started=time.monotonic())
-        self.finished_at = time.monotonic()
         self.end_rss = self.recording.checkpoints[-1].rss_bytes
         peak = probes.read_peak_rss() if self._exact_peak else None
         sampled_peak = max((s.rss_bytes for s in self.recording.samples), default=self.start_rss)
@@ -230,7 +227,7 @@ class CrawlMemExtension:
         traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
         checkpoint = Checkpoint(
             responses=self.responses,
-            t_seconds=round(time.monotonic() - self.started_at, 4) if self.started_at else 0.0,
+            t_seconds=round(time.monotonic() - self.started_at, 4),
             rss_bytes=probes.read_rss_bytes(),
             heap_bytes=probes.read_malloc_in_use_bytes(),
             traced_bytes=traced,

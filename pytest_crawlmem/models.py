@@ -11,7 +11,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 
 
-def _json_value(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     """Return ``value`` with non-finite floats replaced by ``None`` (JSON has no NaN)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -35,7 +35,7 @@ class Sample:
 
     def to_json(self) -> dict[str, Any]:
         """Return the sample as a JSON-ready dict."""
-        return {k: _json_value(v) for k, v in asdict(self).items()}
+        return {k: json_value(v) for k, v in asdict(self).items()}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Sample:
@@ -109,9 +109,9 @@ class Growth:
             "verdict": self.verdict,
             "reason": self.reason,
             "rule": self.rule,
-            "per_response_bytes": _json_value(self.per_response_bytes),
+            "per_response_bytes": json_value(self.per_response_bytes),
             "signal": self.signal,
-            "deltas_per_response": [_json_value(d) for d in self.deltas_per_response],
+            "deltas_per_response": [json_value(d) for d in self.deltas_per_response],
             "checkpoints": [c.to_json() for c in self.checkpoints],
         }
 

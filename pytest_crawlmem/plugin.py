@@ -87,6 +87,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report: pytest.TestReport = outcome.get_result()
     records = item.stash.get(RECORDS_KEY, [])
     item.config.stash[SESSION_KEY].finish_test(item, report, records)
+    item.stash[RECORDS_KEY] = []  # items live for the session: don't keep every crawl's samples alive
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker, hand the crawl rows to the controller for its summary."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["crawlmem_rows"] = session.config.stash[SESSION_KEY].worker_rows()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the xdist controller, merge a finished worker's crawl rows."""
+    rows = getattr(node, "workeroutput", {}).get("crawlmem_rows", [])
+    node.config.stash[SESSION_KEY].add_worker_rows(rows)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .budgets import Budgets, Violation
-from .models import SCHEMA_VERSION, CrawlResult, _json_value
+from .models import SCHEMA_VERSION, CrawlResult, json_value
 from .snapshots import format_sites
 
 
@@ -62,7 +62,7 @@ def result_to_json(result: CrawlResult) -> dict[str, Any]:
                 "location": s.location,
                 "size_diff_bytes": s.size_diff_bytes,
                 "count_diff": s.count_diff,
-                "bytes_per_response": _json_value(s.bytes_per_response),
+                "bytes_per_response": json_value(s.bytes_per_response),
                 "traceback": list(s.traceback),
             }
             for s in result.top_growth

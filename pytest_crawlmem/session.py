@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,47 @@ class CrawlRecord:
     outcome: str = "passed"
 
 
+@dataclass(frozen=True)
+class SummaryRow:
+    """One crawl's line in the terminal summary: plain figures, so xdist workers can send it as JSON."""
+
+    test_id: str
+    responses: int
+    peak_rss: int
+    per_response_bytes: float | None
+    verdict: str
+    outcome: str
+    rss_growth: int
+    max_scheduled: int
+    max_inflight: int
+    duration_seconds: float
+
+    @classmethod
+    def of(cls, record: CrawlRecord) -> SummaryRow:
+        """Summarize a crawl record."""
+        result = record.result
+        return cls(
+            record.test_id, result.responses, result.peak_rss, result.growth.per_response_bytes, result.verdict,
+            record.outcome, result.rss_growth, result.max_scheduled, result.max_inflight, result.duration_seconds,
+        )
+
+    def cells(self, verbose: bool) -> list[str]:
+        """The row's cells, formatted for people."""
+        per = self.per_response_bytes
+        cells = [self.test_id, f"{self.responses:,}", format_size(self.peak_rss),
+                 "-" if per is None else format_size(per), self.verdict, self.outcome]
+        if verbose:
+            cells[4:4] = [format_size(self.rss_growth), f"{self.max_scheduled:,}", f"{self.max_inflight:,}",
+                          f"{self.duration_seconds:.1f}s"]
+        return cells
+
+
 @dataclass
 class CrawlMemSession:
-    """Everything the plugin keeps for one pytest session."""
+    """Everything the plugin keeps for one pytest session (summary rows only: results are not kept alive)."""
 
     settings: PluginSettings
-    records: list[CrawlRecord] = field(default_factory=list)
+    rows: list[SummaryRow] = field(default_factory=list)
 
     def report_dir_for(self, nodeid: str, index: int) -> Path:
         """Return the report dir of the ``index``-th crawl (from 1) of test ``nodeid``."""
@@ -58,42 +93,29 @@ class CrawlMemSession:
             report.longrepr = "\n".join(lines)
         for record in records:
             record.outcome = "failed" if any(v.fails for v in record.violations) else report.outcome
-        self.records.extend(records)
+            self.rows.append(SummaryRow.of(record))
+
+    def add_worker_rows(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Merge the rows an xdist worker sent back."""
+        self.rows.extend(SummaryRow(**row) for row in rows)
+
+    def worker_rows(self) -> list[dict[str, Any]]:
+        """This worker's rows, as JSON-ready dicts for the xdist controller."""
+        return [asdict(row) for row in self.rows]
 
     def summarize(self, terminalreporter: Any, *, verbose: bool) -> None:
         """Write the crawl table to the terminal."""
-        if not self.records:
+        if not self.rows:
             return
         terminalreporter.write_sep("=", "crawl memory")
         header = ["test", "responses", "peak RSS", "growth/resp", "verdict", "outcome"]
         if verbose:
             header[4:4] = ["RSS growth", "max sched", "max inflight", "duration"]
-        rows = [header] + [_row(r, verbose) for r in self.records]
+        rows = [header] + [r.cells(verbose) for r in sorted(self.rows, key=lambda r: r.test_id)]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
             terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         terminalreporter.write_line(f"reports: {self.settings.report_dir}")
-
-
-def _row(record: CrawlRecord, verbose: bool) -> list[str]:
-    result = record.result
-    per = result.growth.per_response_bytes
-    row = [
-        record.test_id,
-        f"{result.responses:,}",
-        format_size(result.peak_rss),
-        "-" if per is None else f"{format_size(per)}",
-        result.verdict,
-        record.outcome,
-    ]
-    if verbose:
-        row[4:4] = [
-            format_size(result.rss_growth),
-            f"{result.max_scheduled:,}",
-            f"{result.max_inflight:,}",
-            f"{result.duration_seconds:.1f}s",
-        ]
-    return row
 
 
 def safe_dirname(nodeid: str) -> str:

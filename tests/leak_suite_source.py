@@ -1,5 +1,7 @@
 """An inner test suite: one spider per retention cause and per clean case (run by test_leaks.py)."""
 
+from spiders_source import CATALOG_SPIDER
+
 SUITE = '''
 import time
 from collections import OrderedDict
@@ -11,20 +13,7 @@ from scrapy import signals
 RETAINED = []
 
 
-class Catalog(scrapy.Spider):
-    name = "catalog"
-
-    async def start(self):
-        for url in self.start_urls:
-            yield scrapy.Request(url)
-
-    def parse(self, response):
-        yield from response.follow_all(css="a.product", callback=self.parse_product)
-        yield from response.follow_all(css="a.next")
-
-    def parse_product(self, response):
-        yield {"name": response.css("h1.name::text").get(), "price": response.css("span.price::text").get()}
-
+''' + CATALOG_SPIDER + '''
 
 class ModuleList(Catalog):
     name = "module_list"

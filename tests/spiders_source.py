@@ -1,12 +1,6 @@
 """Spiders used by the pytester tests, written into each test's temporary directory."""
 
-SPIDERS = '''
-import gc
-import time
-
-import scrapy
-
-
+CATALOG_SPIDER = '''
 class Catalog(scrapy.Spider):
     name = "catalog"
 
@@ -20,7 +14,16 @@ class Catalog(scrapy.Spider):
 
     def parse_product(self, response):
         yield {"name": response.css("h1.name::text").get(), "price": response.css("span.price::text").get()}
+'''
 
+SPIDERS = '''
+import gc
+import time
+
+import scrapy
+
+
+''' + CATALOG_SPIDER + '''
 
 class Hoarder(Catalog):
     """Keeps 4 KiB per product page: a leak of about 2 KiB per response."""

@@ -209,3 +209,18 @@ async def test_it(crawl, fixture_site):
     outcome = run(suite, "test_async.py")
     outcome.assert_outcomes(failed=1)
     outcome.stdout.fnmatch_lines(["*crawl() blocks until the crawl ends: call it from a plain `def` test*"])
+
+
+def test_the_summary_merges_crawls_from_xdist_workers(suite):
+    suite.makepyfile(test_two="""
+from spiders import Catalog
+
+def test_a(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=3")])
+
+def test_b(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=4")])
+""")
+    outcome = run(suite, "-n", "2")
+    outcome.assert_outcomes(passed=2)
+    outcome.stdout.fnmatch_lines(["*crawl memory*", "test_two.py::test_a*4*passed", "test_two.py::test_b*5*passed"])
