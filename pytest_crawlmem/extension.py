@@ -70,6 +70,7 @@ class CrawlMemExtension:
         self._window_started_tracing = False
         self._traced_whole = False
         self.recording = Recording(jsonl_path)
+        self.epoch = probes.Epoch.now()  # Scrapy objects created before the crawl are not its own
         self.responses = 0
         self.items = 0
         self.start_rss = 0
@@ -234,7 +235,7 @@ class CrawlMemExtension:
             scheduled=queues.scheduled or 0,
             allocated_blocks=sys.getallocatedblocks(),
             tracer_bytes=tracemalloc.get_tracemalloc_memory() if tracemalloc.is_tracing() else 0,
-            live_refs=probes.live_ref_counts(),
+            live_refs=probes.live_ref_counts(self.epoch),
             drained=drained,
             cost_seconds=round(time.monotonic() - cost_started, 4),
         )

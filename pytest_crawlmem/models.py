@@ -92,6 +92,20 @@ class GrowthSite:
 
 
 @dataclass(frozen=True, slots=True)
+class RetentionPath:
+    """Live Scrapy objects of one class after the crawl, and what keeps the oldest alive."""
+
+    class_name: str
+    count: int
+    path: str | None
+
+    def describe(self) -> str:
+        """``12 HtmlResponse held by class spiders.Hoarder .kept -> list[12] [0] -> HtmlResponse``."""
+        held = f"held by {self.path}" if self.path else "no module or class holds it within the search bounds"
+        return f"{self.count:,} {self.class_name} alive after the crawl, {held}"
+
+
+@dataclass(frozen=True, slots=True)
 class Growth:
     """Growth per response and the evidence behind the verdict."""
 
@@ -146,6 +160,7 @@ class CrawlResult:
     status_counts: Mapping[int, int] = field(default_factory=dict)
     top_growth: tuple[GrowthSite, ...] = ()
     live_refs: Mapping[str, int] = field(default_factory=dict)
+    retention: tuple[RetentionPath, ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
     report_dir: Path | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,8 +182,50 @@ def resume_engine(crawler: Any) -> None:
         slot.nextcall.schedule()
 
 
-def live_ref_counts() -> dict[str, int]:
-    """Return live Scrapy objects (Request, Response, Selector, Item...) by class, from trackref."""
+@dataclass(frozen=True, slots=True)
+class Epoch:
+    """A moment, in both clocks trackref has used (monotonic_ns in Scrapy 2.19, time() before)."""
+
+    monotonic_ns: int
+    wall_seconds: float
+
+    @classmethod
+    def now(cls) -> Epoch:
+        """This moment."""
+        return cls(time.monotonic_ns(), time.time())
+
+    def precedes(self, stamp: float) -> bool:
+        """Whether a trackref creation stamp is at or after this moment."""
+        return stamp >= (self.monotonic_ns if isinstance(stamp, int) else self.wall_seconds)
+
+
+def _tracked(since: Epoch | None) -> list[tuple[type, list[tuple[Any, float]]]]:
+    """Live tracked objects by class, created at or after ``since`` (all if ``None``)."""
     from scrapy.utils import trackref
 
-    return {cls.__name__: len(refs) for cls, refs in list(trackref.live_refs.items()) if len(refs)}
+    found = []
+    for cls, refs in list(trackref.live_refs.items()):
+        objects = [(obj, stamp) for obj, stamp in list(refs.items()) if since is None or since.precedes(stamp)]
+        if objects:
+            found.append((cls, objects))
+    return found
+
+
+def live_ref_counts(since: Epoch | None = None) -> dict[str, int]:
+    """Live Scrapy objects (Request, Response, Selector, Item...) by class, created since ``since``."""
+    return {cls.__name__: len(objects) for cls, objects in _tracked(since)}
+
+
+def live_object_samples(since: Epoch | None = None, limit: int = 3) -> list[tuple[str, int, list[Any]]]:
+    """Per tracked Scrapy class (spiders excepted), most numerous first: count, newest and oldest instance."""
+    from scrapy import Spider
+
+    found = []
+    for cls, objects in _tracked(since):
+        if issubclass(cls, Spider):
+            continue
+        ordered = sorted(objects, key=lambda pair: pair[1])
+        picks = [ordered[-1][0]] if len(ordered) == 1 else [ordered[-1][0], ordered[0][0]]
+        found.append((cls.__name__, len(objects), picks))
+    found.sort(key=lambda entry: entry[1], reverse=True)
+    return found[:limit]

@@ -18,7 +18,8 @@ from typing import Any
 from . import probes
 from .extension import CrawlMemExtension
 from .growth import DEFAULT_LEAK_PER_RESPONSE, analyze
-from .models import CrawlResult, Peaks, Sample
+from .models import CrawlResult, GrowthSite, Peaks, RetentionPath, Sample
+from .retention import retention_path
 
 EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
 
@@ -130,12 +131,38 @@ def run_crawl(
         wait(runner.crawl(crawler, **kwargs))
     duration = time.monotonic() - started
     ext = _find_extension(crawler)
-    stats = dict(crawler.stats.get_stats())
+    stats = plain_stats(crawler.stats.get_stats())
     max_active_size = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE")
     ext.crawler = None
     del crawler, runner
     gc.collect()
     return _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+
+
+def plain_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """Scrapy's stats with every non-scalar value replaced by its (short) repr.
+
+    A stats value can be anything a middleware put there, including requests: keeping
+    it would keep the crawl alive after it ended.
+    """
+    scalars = (int, float, str, bool, type(None))
+    return {k: v if isinstance(v, scalars) else repr(v)[:200] for k, v in stats.items()}
+
+
+def find_retention(since: probes.Epoch, limit: int = 3, time_budget_seconds: float = 1.0) -> tuple[RetentionPath, ...]:
+    """For the crawl's Scrapy objects still alive after it, what keeps one of each class alive.
+
+    The newest object is tried first (usually held directly: a list a callback appends
+    to), then the oldest, each with half the time budget.
+    """
+    found = []
+    for class_name, count, candidates in probes.live_object_samples(since, limit):
+        path = None
+        while candidates and path is None:
+            path = retention_path(candidates.pop(0), time_budget_seconds=time_budget_seconds / 2, ignore=[candidates])
+        found.append(RetentionPath(class_name, count, path))
+        del candidates
+    return tuple(found)
 
 
 def _find_extension(crawler: Any) -> CrawlMemExtension:
@@ -178,12 +205,9 @@ def _build_result(
         max_active_size=max_active_size,
     )
     sites = tuple(ext.growth_sites)
-    if sites and growth.verdict == "retained-objects":
-        top = sites[0]
-        growth = replace(
-            growth, reason=f"{growth.reason}; top growth {top.location} +{top.size_diff_bytes / 1024:,.1f} KiB"
-            f" ({top.bytes_per_response:,.0f} B/response)"
-        )
+    retention = find_retention(ext.epoch)
+    if growth.verdict == "retained-objects":
+        growth = replace(growth, reason=_with_evidence(growth.reason, sites, retention))
     return CrawlResult(
         spider=getattr(spider_cls, "name", spider_cls.__name__),
         samples=samples,
@@ -199,8 +223,20 @@ def _build_result(
         growth=growth,
         top_growth=sites,
         status_counts=status_counts(stats),
-        live_refs=probes.live_ref_counts(),
+        live_refs=probes.live_ref_counts(ext.epoch),
+        retention=retention,
         stats=stats,
         errors=tuple(recording.errors),
         report_dir=options.report_dir,
     )
+
+
+def _with_evidence(reason: str, sites: tuple[GrowthSite, ...], retention: tuple[RetentionPath, ...]) -> str:
+    """Append the top growth site and the first retention path to a leak verdict's reason."""
+    if sites:
+        top = sites[0]
+        reason += f"; top growth {top.location} +{top.size_diff_bytes / 1024:,.1f} KiB ({top.bytes_per_response:,.0f} B/response)"
+    held = next((r for r in retention if r.path), None)
+    if held is not None:
+        reason += f"; {held.describe()}"
+    return reason

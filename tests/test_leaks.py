@@ -78,6 +78,26 @@ def test_retained_scrapy_objects_are_named_in_the_verdict(inner, case):
     ), result["growth"]["reason"]
 
 
+@pytest.mark.parametrize(
+    ("case", "holder", "held"),
+    [("meta_responses", "class test_suite.MetaResponses .kept -> list[", "HtmlResponse"),
+     ("kept_selectors", "class test_suite.KeptSelectors .trees -> list[", "Selector")],
+)
+def test_what_holds_leaked_scrapy_objects_is_named(inner, case, holder, held):
+    _, root = inner
+    result = report(root, f"test_leak[{case}]")["result"]
+    paths = {r["class"]: r["path"] for r in result["retention"]}
+    assert paths[held].startswith(holder) and paths[held].endswith(held), paths
+    assert f"held by {holder}" in result["growth"]["reason"]
+
+
+def test_only_the_crawls_own_objects_are_counted_after_it(inner):
+    _, root = inner
+    later = report(root, "test_leak[module_list]")["result"]  # runs after kept_selectors and meta_responses
+    assert "Selector" not in later["live_refs"] and "HtmlResponse" not in later["live_refs"], later["live_refs"]
+    assert later["retention"] == []
+
+
 @pytest.mark.parametrize("case", CLEAN_CASES)
 def test_clean_crawls_pass_with_leak_fail(inner, case):
     _, root = inner
