@@ -130,11 +130,17 @@ def run_crawl(
     with detached_log_records():
         wait(runner.crawl(crawler, **kwargs))
     duration = time.monotonic() - started
+    del runner
+    return collect_result(crawler, spider_cls, duration, options)
+
+
+def collect_result(crawler: Any, spider_cls: type, duration: float, options: CrawlOptions) -> CrawlResult:
+    """Build the CrawlResult of a finished crawl, then let go of the crawler (crawl process)."""
     ext = _find_extension(crawler)
     stats = plain_stats(crawler.stats.get_stats())
     max_active_size = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE")
     ext.crawler = None
-    del crawler, runner
+    del crawler
     gc.collect()
     return _build_result(spider_cls, ext, stats, duration, options, max_active_size)
 
