@@ -12,7 +12,7 @@ Allocator ratchets (one-off steps) and bounded caches (growth that stops) fail t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from .models import Checkpoint, Growth, Sample
@@ -188,24 +188,21 @@ def analyze(
     spans = intervals(judged, values, request_allowance)
     net = tuple(round(i.net_per_response, 1) for i in spans)
     window = judged[-1].responses - judged[0].responses
-    net_total = sum(i.net_bytes for i in spans)
     raw_total = sum(i.raw_bytes for i in spans)
-    per_response = net_total / window
+    per_response = sum(i.net_bytes for i in spans) / window
     base = {"checkpoints": tuple(checkpoints), "deltas_per_response": net, "signal": signal}
     rising = _rising_objects(judged)
-    if all(i.net_per_response >= leak_per_response for i in spans):
-        held = f"; live Scrapy objects rising: {_describe(rising)}" if rising else ""
-        return Growth(
-            verdict="retained-objects",
-            reason=(
-                f"{signal} memory grew {_kib(net_total)} over {window:,} responses ({_kib(per_response)}/response)"
-                f" in each of {len(spans)} drained intervals while the scheduler accounts for"
-                f" {_kib(raw_total - net_total)}{held}"
-            ),
-            rule=f"every interval >= {leak_per_response} B/response net of scheduler growth",
-            per_response_bytes=per_response,
-            **base,  # type: ignore[arg-type]
-        )
+    leak = _leak(signal, spans, window, leak_per_response, rising)
+    if leak is None and signal == "traced" and all(c.heap_bytes is not None for c in judged):
+        heap = [int(heap_estimate(c) or 0) for c in judged]
+        native = _leak("heap", intervals(judged, heap, request_allowance), window, leak_per_response, rising)
+        if native is not None:
+            leak = replace(
+                native, reason=f"{native.reason}, while traced memory grew {_kib(per_response)}/response:"
+                " native memory that tracemalloc cannot see (lxml trees, C extensions)"
+            )
+    if leak is not None:
+        return replace(leak, checkpoints=tuple(checkpoints))
     if rising:
         return Growth(
             verdict="retained-objects",
@@ -237,6 +234,29 @@ def analyze(
         rule=f"some interval < {leak_per_response} B/response",
         per_response_bytes=per_response,
         **base,  # type: ignore[arg-type]
+    )
+
+
+def _leak(
+    signal: str, spans: Sequence[Interval], window: int, leak_per_response: int, rising: dict[str, int]
+) -> Growth | None:
+    """The retained-objects verdict if every interval of ``signal`` grew past the threshold, else None."""
+    if not all(i.net_per_response >= leak_per_response for i in spans):
+        return None
+    net_total = sum(i.net_bytes for i in spans)
+    raw_total = sum(i.raw_bytes for i in spans)
+    held = f"; live Scrapy objects rising: {_describe(rising)}" if rising else ""
+    return Growth(
+        verdict="retained-objects",
+        reason=(
+            f"{signal} memory grew {_kib(net_total)} over {window:,} responses ({_kib(net_total / window)}/response)"
+            f" in each of {len(spans)} drained intervals while the scheduler accounts for"
+            f" {_kib(raw_total - net_total)}{held}"
+        ),
+        rule=f"every interval >= {leak_per_response} B/response of {signal} memory, net of scheduler growth",
+        per_response_bytes=net_total / window,
+        deltas_per_response=tuple(round(i.net_per_response, 1) for i in spans),
+        signal=signal,
     )
 
 

@@ -139,3 +139,24 @@ def test_suspicion_needs_two_leaky_intervals_after_150_responses():
     assert not suspicious(leaky[:3])  # 0, 100, 200: one interval after 150
     assert suspicious([c for c in leaky if c.responses <= 450])
     assert not suspicious([c for c in series(2000, lambda n: 0) if c.responses <= 1000])
+
+
+def test_native_growth_that_tracemalloc_cannot_see_is_caught_by_the_heap_signal():
+    native = [
+        Checkpoint(responses=c.responses, t_seconds=c.t_seconds, rss_bytes=c.rss_bytes,
+                   heap_bytes=BASE + c.responses * 4000, traced_bytes=BASE, scheduled=0, allocated_blocks=0)
+        for c in series(2000, lambda n: 0)
+    ]
+    growth = analyze(native)
+    assert growth.verdict == "retained-objects"
+    assert growth.signal == "heap"
+    assert "native memory that tracemalloc cannot see" in growth.reason
+
+
+def test_flat_native_and_traced_memory_is_steady_when_both_are_measured():
+    flat = [
+        Checkpoint(responses=c.responses, t_seconds=c.t_seconds, rss_bytes=c.rss_bytes,
+                   heap_bytes=BASE, traced_bytes=BASE, scheduled=0, allocated_blocks=0)
+        for c in series(2000, lambda n: 0)
+    ]
+    assert analyze(flat).verdict == "steady"
