@@ -153,4 +153,4 @@ def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:
         return None
     per_response = growth.per_response_bytes or 0.0
     limit = float(budgets.leak_per_response or 0)
-    return Violation("leak", per_response, limit, growth.reason, fails=budgets.leak == "fail")
+    return Violation("leak", per_response, limit, f"{growth.verdict}: {growth.reason}", fails=budgets.leak == "fail")

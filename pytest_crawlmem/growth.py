@@ -31,6 +31,17 @@ REQUEST_CREDIT = 1024
 BLOCK_BYTES = 96
 
 
+#: The fix that usually helps, per verdict (appended to the failure message).
+FIXES = {
+    "retained-objects": "look for references kept after a response is processed: lists, dicts and caches on the"
+    " spider or a module, request meta / cb_kwargs, closures connected to signals, middlewares and pipelines",
+    "scheduler-backlog": "discover requests lazily (yield them from start() as they are needed), keep the queue on"
+    " disk with JOBDIR, or bound the frontier (DEPTH_LIMIT, CLOSESPIDER_*)",
+    "response-processing": "make callbacks and pipelines cheaper, or lower CONCURRENT_REQUESTS so responses do not"
+    " pile up behind them",
+}
+
+
 def next_checkpoint_at(responses: int, min_interval: int) -> int:
     """Return the response count of the checkpoint after one taken at ``responses``.
 

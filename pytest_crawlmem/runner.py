@@ -17,7 +17,7 @@ from typing import Any
 
 from . import probes
 from .extension import CrawlMemExtension
-from .growth import DEFAULT_LEAK_PER_RESPONSE, analyze
+from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
 from .models import CrawlResult, GrowthSite, Peaks, RetentionPath, Sample
 from .retention import retention_path
 
@@ -214,6 +214,8 @@ def _build_result(
     retention = find_retention(ext.epoch)
     if growth.verdict == "retained-objects":
         growth = replace(growth, reason=_with_evidence(growth.reason, sites, retention))
+    if growth.verdict in FIXES:
+        growth = replace(growth, reason=f"{growth.reason}. Fix: {FIXES[growth.verdict]}")
     return CrawlResult(
         spider=getattr(spider_cls, "name", spider_cls.__name__),
         samples=samples,

@@ -185,7 +185,10 @@ def test_a_leaking_spider_fails_with_the_leak_verdict(suite):
 """)
     outcome = run(suite)
     outcome.assert_outcomes(failed=1)
-    outcome.stdout.fnmatch_lines(["*crawl_memory budget broken: * memory grew * KiB/response*"])
+    outcome.stdout.fnmatch_lines(
+        ["*crawl_memory budget broken: retained-objects: * memory grew * KiB/response*top growth *spiders.py:*"
+         "Fix: look for references kept after a response is processed*"]
+    )
 
 
 def test_leak_warn_reports_without_failing(suite):
