@@ -47,8 +47,8 @@ SPECS: dict[str, BudgetSpec] = {
         BudgetSpec("jobdir_disk", parse_size, "disk used by JOBDIR", enforced=False),
         BudgetSpec("browser_pss", parse_size, "PSS of the browser process tree", enforced=False),
         BudgetSpec("max_open_pages", parse_count, "most browser pages open at once", enforced=False),
-        BudgetSpec("kill_at", parse_size, "RSS at which the crawl is stopped at once", enforced=False),
-        BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped", enforced=False),
+        BudgetSpec("kill_at", parse_size, "hard ceiling: RSS at which the crawl is stopped at once (the test fails)"),
+        BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped (the test fails)"),
     )
 }
 
@@ -143,8 +143,23 @@ def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
         _size_check("max_active_size", "scraper active size", result.max_active_size, budgets.max_active_size),
         _count_check("max_inflight", "downloads in flight", result.max_inflight, budgets.max_inflight),
         _leak_check(budgets, result),
+        _stop_check("kill_at", budgets.kill_at, result, "crawlmem_kill_at"),
+        _stop_check("timeout", budgets.timeout, result, "crawlmem_timeout"),
     ]
     return [v for v in checks if v is not None]
+
+
+def _stop_check(name: str, limit: float | None, result: CrawlResult, reason: str) -> Violation | None:
+    """The harness stopped the crawl because it hit this hard limit."""
+    if limit is None or result.finish_reason != reason:
+        return None
+    limit_text = format_size(limit) if name == "kill_at" else f"{limit:g} s"
+    message = (
+        f"{result.stopped_because or name}={limit_text}: the crawl was stopped after {result.responses:,} responses"
+        f" and {result.duration_seconds:.1f} s (peak RSS {format_size(result.peak_rss)})"
+    )
+    measured = result.peak_rss if name == "kill_at" else result.duration_seconds
+    return Violation(name, measured, limit, message)
 
 
 def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:

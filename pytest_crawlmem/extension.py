@@ -51,6 +51,8 @@ class CrawlMemExtension:
         log_interval_seconds: float = 0.0,
         attribution_frames: int = 8,
         attribution_responses: int = 100,
+        kill_at_bytes: int = 0,
+        timeout_seconds: float = 0.0,
         leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE,
     ) -> None:
         self.crawler = crawler
@@ -62,6 +64,10 @@ class CrawlMemExtension:
         self.log_interval_seconds = log_interval_seconds
         self.attribution_frames = attribution_frames
         self.attribution_responses = attribution_responses
+        self.kill_at_bytes = kill_at_bytes
+        self.timeout_seconds = timeout_seconds
+        self.stopped_because = ""  # why the harness stopped the crawl, if it did
+        self._timeout_call: Any = None
         self.leak_per_response = leak_per_response
         self.growth_sites: list[GrowthSite] = []
         self._window: list[tracemalloc.Snapshot | None] = []
@@ -108,6 +114,8 @@ class CrawlMemExtension:
             log_interval_seconds=settings.getfloat("CRAWLMEM_LOG_INTERVAL_SECONDS", 0.0),
             attribution_frames=settings.getint("CRAWLMEM_ATTRIBUTION_FRAMES", 8),
             attribution_responses=settings.getint("CRAWLMEM_ATTRIBUTION_RESPONSES", 100),
+            kill_at_bytes=settings.getint("CRAWLMEM_KILL_AT_BYTES", 0),
+            timeout_seconds=settings.getfloat("CRAWLMEM_TIMEOUT_SECONDS", 0.0),
             leak_per_response=settings.getint("CRAWLMEM_LEAK_PER_RESPONSE", DEFAULT_LEAK_PER_RESPONSE),
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
@@ -134,6 +142,9 @@ class CrawlMemExtension:
         self._exact_peak = probes.reset_peak_rss()
         self._thread = threading.Thread(target=self._sample_loop, name="crawlmem-sampler", daemon=True)
         self._thread.start()
+        if self.timeout_seconds:
+            message = f"the crawl was still running after {self.timeout_seconds:g} s, the budget timeout"
+            self._timeout_call = _reactor().callLater(self.timeout_seconds, self._stop_crawl, "crawlmem_timeout", message)
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
         """Count the response; start a drained checkpoint when one is due."""
@@ -149,6 +160,8 @@ class CrawlMemExtension:
     def spider_closed(self, spider: Any, reason: str) -> None:
         """Stop sampling, take the closing checkpoint and the exact peak."""
         self.finish_reason = reason
+        if self._timeout_call is not None and self._timeout_call.active():
+            self._timeout_call.cancel()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -191,6 +204,10 @@ class CrawlMemExtension:
             backout=queues.backout,
         )
         self.recording.add_sample(sample)
+        if self.kill_at_bytes and sample.rss_bytes >= self.kill_at_bytes and not self.stopped_because:
+            self.stopped_because = "pending"  # once: the reactor thread fills in the reason
+            message = f"RSS reached {sample.rss_bytes / 2**20:,.1f} MiB at {sample.t_seconds:.1f} s, the hard ceiling kill_at"
+            _reactor().callFromThread(self._stop_crawl, "crawlmem_kill_at", message)
         if self.log_interval_seconds and sample.t_seconds - self._last_log >= self.log_interval_seconds:
             self._last_log = sample.t_seconds
             logger.info(
@@ -198,6 +215,18 @@ class CrawlMemExtension:
                 sample.rss_bytes / 2**20, sample.scheduled, sample.inflight,
                 sample.active_size_bytes, sample.backout, sample.items, sample.responses,
             )
+
+    # -- hard limits (reactor thread) ----------------------------------------------------
+
+    def _stop_crawl(self, reason: str, message: str) -> None:
+        """Stop the crawl at once: no new downloads, close the spider with ``reason``."""
+        if self.stopped_because not in ("", "pending"):
+            return
+        self.stopped_because = message
+        self.recording.add_error(f"stopped: {message}")
+        logger.warning("crawlmem: stopping the crawl: %s", message)
+        probes.pause_engine(self.crawler)
+        probes.close_spider(self.crawler, reason)
 
     # -- drained checkpoints (reactor thread) ------------------------------------------
 
@@ -209,8 +238,6 @@ class CrawlMemExtension:
         self._wait_for_drain(started)
 
     def _wait_for_drain(self, started: float) -> None:
-        from twisted.internet import reactor
-
         drained = probes.is_drained(self.crawler)
         if drained or time.monotonic() - started > self.drain_timeout_seconds:
             try:
@@ -219,7 +246,7 @@ class CrawlMemExtension:
                 self._checkpointing = False
                 probes.resume_engine(self.crawler)
             return
-        cast(Any, reactor).callLater(_DRAIN_POLL_SECONDS, self._wait_for_drain, started)
+        _reactor().callLater(_DRAIN_POLL_SECONDS, self._wait_for_drain, started)
 
     def _take_checkpoint(self, *, drained: bool, cost_started: float) -> None:
         gc.collect()
@@ -286,3 +313,10 @@ class CrawlMemExtension:
         stats.set_value("crawlmem/checkpoints", len(self.recording.checkpoints))
         if self.traced_peak is not None:
             stats.set_value("crawlmem/traced_peak", self.traced_peak)
+
+
+def _reactor() -> Any:
+    """The installed Twisted reactor (imported late: Scrapy installs it)."""
+    from twisted.internet import reactor
+
+    return cast(Any, reactor)

@@ -91,6 +91,8 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             interval_seconds=session.settings.interval_seconds,
             tracemalloc_frames=frames,
             leak_per_response=budgets.leak_per_response if budgets else None,
+            kill_at_bytes=budgets.kill_at if budgets else None,
+            timeout_seconds=budgets.timeout if budgets else None,
         )
         result = run_crawl(
             spider_cls, wait=wait, start_urls=start_urls, settings=settings,

@@ -163,6 +163,7 @@ class CrawlResult:
     retention: tuple[RetentionPath, ...] = ()
     stats: Mapping[str, Any] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
+    stopped_because: str = ""
     report_dir: Path | None = None
 
     @property

@@ -211,6 +211,20 @@ def _tracked(since: Epoch | None) -> list[tuple[type, list[tuple[Any, float]]]]:
     return found
 
 
+def close_spider(crawler: Any, reason: str) -> bool:
+    """Ask the engine to close the spider now (as CLOSESPIDER_* does); return whether it could."""
+    engine = _engine(crawler)
+    if engine is None or getattr(engine, "spider", None) is None:
+        return False
+    if hasattr(engine, "close_spider_async"):  # Scrapy 2.14+
+        from scrapy.utils.defer import deferred_from_coro
+
+        deferred_from_coro(engine.close_spider_async(reason=reason))
+    else:  # pragma: no cover - Scrapy 2.13
+        engine.close_spider(engine.spider, reason)
+    return True
+
+
 def live_ref_counts(since: Epoch | None = None) -> dict[str, int]:
     """Live Scrapy objects (Request, Response, Selector, Item...) by class, created since ``since``."""
     return {cls.__name__: len(objects) for cls, objects in _tracked(since)}

@@ -46,6 +46,8 @@ class CrawlOptions:
     tracemalloc_frames: int = 0
     checkpoints: bool = True
     leak_per_response: int | None = None
+    kill_at_bytes: int | None = None
+    timeout_seconds: float | None = None
 
 
 class _DetachRecord(logging.Filter):
@@ -101,7 +103,11 @@ def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOption
         CRAWLMEM_CHECKPOINTS=options.checkpoints,
         CRAWLMEM_LEAK_PER_RESPONSE=options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE,
         CRAWLMEM_JSONL=str(options.report_dir / "samples.jsonl") if options.report_dir else None,
+        CRAWLMEM_KILL_AT_BYTES=options.kill_at_bytes or 0,
+        CRAWLMEM_TIMEOUT_SECONDS=options.timeout_seconds or 0.0,
     )
+    if options.timeout_seconds:  # a response that never completes must not outlive the budget
+        settings["DOWNLOAD_TIMEOUT"] = min(float(settings.get("DOWNLOAD_TIMEOUT", 180)), options.timeout_seconds)
     return settings
 
 
@@ -235,6 +241,7 @@ def _build_result(
         retention=retention,
         stats=stats,
         errors=tuple(recording.errors),
+        stopped_because=ext.stopped_because if ext.stopped_because != "pending" else "",
         report_dir=options.report_dir,
     )
 

@@ -87,4 +87,31 @@ class SlowPages(scrapy.Spider):
 
     def parse(self, response):
         yield {"url": response.url}
+
+
+class Grower(scrapy.Spider):
+    """Keeps 1 MiB per response, about 100 MiB/s: a runaway crawl."""
+
+    name = "grower"
+    kept = []
+
+    async def start(self):
+        for i in range(3000):
+            yield scrapy.Request(self.base + f"/slow/{i}?ms=20")
+
+    def parse(self, response):
+        self.kept.append(b"x" * 2**20)
+        yield {"url": response.url}
+
+
+class NeverEnding(scrapy.Spider):
+    """One response that takes ten minutes."""
+
+    name = "never_ending"
+
+    async def start(self):
+        yield scrapy.Request(self.base + "/slow/1?ms=600000")
+
+    def parse(self, response):
+        yield {"url": response.url}
 '''

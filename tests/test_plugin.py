@@ -106,6 +106,7 @@ def test_an_unknown_budget_is_a_usage_error_naming_the_test(suite):
         ('crawl_memory("1 MiB")', "*crawl_memory marker of test_crawl.py::test_it takes keyword budgets only*"),
         ('crawl_memory(leak="sometimes")', "*invalid leak mode 'sometimes' for leak in crawl_memory marker*"),
         ("crawl_memory(max_open_pages=3)", "*budget 'max_open_pages' in crawl_memory marker of * is not enforced*"),
+        ("crawl_memory(timeout=0)", "*invalid duration 0 for timeout in crawl_memory marker of *: expected seconds > 0*"),
     ],
 )
 def test_a_bad_marker_is_a_usage_error_naming_value_and_test(suite, marker, expected):
@@ -227,3 +228,35 @@ def test_b(crawl, fixture_site):
     outcome = run(suite, "-n", "2")
     outcome.assert_outcomes(passed=2)
     outcome.stdout.fnmatch_lines(["*crawl memory*", "test_two.py::test_a*4*passed", "test_two.py::test_b*5*passed"])
+
+
+def test_kill_at_stops_a_runaway_crawl_within_a_second_and_keeps_its_data(suite):
+    write_test(suite, '@pytest.mark.crawl_memory(kill_at="400 MiB")', """
+    result = crawl(Grower, base=fixture_site.base_url, settings={"CONCURRENT_REQUESTS": 4})
+    crossing = next(s.t_seconds for s in result.samples if s.rss_bytes >= 400 * 2**20)
+    assert result.finish_reason == "crawlmem_kill_at"
+    assert result.samples[-1].t_seconds - crossing < 1.0
+    assert result.responses < 3000
+""")
+    outcome = run(suite)
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines([
+        "*crawl_memory budget broken: RSS reached * MiB at * s, the hard ceiling kill_at=400.0 MiB:"
+        " the crawl was stopped after * responses*"
+    ])
+    report = json.loads((suite.path / ".crawlmem" / "test_crawl.py__test_it" / "report.json").read_text())
+    assert report["result"]["finish_reason"] == "crawlmem_kill_at"
+    assert report["violations"][0]["budget"] == "kill_at"
+
+
+def test_timeout_ends_a_crawl_that_would_hang(suite):
+    write_test(suite, "@pytest.mark.crawl_memory(timeout=2)", """
+    result = crawl(NeverEnding, base=fixture_site.base_url)
+    assert result.duration_seconds < 10
+""")
+    outcome = run(suite)
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines([
+        "*crawl_memory budget broken: the crawl was still running after 2 s, the budget timeout=2 s:"
+        " the crawl was stopped after 0 responses*"
+    ])
