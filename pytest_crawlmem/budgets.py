@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 
+from .growth import DEFAULT_LEAK_PER_RESPONSE
 from .models import CrawlResult
 from .units import UnitError, format_size, parse_count, parse_seconds, parse_size
 
@@ -167,5 +168,5 @@ def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:
     if budgets.leak == "off" or growth.verdict not in LEAK_VERDICTS:
         return None
     per_response = growth.per_response_bytes or 0.0
-    limit = float(budgets.leak_per_response or 0)
+    limit = float(budgets.leak_per_response or DEFAULT_LEAK_PER_RESPONSE)
     return Violation("leak", per_response, limit, f"{growth.verdict}: {growth.reason}", fails=budgets.leak == "fail")

@@ -261,14 +261,20 @@ def _leak(
         verdict="retained-objects",
         reason=(
             f"{signal} memory grew {_kib(net_total)} over {window:,} responses ({_kib(net_total / window)}/response)"
-            f" in each of {len(spans)} drained intervals while the scheduler accounts for"
-            f" {_kib(raw_total - net_total)}{held}"
+            f" in each of {len(spans)} drained intervals, {_scheduler_share(raw_total - net_total)}{held}"
         ),
         rule=f"every interval >= {leak_per_response} B/response of {signal} memory, net of scheduler growth",
         per_response_bytes=net_total / window,
         deltas_per_response=tuple(round(i.net_per_response, 1) for i in spans),
         signal=signal,
     )
+
+
+def _scheduler_share(share: float) -> str:
+    """Describe the part of the growth the scheduler's queue explains."""
+    if share >= 0:
+        return f"of which the scheduler's growing queue explains {_kib(share)}"
+    return f"even though the draining scheduler queue freed about {_kib(-share)}"
 
 
 def _processing_pressure(samples: Sequence[Sample], max_active_size: int | None) -> str:

@@ -1,4 +1,5 @@
-"""Writes ``report.json`` for one crawl: what was measured, against which budgets, on what machine."""
+"""Writes one crawl's reports: ``report.json`` (what was measured, against which budgets, on what machine),
+``tracemalloc-diff.txt`` and ``report.html`` (pytest process)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import json
 import os
 import platform
 import sys
+import traceback
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from .budgets import Budgets, Violation
+from .loading import load_report, write_html
 from .models import SCHEMA_VERSION, CrawlResult, json_value
 from .snapshots import format_sites
 
@@ -72,7 +75,8 @@ def result_to_json(result: CrawlResult) -> dict[str, Any]:
         "live_refs": dict(result.live_refs),
         "samples": len(result.samples),
         "errors": list(result.errors),
-        "stats": {k: v if isinstance(v, (int, float, str, bool, type(None))) else str(v) for k, v in result.stats.items()},
+        "retention": [{"class": r.class_name, "count": r.count, "path": r.path} for r in result.retention],
+        "stats": dict(result.stats),
     }
 
 
@@ -93,9 +97,54 @@ def write_reports(
     budgets: Budgets | None,
     violations: Sequence[Violation],
 ) -> None:
-    """Write report.json and tracemalloc-diff.txt of one crawl into ``report_dir``."""
+    """Write report.json, tracemalloc-diff.txt and report.html of one crawl into ``report_dir``.
+
+    The measured data is written first; report.html is rendered from those files, and if
+    that fails for any reason the failure goes to ``report-error.txt`` instead.
+    """
     write_report_json(report_dir / "report.json", result, test_id=test_id, budgets=budgets, violations=violations)
     write_text_atomic(report_dir / "tracemalloc-diff.txt", format_sites(result.top_growth))
+    write_html_report(report_dir)
+
+
+def write_html_report(report_dir: Path) -> Path:
+    """Render ``report_dir/report.html`` from the files beside it; never raises: a failure is written to report-error.txt."""
+    html_path = report_dir / "report.html"
+    error_path = report_dir / "report-error.txt"
+    try:
+        error_path.unlink(missing_ok=True)
+        return write_html(load_report(report_dir), html_path)
+    except Exception:
+        try:
+            html_path.unlink(missing_ok=True)  # never leave an earlier crawl's page beside this crawl's data
+            write_text_atomic(error_path, (
+                "report.html could not be rendered; report.json, samples.jsonl and tracemalloc-diff.txt hold every figure.\n"
+                f"Render it again with: python -m pytest_crawlmem report {report_dir}\n\n{traceback.format_exc()}"
+            ))
+        except OSError:
+            pass
+        return error_path
+
+
+def report_document(
+    result: CrawlResult,
+    *,
+    test_id: str,
+    budgets: Budgets | None,
+    violations: Sequence[Violation],
+) -> dict[str, Any]:
+    """The content of ``report.json``: schema version, test, environment, budgets, violations, result."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "test": test_id,
+        "environment": environment(),
+        "budgets": budgets.set_values() if budgets else {},
+        "violations": [
+            {"budget": v.budget, "measured": v.measured, "limit": v.limit, "message": v.message, "fails": v.fails}
+            for v in violations
+        ],
+        "result": result_to_json(result),
+    }
 
 
 def write_report_json(
@@ -107,15 +156,5 @@ def write_report_json(
     violations: Sequence[Violation],
 ) -> Path:
     """Write ``report.json`` atomically (a crash mid-write never leaves half a file)."""
-    document = {
-        "schema_version": SCHEMA_VERSION,
-        "test": test_id,
-        "environment": environment(),
-        "budgets": budgets.set_values() if budgets else {},
-        "violations": [
-            {"budget": v.budget, "measured": v.measured, "limit": v.limit, "message": v.message, "fails": v.fails}
-            for v in violations
-        ],
-        "result": result_to_json(result),
-    }
+    document = report_document(result, test_id=test_id, budgets=budgets, violations=violations)
     return write_text_atomic(path, json.dumps(document, indent=2, default=str))

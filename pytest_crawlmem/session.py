@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from collections.abc import Sequence
@@ -94,6 +95,9 @@ class CrawlMemSession:
         for record in records:
             record.outcome = "failed" if any(v.fails for v in record.violations) else report.outcome
             self.rows.append(SummaryRow.of(record))
+        properties = junit_properties(records)
+        item.user_properties.extend(properties)  # --junitxml reads them from the teardown report, made from the item
+        report.user_properties.extend(properties)
 
     def add_worker_rows(self, rows: Sequence[dict[str, Any]]) -> None:
         """Merge the rows an xdist worker sent back."""
@@ -116,6 +120,25 @@ class CrawlMemSession:
         for row in rows:
             terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         terminalreporter.write_line(f"reports: {self.settings.report_dir}")
+
+
+def junit_properties(records: Sequence[CrawlRecord]) -> list[tuple[str, object]]:
+    """Per-crawl figures for ``--junitxml``: ``crawlmem_*`` for the first crawl, ``crawlmem_*_2`` for the second, ..."""
+    properties: list[tuple[str, object]] = []
+    for index, record in enumerate(records, 1):
+        result = record.result
+        suffix = "" if index == 1 else f"_{index}"
+        per = result.growth.per_response_bytes
+        values: dict[str, object] = {
+            "peak_rss": result.peak_rss,
+            "rss_growth": result.rss_growth,
+            "responses": result.responses,
+            "verdict": result.verdict,
+            "growth_per_response": "" if per is None or not math.isfinite(per) else round(per, 1),
+            "report_dir": "" if result.report_dir is None else str(result.report_dir),
+        }
+        properties += [(f"crawlmem_{name}{suffix}", value) for name, value in values.items()]
+    return properties
 
 
 def safe_dirname(nodeid: str) -> str:

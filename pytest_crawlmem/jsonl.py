@@ -1,0 +1,174 @@
+"""Reads ``samples.jsonl`` back, tolerating what a killed crawl leaves behind (any process, no Scrapy).
+
+The extension appends one JSON object per line and flushes it, so a crawl killed mid-write
+leaves a cut-off last line; a disk that filled up can leave garbage in the middle. Reading
+never raises on content: every line that cannot be used becomes a problem naming its
+line number, and the rest is kept.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, NamedTuple, TypeGuard
+
+from .models import Checkpoint
+
+MAX_PROBLEMS = 20
+#: Largest figure accepted (8 PiB, 2**53: exact as a float); anything above is garbage, not a measurement.
+MAX_FIGURE = 2**53
+
+#: Fields a record must have (as finite numbers) to be plotted or judged.
+_REQUIRED = {
+    "sample": ("t_seconds", "responses", "items", "rss_bytes"),
+    "checkpoint": ("responses", "t_seconds", "rss_bytes", "scheduled"),
+}
+#: Fields that may be a number or null.
+_OPTIONAL_NUMBERS = {
+    "sample": ("traced_bytes", "scheduled", "inflight", "slot_queued", "active_size_bytes"),
+    "checkpoint": ("heap_bytes", "traced_bytes", "allocated_blocks", "tracer_bytes", "cost_seconds"),
+}
+_CHECKPOINT_FIELDS = frozenset(f.name for f in fields(Checkpoint))
+
+
+class SamplesFile(NamedTuple):
+    """What ``samples.jsonl`` held: the crawl's header, its samples and checkpoints, and what could not be read."""
+
+    header: dict[str, Any]
+    samples: list[dict[str, Any]]
+    checkpoints: list[dict[str, Any]]
+    problems: list[str]
+
+
+def is_number(value: object) -> TypeGuard[float]:
+    """Whether ``value`` is a finite int or float (not a bool)."""
+    kind = type(value)
+    if kind is int:
+        return True
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _figure(value: object) -> bool:
+    return is_number(value) and 0 <= value <= MAX_FIGURE
+
+
+def _invalid(kind: str, record: Mapping[str, Any]) -> str:
+    """Return why a sample or checkpoint record cannot be used ('' when it can)."""
+    missing, wrong, absurd = [], [], []
+    for name in _REQUIRED[kind]:
+        value = record.get(name)
+        if not is_number(value):
+            missing.append(name)
+        elif not 0 <= value <= MAX_FIGURE:
+            absurd.append(name)
+    for name in _OPTIONAL_NUMBERS[kind]:
+        value = record.get(name)
+        if value is None:
+            continue
+        if not is_number(value):
+            wrong.append(name)
+        elif not 0 <= value <= MAX_FIGURE:
+            absurd.append(name)
+    if missing:
+        return f"{kind} without a number for {', '.join(missing)}"
+    if wrong:
+        return f"{kind} with a non-number {', '.join(wrong)}"
+    if absurd:
+        return f"{kind} with {', '.join(absurd)} out of range (0 to 2**53)"
+    if kind == "sample" and record.get("backout") not in (None, True, False):
+        return "sample with a non-boolean backout"
+    refs = record.get("live_refs", {})
+    if kind == "checkpoint" and not (
+        isinstance(refs, dict) and all(_figure(v) for v in refs.values())
+    ):
+        return "checkpoint with live_refs that are not counts by class name"
+    return ""
+
+
+def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """Return the record of one line, or None and why it is unusable."""
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except ValueError as exc:
+        return None, f"not valid JSON ({getattr(exc, 'msg', exc)})"
+    except RecursionError:
+        return None, "JSON nested too deeply"
+    if not isinstance(record, dict):
+        return None, f"a JSON {type(record).__name__}, not an object"
+    return record, ""
+
+
+def read_samples_jsonl(path: Path) -> SamplesFile:
+    """Read a ``samples.jsonl`` stream; unusable lines become problems, never exceptions.
+
+    When several crawls were appended to one file (a production crawl run again with the
+    same ``CRAWLMEM_JSONL``), the last crawl is returned and the others are named in the
+    problems. Raises only ``OSError`` when the file cannot be read at all.
+    """
+    data = Path(path).read_bytes()
+    lines = data.split(b"\n")
+    cut_off = not data.endswith(b"\n")
+    if not cut_off:
+        lines.pop()  # the empty string after the final newline
+    header: dict[str, Any] = {}
+    samples: list[dict[str, Any]] = []
+    checkpoints: list[dict[str, Any]] = []
+    problems: list[str] = []
+    bad = 0
+    crawls: list[int] = []
+
+    def problem(text: str) -> None:
+        nonlocal bad
+        bad += 1
+        if bad <= MAX_PROBLEMS:
+            problems.append(text)
+
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        record, why = _parse_line(raw)
+        if record is None:
+            if cut_off and number == len(lines):
+                problem(f"line {number}: cut off ({why}); the crawl was probably killed while writing it")
+            else:
+                problem(f"line {number}: {why}")
+            continue
+        kind = record.pop("kind", None)
+        if kind == "header":
+            crawls.append(number)
+            header, samples, checkpoints = record, [], []
+        elif kind in ("sample", "checkpoint"):
+            why = _invalid(kind, record)
+            if why:
+                problem(f"line {number}: {why}")
+            else:
+                (samples if kind == "sample" else checkpoints).append(record)
+        elif kind == "error":
+            problem(f"line {number}: the crawl recorded an error: {record.get('message', '')}")
+        elif not isinstance(kind, str):
+            problem(f"line {number}: a record with no kind")
+        # other kinds are newer records this version does not know: skipped
+    if bad > MAX_PROBLEMS:
+        problems.append(f"... and {bad - MAX_PROBLEMS:,} more unusable lines")
+    if len(crawls) > 1:
+        problems.insert(0, f"{len(crawls)} crawls were appended to this file; only the last one (from line {crawls[-1]}) is read")
+    return SamplesFile(header, samples, checkpoints, problems)
+
+
+def checkpoint_from_json(record: Mapping[str, Any]) -> Checkpoint:
+    """Build a :class:`Checkpoint` from a record read by :func:`read_samples_jsonl` (unknown keys ignored)."""
+    values = {k: v for k, v in record.items() if k in _CHECKPOINT_FIELDS}
+    values.setdefault("heap_bytes", None)
+    values.setdefault("traced_bytes", None)
+    values["tracer_bytes"] = values.get("tracer_bytes") or 0
+    values["cost_seconds"] = values.get("cost_seconds") or 0.0
+    values["drained"] = values.get("drained") is not False
+    values["live_refs"] = {str(k): int(v) for k, v in dict(values.get("live_refs") or {}).items()}
+    return Checkpoint(**values)

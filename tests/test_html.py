@@ -1,0 +1,377 @@
+"""Reviewer-facing reports: report.html (escaping, chart, Chromium rendering), the crawlmem CLI, JUnit properties."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+import zlib
+from fnmatch import fnmatch
+from pathlib import Path
+
+import pytest
+from spiders_source import SPIDERS
+
+from pytest_crawlmem import report as report_module
+from pytest_crawlmem.budgets import Budgets, Violation
+from pytest_crawlmem.cli import main
+from pytest_crawlmem.growth import analyze
+from pytest_crawlmem.html import render_html
+from pytest_crawlmem.models import Checkpoint, CrawlResult, DroppedResponse, GrowthSite, Peaks, Sample
+from pytest_crawlmem.recording import Recording
+from pytest_crawlmem.report import report_document, write_reports
+from pytest_crawlmem.svgchart import decimate, nice_ticks
+
+HOSTILE = "<script>alert(1)</script>"
+
+# -- pure: a synthetic crawl with hostile strings everywhere a crawl's text can reach -------------
+
+
+def synthetic_crawl(report_dir: Path | None = None, *, leak: bool = True) -> CrawlResult:
+    """A crawl of 1,200 responses that leaks 3 KiB per response, with hostile text in every string field."""
+    samples = tuple(Sample(t_seconds=n / 100, responses=n, items=n // 2, rss_bytes=80 * 2**20 + 3072 * n * leak,
+                           scheduled=200 - n // 10, inflight=8, active_size_bytes=4096 * (n // 10 % 5), backout=False)
+                    for n in range(0, 1201, 10))
+    checkpoints = [Checkpoint(responses=n, t_seconds=n / 100, rss_bytes=80 * 2**20 + 3072 * n * leak,
+                              heap_bytes=20 * 2**20 + 3072 * n * leak, traced_bytes=None, scheduled=200 - n // 10,
+                              live_refs={"Request": 200 - n // 10, HOSTILE: 1}, drained=n != 450)
+                   for n in (0, 100, 200, 300, 450, 675, 1012, 1200)]
+    return CrawlResult(
+        spider=HOSTILE, samples=samples, start_rss=80 * 2**20, end_rss=80 * 2**20 + 3072 * 1200 * leak,
+        peak_rss=90 * 2**20, traced_peak=None, responses=1200, items_scraped=600, duration_seconds=12.0,
+        finish_reason=HOSTILE, peaks=Peaks(max_scheduled=200, max_inflight=8, max_active_size_bytes=16384),
+        growth=analyze(checkpoints, samples),
+        dropped=(DroppedResponse(f"http://127.0.0.1/{HOSTILE}?a=1&b=2", f"too big {HOSTILE}", 2**21),),
+        status_counts={200: 1190, 404: 10},
+        top_growth=(GrowthSite(f"/spiders/{HOSTILE}.py:40", 3_600_000, 1200, 3000.0,
+                               (f'File "/spiders/{HOSTILE}.py", line 40', f"self.kept.append(x)  # {HOSTILE}")),),
+        live_refs={HOSTILE: 3},
+        stats={HOSTILE: HOSTILE, "downloader/response_count": 1200},
+        errors=(f"sample failed: ValueError('{HOSTILE}')",),
+        report_dir=report_dir,
+    )
+
+
+def synthetic_document(result: CrawlResult) -> dict:
+    """report.json's content for ``result`` (budgets broken, a retention path with hostile text)."""
+    budgets = Budgets(peak_rss=100 * 2**20, max_inflight=16, max_scheduled=150, max_active_size=2**30, leak="fail")
+    violations = [Violation("max_scheduled", 200, 150, "the scheduler queue reached 200, over the budget max_scheduled=150"),
+                  Violation("leak", 3072, 1024, f"{result.growth.reason} {HOSTILE}")]
+    document = report_document(result, test_id=f"tests/test_x.py::test_it[{HOSTILE}]", budgets=budgets,
+                               violations=violations)
+    document["result"]["retention"] = [{"class": HOSTILE, "count": 3, "path": f"class spiders.X .kept -> {HOSTILE}"}]
+    return json.loads(json.dumps(document, default=str))
+
+
+def records(result: CrawlResult) -> tuple[list[dict], list[dict]]:
+    return [s.to_json() for s in result.samples], [c.to_json() for c in result.growth.checkpoints]
+
+
+def test_every_string_from_a_crawl_is_escaped_and_the_page_has_no_script():
+    result = synthetic_crawl()
+    page = render_html(synthetic_document(result), *records(result), header={"spider": HOSTILE},
+                       problems=[f"line 9: not valid JSON {HOSTILE}"], files=[f"{HOSTILE}.json"])
+    assert "<script" not in page.lower()
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
+    for where in ("test_it[", "/spiders/", "self.kept.append(x)  # ", "http://127.0.0.1/", "too big ", "ValueError(&#x27;",
+                  "line 9: not valid JSON ", "class spiders.X .kept -&gt; "):
+        assert where + escaped in page, where
+    assert "a=1&amp;b=2" in page
+    assert "default-src 'none'" in page  # nothing can be loaded or run, even if escaping ever failed
+
+
+def test_the_page_shows_verdict_budgets_sites_checkpoints_and_the_chart_marks():
+    result = synthetic_crawl()
+    page = render_html(synthetic_document(result), *records(result))
+    assert result.growth.verdict == "retained-objects"
+    assert result.growth.reason.replace("'", "&#x27;") in page
+    assert page.count('class="series series-rss"') == 2  # against responses and against time
+    assert 'class="series series-heap dot"' in page
+    assert 'class="marker warmup"' in page and 'class="marker checkpoint undrained"' in page
+    assert ">peak_rss 100 MiB</text>" in page  # the budget line, in range
+    assert ">\u2191 max_active_size 1 GiB</text>" in page  # far above the data: named, not drawn
+    assert ">max_inflight 16</text>" in page
+    assert page.count('<span class="badge fail">broken</span>') == 2  # max_scheduled and leak
+    assert "3.4 MiB" in page and "3,000.0 B" in page  # the growth site
+    assert "<td>judged</td>" in page and "<td>warm-up</td>" in page
+    for heading in ("Budgets", "Violations", "Top growth sites", "Checkpoints", "Live Scrapy objects after close",
+                    "Responses by status", "Dropped responses", "Environment"):
+        assert f">{heading}</h2>" in page
+
+
+def test_a_document_without_samples_still_renders():
+    result = synthetic_crawl()
+    document = synthetic_document(result)
+    page = render_html(document, [], [])
+    assert "<h2>Checkpoints</h2>" in page and "<svg" in page  # checkpoints come from report.json then
+    document["result"]["growth"]["checkpoints"] = []
+    assert "No samples were recorded" in render_html(document, [], [])
+
+
+def test_long_series_are_thinned_but_keep_their_peaks():
+    points = [(float(i), float(i % 100)) for i in range(100_000)]
+    points[54_321] = (54_321.0, 10_000.0)
+    thin = decimate(points, 800)
+    assert len(thin) <= 4 * 800
+    assert (54_321.0, 10_000.0) in thin
+    assert thin[0] == points[0] and thin[-1] == points[-1]
+
+
+def test_byte_ticks_fall_on_binary_units():
+    assert nice_ticks(0, 121 * 2**20, binary=True) == [0, 50 * 2**20, 100 * 2**20, 150 * 2**20]
+    assert nice_ticks(0, 2050) == [0, 500, 1000, 1500, 2000, 2500]
+
+
+def test_write_reports_adds_report_html(tmp_path):
+    result = synthetic_crawl(tmp_path)
+    write_reports(tmp_path, result, test_id="t.py::test_it", budgets=None, violations=[])
+    assert {p.name for p in tmp_path.iterdir()} == {"report.json", "tracemalloc-diff.txt", "report.html"}
+    assert "samples.jsonl not found" in (tmp_path / "report.html").read_text()
+
+
+def test_a_rendering_failure_keeps_the_data_and_writes_report_error_txt(tmp_path, monkeypatch):
+    recording = Recording(tmp_path / "samples.jsonl")
+    recording.header(spider="catalog", interval_seconds=0.1)
+    recording.add_sample(Sample(t_seconds=0.1, responses=1, items=0, rss_bytes=2**26))
+    recording.close()
+    (tmp_path / "report.html").write_text("a stale page of an earlier crawl")
+
+    def broken(*args: object, **kwargs: object) -> str:
+        raise RuntimeError(f"renderer bug {HOSTILE}")
+
+    monkeypatch.setattr("pytest_crawlmem.loading.render_html", broken)
+    result = synthetic_crawl(tmp_path)
+    report_module.write_reports(tmp_path, result, test_id="t.py::test_it", budgets=None, violations=[])
+    assert {p.name for p in tmp_path.iterdir()} == {"report.json", "samples.jsonl", "tracemalloc-diff.txt", "report-error.txt"}
+    error = (tmp_path / "report-error.txt").read_text()
+    assert "report.html could not be rendered" in error and "RuntimeError: renderer bug" in error
+    assert json.loads((tmp_path / "report.json").read_text())["result"]["responses"] == 1200
+    monkeypatch.undo()
+    report_module.write_html_report(tmp_path)  # fixed: the next render replaces the error
+    assert (tmp_path / "report.html").exists() and not (tmp_path / "report-error.txt").exists()
+
+
+# -- the CLI on synthetic reports ----------------------------------------------------------------------
+
+
+def write_synthetic_dir(path: Path, *, leak: bool) -> Path:
+    result = synthetic_crawl(path, leak=leak)
+    recording = Recording(path / "samples.jsonl")
+    recording.header(spider="catalog", interval_seconds=0.1)
+    for sample in result.samples:
+        recording.add_sample(sample)
+    for checkpoint in result.growth.checkpoints:
+        recording.add_checkpoint(checkpoint)
+    recording.close()
+    write_reports(path, result, test_id=f"t.py::test_{'leak' if leak else 'clean'}", budgets=None, violations=[])
+    return path
+
+
+def test_cli_diff_compares_figures_verdicts_and_growth_sites(tmp_path, capsys):
+    a = write_synthetic_dir(tmp_path / "a", leak=False)
+    b = write_synthetic_dir(tmp_path / "b", leak=True)
+    assert main(["diff", str(a), str(b / "report.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"A: {a} (t.py::test_clean)"
+    rows = {line.split("  ")[0]: line.split() for line in out[3:]}
+    assert rows["responses"][1:] == ["1,200", "1,200", "0"]
+    assert rows["end RSS"][2:] == ["80.0", "MiB", "83.5", "MiB", "+3.5", "MiB", "(+4.4%)"]
+    assert rows["verdict"][1:] == ["steady", "retained-objects", "changed"]
+    assert any(line.startswith(f"/spiders/{HOSTILE}.py:40") and "+3.4 MiB (3,000 B/response)" in line for line in out)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["report", "{tmp}/missing"], "crawlmem: error: {tmp}/missing: no such file or directory"),
+        (["report", "{tmp}"], "crawlmem: error: {tmp}: neither report.json nor samples.jsonl is in this directory"),
+        (["report", "{tmp}/bad.json"], "crawlmem: error: {tmp}/bad.json: not a readable report.json (*"),
+        (["report", "{tmp}/notes.txt"], "crawlmem: error: {tmp}/notes.txt: no crawlmem samples or checkpoints in this file*"),
+        (["diff", "{tmp}/bad.json", "{tmp}/missing"], "crawlmem: error: {tmp}/bad.json: not a readable report.json*"),
+    ],
+)
+def test_cli_bad_paths_exit_2_naming_the_path(tmp_path, capsys, args, message):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "notes.txt").write_text("hello\n")
+    assert main([a.format(tmp=tmp_path) for a in args]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert fnmatch(captured.err.strip(), message.format(tmp=tmp_path)), captured.err
+
+
+# -- real crawls: report.html in Chromium, the CLI on their files, JUnit properties ---------------------
+
+REAL_SPIDERS = SPIDERS + f'''
+
+class Hostile(Catalog):
+    """Keeps 4 KiB per product page; the retaining line carries a hostile comment into the traceback."""
+
+    name = "hostile"
+    kept = []
+
+    def parse_product(self, response):
+        self.kept.append(b"x" * 4096 + response.url.encode())  # {HOSTILE}
+        yield from super().parse_product(response)
+'''
+
+REAL_TESTS = f'''
+import pytest
+from spiders import *
+
+
+@pytest.mark.crawl_memory(peak_rss="2 GiB", max_inflight=16, leak="warn")
+@pytest.mark.parametrize("case", [pytest.param(1, id="{HOSTILE}")])
+def test_leaky(crawl, fixture_site, case):
+    crawl(Hostile, start_urls=[fixture_site.url("/catalog/?pages=50&per_page=20")])
+
+
+@pytest.mark.crawl_memory(peak_rss="2 GiB", rss_growth="200 MiB", max_scheduled=5000)
+def test_clean(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=30&per_page=20")])
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
+'''
+
+
+@pytest.fixture(scope="module")
+def real_reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Run two real crawls (a leaky one with a hostile test id and source line, a clean one) in a pytest subprocess."""
+    root = tmp_path_factory.mktemp("real")
+    (root / "spiders.py").write_text(REAL_SPIDERS)
+    (root / "test_crawls.py").write_text(REAL_TESTS)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--junitxml=junit.xml", "test_crawls.py"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root
+
+
+def leaky_dir(root: Path) -> Path:
+    return next((root / ".crawlmem").glob("test_crawls.py__test_leaky*"))
+
+
+def clean_dir(root: Path) -> Path:
+    return root / ".crawlmem" / "test_crawls.py__test_clean"
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    browser = chromium_path()
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install chromium): cannot render report.html in a browser")
+    command = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run",
+               f"--user-data-dir={tmp_path / 'chromium-profile'}", *args]
+    return subprocess.run(command, capture_output=True, timeout=120)
+
+
+def png_pixels(data: bytes) -> tuple[int, int, list[bytes], int]:
+    """Decode an 8-bit RGB/RGBA, non-interlaced PNG (what Chromium writes): width, height, rows, bytes per pixel."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, header = 8, b"", b""
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        if kind == b"IHDR":
+            header = data[pos + 8:pos + 8 + length]
+        elif kind == b"IDAT":
+            idat += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", header)
+    assert (depth, interlace) == (8, 0) and color in (2, 6)
+    bpp = 3 if color == 2 else 4
+    raw, stride = zlib.decompress(idat), width * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append(bytes(line))
+        prev = line
+    return width, height, rows, bpp
+
+
+def test_the_plugin_writes_report_html_that_chromium_renders_with_its_chart(real_reports, tmp_path, request):
+    report_dir = leaky_dir(real_reports)
+    assert not (report_dir / "report-error.txt").exists()
+    page = (report_dir / "report.html").read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page  # test id and traceback line
+    dom = chromium(tmp_path, "--dump-dom", (report_dir / "report.html").as_uri())
+    assert dom.returncode == 0, dom.stderr.decode()[-2000:]
+    html = dom.stdout.decode()
+    assert "<script" not in html
+    assert html.count('<polyline class="series series-rss"') >= 2 and '<svg class="timeline"' in html
+    assert 'class="marker warmup"' in html and 'class="marker checkpoint"' in html
+    assert "retained-objects" in html
+    shot = tmp_path / "report-html.png"
+    done = chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,1600", (report_dir / "report.html").as_uri())
+    assert done.returncode == 0 and shot.exists(), done.stderr.decode()[-2000:]
+    artifacts = request.config.rootpath / ".crawlmem" / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shutil.copy(shot, artifacts / "report-html.png")
+    width, height, rows, bpp = png_pixels(shot.read_bytes())
+    assert (width, height) == (1200, 1600)
+    colors = {row[i:i + 3] for row in rows[::8] for i in range(0, len(row), bpp * 4)}
+    assert len(colors) > 50, "the screenshot is nearly blank"
+    rss_blue = sum(1 for row in rows for i in range(0, len(row), bpp)
+                   if row[i] < 40 and abs(row[i + 1] - 0x72) < 40 and abs(row[i + 2] - 0xB2) < 40)
+    assert rss_blue > 300, "the RSS line is not visible in the screenshot"
+
+
+def test_cli_renders_a_real_report_dir_and_a_bare_truncated_samples_jsonl(real_reports, tmp_path):
+    out = tmp_path / "out.html"
+    done = subprocess.run([sys.executable, "-m", "pytest_crawlmem", "report", str(clean_dir(real_reports)), "-o", str(out)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"wrote {out}"
+    assert "steady" in out.read_text() or "inconclusive" in out.read_text()
+    lines = (clean_dir(real_reports) / "samples.jsonl").read_bytes().splitlines(keepends=True)
+    bare = tmp_path / "prod" / "crawlmem-samples.jsonl"
+    bare.parent.mkdir()
+    bare.write_bytes(b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])  # killed while writing the last line
+    assert main(["report", str(bare)]) == 0
+    page = (bare.parent / "report.html").read_text()
+    assert f"line {len(lines)}: cut off" in page and "Built from crawlmem-samples.jsonl alone" in page
+    assert page.count('<polyline class="series series-rss"') == 2
+
+
+def test_cli_diff_of_two_real_reports(real_reports, capsys):
+    assert main(["diff", str(clean_dir(real_reports)), str(leaky_dir(real_reports))]) == 0
+    out = capsys.readouterr().out
+    assert "peak RSS" in out and "growth/response" in out
+    verdict = next(line for line in out.splitlines() if line.startswith("verdict"))
+    assert verdict.split()[2] == "retained-objects"
+    assert "spiders.py:" in out
+
+
+def test_junit_xml_carries_each_crawls_figures(real_reports):
+    cases = {case.get("name"): case for case in ET.parse(real_reports / "junit.xml").iter("testcase")}
+    clean = {p.get("name"): p.get("value") for p in cases["test_clean"].iter("property")}
+    assert clean["crawlmem_responses"] == "630" and clean["crawlmem_responses_2"] == "6"
+    first = json.loads((clean_dir(real_reports) / "report.json").read_text())["result"]
+    assert clean["crawlmem_peak_rss"] == str(first["peak_rss"]) and clean["crawlmem_rss_growth"] == str(first["rss_growth"])
+    assert clean["crawlmem_verdict"] == first["verdict"] != "retained-objects"
+    assert float(clean["crawlmem_growth_per_response"]) == round(first["growth"]["per_response_bytes"], 1)
+    assert clean["crawlmem_verdict_2"] == "inconclusive" and clean["crawlmem_growth_per_response_2"] == ""
+    assert clean["crawlmem_report_dir"] == str(clean_dir(real_reports))
+    assert clean["crawlmem_report_dir_2"] == str(clean_dir(real_reports) / "crawl-2")
+    leaky = {p.get("name"): p.get("value") for p in cases[f"test_leaky[{HOSTILE}]"].iter("property")}
+    assert leaky["crawlmem_verdict"] == "retained-objects" and leaky["crawlmem_responses"] == "1050"
