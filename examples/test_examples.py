@@ -17,12 +17,15 @@ def test_catalog_crawl_stays_within_budget(crawl, fixture_site):
     assert result.verdict == "steady", result.growth.reason
 
 
-@pytest.mark.crawl_memory(leak="warn")
-def test_hoarding_spider_is_reported_as_retaining_objects(crawl, fixture_site):
+@pytest.mark.xfail(strict=True, reason="shows a leak failure: its report is .crawlmem/examples_test_examples.py__test_hoarding*")
+@pytest.mark.crawl_memory(leak="fail")
+def test_hoarding_spider_fails_with_the_leak_verdict(crawl, fixture_site):
     HoardingSpider.seen_pages.clear()
-    result = crawl(HoardingSpider, start_urls=[fixture_site.url("/catalog/?pages=50&per_page=40")])
-    HoardingSpider.seen_pages.clear()
-    assert result.verdict == "retained-objects", result.growth.reason
+    try:
+        result = crawl(HoardingSpider, start_urls=[fixture_site.url("/catalog/?pages=50&per_page=40")])
+    finally:
+        HoardingSpider.seen_pages.clear()
+    assert result.verdict == "retained-objects", result.growth.reason  # the budget check then fails the test
 
 
 @pytest.mark.crawl_memory(leak="fail")

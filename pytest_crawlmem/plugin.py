@@ -10,7 +10,7 @@ import pytest
 
 from .budgets import SPECS, BudgetError, resolve_budgets
 from .fixtures import crawl, fixture_site  # noqa: F401 - registered with pytest through this module
-from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession
+from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlRecord
 from .settings import OPTIONS, resolve_settings
 
 MARKER_HELP = (
@@ -75,19 +75,23 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         return None
     names = pyfuncitem._fixtureinfo.argnames
     pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names})
+    # budgets are checked in the call phase, so xfail and the report see an ordinary failure
+    records: list[CrawlRecord] = pyfuncitem.stash.get(RECORDS_KEY, [])
+    pyfuncitem.config.stash[SESSION_KEY].enforce(pyfuncitem, records)
     return True
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
-    """After the test body, fail a passing test whose crawls broke a budget."""
-    outcome = yield
-    if call.when != "call":
-        return
-    report: pytest.TestReport = outcome.get_result()
-    records = item.stash.get(RECORDS_KEY, [])
-    item.config.stash[SESSION_KEY].finish_test(item, report, records)
-    item.stash[RECORDS_KEY] = []  # items live for the session: don't keep every crawl's samples alive
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Record each crawl of the test for the summary and --junitxml, then let go of its results."""
+    report = yield
+    if call.when == "call":
+        records: list[CrawlRecord] = item.stash.get(RECORDS_KEY, [])
+        item.config.stash[SESSION_KEY].finish_test(item, report, records)
+        item.stash[RECORDS_KEY] = []  # items live for the session: don't keep every crawl's samples alive
+    return report
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

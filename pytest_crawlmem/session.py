@@ -80,20 +80,26 @@ class CrawlMemSession:
         base = self.settings.report_dir / safe_dirname(nodeid)
         return base if index == 1 else base / f"crawl-{index}"
 
-    def finish_test(self, item: pytest.Item, report: pytest.TestReport, records: Sequence[CrawlRecord]) -> None:
-        """Turn a passing test into a failure if its crawls broke a budget; record outcomes."""
-        failing = [v for r in records for v in r.violations if v.fails]
-        warning = [v for r in records for v in r.violations if not v.fails]
-        for violation in warning:
+    def enforce(self, item: pytest.Item, records: Sequence[CrawlRecord]) -> None:
+        """At the end of the test body: warn for ``leak="warn"``, fail the test for every broken budget.
+
+        Runs inside the call phase, so ``xfail`` (strict or not) and the report see an
+        ordinary test failure.
+        """
+        for violation in (v for r in records for v in r.violations if not v.fails):
             warnings.warn(CrawlMemWarning(f"{item.nodeid}: {violation.message}"), stacklevel=1)
-        if failing and report.passed:
-            report.outcome = "failed"
+        failing = [v for r in records for v in r.violations if v.fails]
+        if failing:
             lines = [f"crawl_memory budget broken: {v.message}" for v in failing]
             dirs = sorted({str(r.result.report_dir) for r in records if r.result.report_dir})
             lines += [f"report: {d}" for d in dirs]
-            report.longrepr = "\n".join(lines)
+            pytest.fail("\n".join(lines), pytrace=False)
+
+    def finish_test(self, item: pytest.Item, report: pytest.TestReport, records: Sequence[CrawlRecord]) -> None:
+        """Record each crawl's outcome for the summary and its figures for --junitxml."""
         for record in records:
-            record.outcome = "failed" if any(v.fails for v in record.violations) else report.outcome
+            broken = any(v.fails for v in record.violations)
+            record.outcome = "xfailed" if hasattr(report, "wasxfail") else "failed" if broken else report.outcome
             self.rows.append(SummaryRow.of(record))
         properties = junit_properties(records)
         item.user_properties.extend(properties)  # --junitxml reads them from the teardown report, made from the item
