@@ -10,7 +10,7 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 from . import probes
 from .extension import CrawlMemExtension
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
-from .models import CrawlResult, GrowthSite, Peaks, RetentionPath, Sample
+from .models import Checkpoint, CrawlResult, GrowthSite, Peaks, RetentionPath, Sample
 from .retention import retention_path
 
 EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
@@ -184,10 +184,10 @@ def _find_extension(crawler: Any) -> CrawlMemExtension:
     raise RuntimeError("the crawlmem extension did not start: check EXTENSIONS and CRAWLMEM_ENABLED")
 
 
-def peaks_of(samples: tuple[Sample, ...], interval_seconds: float) -> Peaks:
-    """Return the queues' peaks over ``samples``."""
+def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], interval_seconds: float) -> Peaks:
+    """Return the queues' peaks over ``samples`` (and, for the scheduler, the checkpoints too)."""
     return Peaks(
-        max_scheduled=max((s.scheduled or 0 for s in samples), default=0),
+        max_scheduled=max([s.scheduled or 0 for s in samples] + [c.scheduled for c in checkpoints], default=0),
         max_inflight=max((s.inflight or 0 for s in samples), default=0),
         max_active_size_bytes=max((s.active_size_bytes or 0 for s in samples), default=0),
         backout_seconds=round(sum(1 for s in samples if s.backout) * interval_seconds, 3),
@@ -233,7 +233,7 @@ def _build_result(
         items_scraped=ext.items,
         duration_seconds=round(duration, 4),
         finish_reason=ext.finish_reason,
-        peaks=peaks_of(samples, options.interval_seconds),
+        peaks=peaks_of(samples, recording.checkpoints, options.interval_seconds),
         growth=growth,
         top_growth=sites,
         status_counts=status_counts(stats),

@@ -62,11 +62,17 @@ class _Group:
     traceback: tuple[str, ...] = ()
 
 
+def _display(filename: str) -> str:
+    """A path relative to the working directory when it lies below it (spiders/catalog.py:31)."""
+    relative = os.path.relpath(filename) if os.path.isabs(filename) else filename
+    return filename if relative.startswith("..") else relative
+
+
 def _site_of(traceback: Sequence[tracemalloc.Frame]) -> str:
     frames = list(traceback)
     for frame in reversed(frames):  # most recent first
         if is_user_file(frame.filename):
-            return f"{frame.filename}:{frame.lineno}"
+            return f"{_display(frame.filename)}:{frame.lineno}"
     recent = frames[-1] if frames else None
     return f"{recent.filename}:{recent.lineno}" if recent else "<unknown>"
 

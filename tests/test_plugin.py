@@ -54,7 +54,7 @@ def test_a_crawl_within_its_budgets_passes_and_writes_its_reports(suite):
     assert {"header", "sample", "checkpoint"} <= kinds
 
 
-SMALL, MEDIUM = CATALOG.format(pages=2), CATALOG.format(pages=3)
+SMALL, MEDIUM = CATALOG.format(pages=2), CATALOG.format(pages=10)
 BREACHES = {
     "peak_rss": ('peak_rss="1 MiB"', "Catalog", SMALL, "peak RSS was * MiB, over the budget peak_rss=1.0 MiB"),
     "rss_growth": ('rss_growth="16 MiB"', "Ballast", SMALL, "RSS growth was 6?.* MiB, over the budget rss_growth=16.0 MiB"),
