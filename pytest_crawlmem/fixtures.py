@@ -8,6 +8,7 @@ from typing import Any, Protocol
 import pytest
 
 from .budgets import check_budgets
+from .isolated import run_isolated, spec_for
 from .models import CrawlResult
 from .report import write_reports
 from .runner import CrawlOptions, run_crawl
@@ -81,8 +82,6 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         **spider_kwargs: Any,
     ) -> CrawlResult:
         _refuse_reactor_greenlet()
-        if isolate:
-            raise NotImplementedError("isolate=True is not available in this version of pytest-crawlmem yet")
         frames = session.settings.tracemalloc_frames
         if budgets is not None and budgets.traced_peak is not None:
             frames = max(frames, 1)
@@ -94,10 +93,14 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             kill_at_bytes=budgets.kill_at if budgets else None,
             timeout_seconds=budgets.timeout if budgets else None,
         )
-        result = run_crawl(
-            spider_cls, wait=wait, start_urls=start_urls, settings=settings,
-            spider_kwargs=spider_kwargs, options=options,
-        )
+        if isolate:
+            spec = spec_for(spider_cls, start_urls=start_urls, settings=settings, spider_kwargs=spider_kwargs, options=options)
+            result = run_isolated(spec)
+        else:
+            result = run_crawl(
+                spider_cls, wait=wait, start_urls=start_urls, settings=settings,
+                spider_kwargs=spider_kwargs, options=options,
+            )
         violations = check_budgets(budgets, result) if budgets is not None else []
         if result.report_dir is not None:
             write_reports(result.report_dir, result, test_id=item.nodeid, budgets=budgets, violations=violations)

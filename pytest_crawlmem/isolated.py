@@ -1,0 +1,188 @@
+"""Isolated crawls (``crawl(..., isolate=True)``): the crawl runs in a fresh process.
+
+The parent (pytest process) starts ``python -m pytest_crawlmem.isolated SPEC RESULT``,
+watches the child's RSS and clock, and kills it when it ignores ``kill_at`` or
+``timeout`` past a grace period. The child measures itself exactly as an in-process
+crawl does, streaming ``samples.jsonl``; a child that was killed or crashed still yields
+a result built from that stream. The spec and result files are private to the two
+processes (pickled: spider classes and settings travel by reference), never reports.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .growth import analyze
+from .jsonl import checkpoint_from_json, read_samples_jsonl
+from .models import CrawlResult, Growth, Peaks, Sample
+from .runner import CrawlOptions, peaks_of, run_crawl
+
+KILL_GRACE_SECONDS = 2.0
+_POLL_SECONDS = 0.05
+
+
+@dataclass(frozen=True)
+class IsolatedSpec:
+    """Everything the child needs to run the crawl."""
+
+    spider_module: str
+    spider_qualname: str
+    start_urls: list[str] | None
+    settings: Mapping[str, Any] | None
+    spider_kwargs: Mapping[str, Any]
+    options: CrawlOptions
+
+
+def spec_for(
+    spider_cls: type,
+    *,
+    start_urls: list[str] | None,
+    settings: Mapping[str, Any] | None,
+    spider_kwargs: Mapping[str, Any],
+    options: CrawlOptions,
+) -> IsolatedSpec:
+    """Describe the crawl for the child; a spider class the child cannot import is an error now."""
+    qualname = spider_cls.__qualname__
+    if "<locals>" in qualname or spider_cls.__module__ == "__main__":
+        raise ValueError(
+            f"isolate=True needs a spider class importable by name; {spider_cls.__module__}.{qualname}"
+            " is defined inside a function or in __main__: move it to module level"
+        )
+    return IsolatedSpec(spider_cls.__module__, qualname, start_urls, settings, dict(spider_kwargs), options)
+
+
+def run_isolated(spec: IsolatedSpec, *, kill_grace_seconds: float = KILL_GRACE_SECONDS) -> CrawlResult:
+    """Run the crawl in a child process and return its result (pytest process)."""
+    with tempfile.TemporaryDirectory(prefix="crawlmem-") as tmp:
+        spec_path, result_path = Path(tmp) / "spec.pickle", Path(tmp) / "result.pickle"
+        spec_path.write_bytes(pickle.dumps(spec))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
+        started = time.monotonic()
+        child = subprocess.Popen(
+            [sys.executable, "-m", "pytest_crawlmem.isolated", str(spec_path), str(result_path)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        try:
+            killed = _watch(child, spec.options, kill_grace_seconds)
+        finally:
+            if child.poll() is None:
+                child.kill()
+            _, stderr = child.communicate()
+        if result_path.exists() and child.returncode == 0 and not killed:
+            result: CrawlResult = pickle.loads(result_path.read_bytes())
+            return result
+        why = killed or f"the isolated crawl process exited with code {child.returncode}"
+        tail = stderr.decode(errors="replace").strip().splitlines()[-15:]
+        return result_from_stream(spec, why, time.monotonic() - started, tuple(tail))
+
+
+def _watch(child: subprocess.Popen[bytes], options: CrawlOptions, grace: float) -> str:
+    """Wait for the child; kill it when it stays over kill_at or past timeout; say why, or ''."""
+    process = psutil.Process(child.pid)
+    started = time.monotonic()
+    over_since: float | None = None
+    while child.poll() is None:
+        now = time.monotonic()
+        try:
+            rss = process.memory_info().rss
+        except psutil.Error:
+            rss = 0
+        if options.kill_at_bytes and rss >= options.kill_at_bytes:
+            over_since = over_since or now
+            if now - over_since > grace:
+                child.kill()
+                return (
+                    f"RSS reached {rss / 2**20:,.1f} MiB and the crawl did not stop within {grace:g} s:"
+                    " the isolated process was killed at the hard ceiling kill_at"
+                )
+        if options.timeout_seconds and now - started > options.timeout_seconds + grace:
+            child.kill()
+            return (
+                f"the crawl was still running after {options.timeout_seconds:g} s and did not stop within {grace:g} s"
+                " more: the isolated process was killed at the budget timeout"
+            )
+        time.sleep(_POLL_SECONDS)
+    return ""
+
+
+def result_from_stream(spec: IsolatedSpec, why: str, duration: float, stderr_tail: tuple[str, ...]) -> CrawlResult:
+    """A result from what the child streamed before it died: samples and checkpoints, no exact peak."""
+    report_dir = spec.options.report_dir
+    stream = read_samples_jsonl(report_dir / "samples.jsonl") if report_dir else None
+    samples = tuple(Sample.from_json(s) for s in stream.samples) if stream else ()
+    checkpoints = [checkpoint_from_json(c) for c in stream.checkpoints] if stream else []
+    rss = [s.rss_bytes for s in samples] or [0]
+    last = samples[-1] if samples else None
+    growth = analyze(checkpoints, samples) if checkpoints else Growth("inconclusive", why)
+    reason = "crawlmem_kill_at" if "kill_at" in why else "crawlmem_timeout" if "timeout" in why else "crawlmem_killed"
+    return CrawlResult(
+        spider=spec.spider_qualname,
+        samples=samples,
+        start_rss=rss[0],
+        end_rss=rss[-1],
+        peak_rss=max(rss),
+        traced_peak=None,
+        responses=last.responses if last else 0,
+        items_scraped=last.items if last else 0,
+        duration_seconds=round(duration, 4),
+        finish_reason=reason,
+        peaks=peaks_of(samples, checkpoints, spec.options.interval_seconds) if samples else Peaks(),
+        growth=growth,
+        errors=(why, *(stream.problems if stream else ()), *stderr_tail),
+        stopped_because=why,
+        report_dir=report_dir,
+    )
+
+
+def _reactor_wait(deferred: Any) -> Any:
+    """Run the reactor until ``deferred`` fires (the child owns its reactor)."""
+    from twisted.internet import reactor as installed
+
+    reactor: Any = installed
+    outcome: list[Any] = []
+
+    def done(value: Any) -> None:
+        outcome.append(value)
+        reactor.stop()
+
+    deferred.addBoth(done)
+    if not outcome:
+        reactor.run()
+    if outcome and hasattr(outcome[0], "raiseException"):
+        outcome[0].raiseException()
+    return outcome[0] if outcome else None
+
+
+def main(argv: list[str]) -> int:
+    """Child process: run the crawl described by the spec file, write its result."""
+    from scrapy.utils.reactor import install_reactor
+
+    install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    spec: IsolatedSpec = pickle.loads(Path(argv[0]).read_bytes())
+    module = __import__(spec.spider_module, fromlist=["_"])
+    spider_cls: Any = module
+    for part in spec.spider_qualname.split("."):
+        spider_cls = getattr(spider_cls, part)
+    result = run_crawl(
+        spider_cls, wait=_reactor_wait, start_urls=spec.start_urls, settings=spec.settings,
+        spider_kwargs=spec.spider_kwargs, options=spec.options,
+    )
+    tmp = Path(argv[1] + ".tmp")
+    tmp.write_bytes(pickle.dumps(result))
+    os.replace(tmp, argv[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,84 @@
+"""Isolated crawls: the crawl runs in a fresh process, and a runaway one is killed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from spiders_source import SPIDERS
+
+BLOCKING = '''
+
+class Swallower(Catalog):
+    """A callback that allocates in a loop and never returns to the reactor."""
+
+    name = "swallower"
+
+    def parse(self, response):
+        data = []
+        while True:
+            data.append(b"x" * 2**20)
+            time.sleep(0.005)
+'''
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(spiders=SPIDERS + BLOCKING)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, body: str, marker: str = "") -> pytest.RunResult:
+    pytester.makepyfile(test_iso=f"""
+import pytest
+from spiders import *
+
+{marker}
+def test_it(crawl, fixture_site):
+{body}
+""")
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+
+
+def test_an_isolated_crawl_runs_in_another_process_and_returns_the_same_result_shape(suite):
+    outcome = run(suite, """
+    Hoarder.kept.clear()
+    result = crawl(Hoarder, start_urls=[fixture_site.url("/catalog/?pages=5&per_page=20")], isolate=True)
+    assert Hoarder.kept == [], "the spider ran in this process"
+    assert result.responses == 105 and result.items_scraped == 100
+    assert result.peak_rss >= result.start_rss > 0
+    assert result.status_counts == {200: 105}
+    assert result.stats["crawlmem/peak_rss"] == result.peak_rss
+    assert len(result.samples) >= 1 and result.growth.checkpoints
+""", '@pytest.mark.crawl_memory(peak_rss="2 GiB")')
+    outcome.assert_outcomes(passed=1)
+    report = json.loads((suite.path / ".crawlmem" / "test_iso.py__test_it" / "report.json").read_text())
+    assert report["result"]["responses"] == 105
+
+
+def test_a_child_that_ignores_kill_at_is_killed_and_its_samples_are_kept(suite):
+    outcome = run(suite, """
+    result = crawl(Swallower, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=2")], isolate=True)
+    assert result.finish_reason == "crawlmem_kill_at"
+    assert result.peak_rss >= 500 * 2**20
+    assert len(result.samples) >= 3
+""", '@pytest.mark.crawl_memory(kill_at="500 MiB")')
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines([
+        "*crawl_memory budget broken: RSS reached * MiB and the crawl did not stop within 2 s:"
+        " the isolated process was killed at the hard ceiling kill_at=500.0 MiB*"
+    ])
+    lines = (suite.path / ".crawlmem" / "test_iso.py__test_it" / "samples.jsonl").read_text().splitlines()
+    assert sum('"kind":"sample"' in line for line in lines) >= 3
+
+
+def test_a_spider_class_the_child_cannot_import_is_a_clear_error(suite):
+    outcome = run(suite, """
+    class Local(Catalog):
+        name = "local"
+
+    with pytest.raises(ValueError, match="isolate=True needs a spider class importable by name"):
+        crawl(Local, start_urls=[fixture_site.url("/catalog/")], isolate=True)
+""")
+    outcome.assert_outcomes(passed=1)
