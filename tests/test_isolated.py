@@ -82,3 +82,35 @@ def test_a_spider_class_the_child_cannot_import_is_a_clear_error(suite):
         crawl(Local, start_urls=[fixture_site.url("/catalog/")], isolate=True)
 """)
     outcome.assert_outcomes(passed=1)
+
+
+def test_no_process_started_by_the_plugin_outlives_the_session(suite):
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    suite.makepyfile(test_procs="""
+from spiders import Catalog
+
+def test_in_process(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=3")])
+
+def test_isolated(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=3")], isolate=True)
+""")
+    started = time.time() - 1
+    inner = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_procs.py"], cwd=suite.path,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = inner.communicate(timeout=300)
+    assert inner.returncode == 0, out.decode()[-2000:]
+    time.sleep(1.0)  # the site exits within 0.5 s of its parent
+    leftovers = []
+    for proc in psutil.process_iter(["cmdline", "create_time"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if f"--parent-pid {inner.pid}" in cmdline or (
+            "pytest_crawlmem.isolated" in cmdline and proc.info["create_time"] >= started
+        ):
+            leftovers.append(cmdline)
+    assert leftovers == []
