@@ -60,6 +60,22 @@ def _refuse_reactor_greenlet() -> None:
         raise RuntimeError("crawl() blocks until the crawl ends: call it from a plain `def` test, not an async test")
 
 
+def _fail_if_site_died(request: pytest.FixtureRequest, result: CrawlResult) -> None:
+    """A crawl against a fixture site that died part-way is a failure, not a short crawl."""
+    if "fixture_site" not in request.fixturenames:
+        return
+    site: RunningSite = request.getfixturevalue("fixture_site")
+    code = site.process.poll()
+    if code is not None:
+        tail = site.stderr_tail().strip().splitlines()[-5:]
+        pytest.fail(
+            f"the fixture site (pid {site.pid}) died during the crawl with exit code {code}; the crawl got"
+            f" {result.responses:,} responses before the end; report: {result.report_dir}"
+            + ("\n" + "\n".join(tail) if tail else ""),
+            pytrace=False,
+        )
+
+
 @pytest.fixture
 def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
     """Run a spider to the end, measured; return its :class:`CrawlResult`.
@@ -105,6 +121,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         if result.report_dir is not None:
             write_reports(result.report_dir, result, test_id=item.nodeid, budgets=budgets, violations=violations)
         records.append(CrawlRecord(item.nodeid, result, budgets, violations))
+        _fail_if_site_died(request, result)
         return result
 
     return run

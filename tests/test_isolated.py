@@ -113,3 +113,26 @@ def test_isolated(crawl, fixture_site):
         ):
             leftovers.append(cmdline)
     assert leftovers == []
+
+
+def test_a_fixture_site_that_dies_mid_crawl_is_a_clear_failure_not_a_hang(suite):
+    outcome = run(suite, """
+    import os, signal
+
+    class Killer(Catalog):
+        name = "killer"
+        seen = 0
+
+        def parse_product(self, response):
+            Killer.seen += 1
+            if Killer.seen == 10:
+                os.kill(fixture_site.pid, signal.SIGKILL)
+            yield from super().parse_product(response)
+
+    crawl(Killer, start_urls=[fixture_site.url("/catalog/?pages=20&per_page=20")], settings={"RETRY_TIMES": 0})
+""")
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines(
+        ["*the fixture site (pid *) died during the crawl with exit code -9; the crawl got * responses*"]
+    )
+    assert outcome.duration < 120
