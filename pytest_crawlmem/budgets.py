@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 
+from .baseline import parse_compare_fail
 from .growth import DEFAULT_LEAK_PER_RESPONSE
 from .models import CrawlResult
 from .units import UnitError, format_size, parse_count, parse_seconds, parse_size
@@ -44,12 +45,13 @@ SPECS: dict[str, BudgetSpec] = {
         BudgetSpec("max_scheduled", parse_count, "most requests waiting in the scheduler"),
         BudgetSpec("max_active_size", parse_size, "largest scraper active_size (response bytes being processed)"),
         BudgetSpec("max_inflight", parse_count, "most downloads in flight at once"),
-        BudgetSpec("max_dropped", parse_count, "most responses dropped (size limits, failed media)", enforced=False),
+        BudgetSpec("max_dropped", parse_count, "most responses dropped (size limits, failed media)"),
         BudgetSpec("jobdir_disk", parse_size, "disk used by JOBDIR", enforced=False),
         BudgetSpec("browser_pss", parse_size, "PSS of the browser process tree", enforced=False),
         BudgetSpec("max_open_pages", parse_count, "most browser pages open at once", enforced=False),
         BudgetSpec("kill_at", parse_size, "hard ceiling: RSS at which the crawl is stopped at once (the test fails)"),
         BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped (the test fails)"),
+        BudgetSpec("compare_fail", parse_compare_fail, "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'"),
     )
 }
 
@@ -72,6 +74,7 @@ class Budgets:
     max_open_pages: int | None = None
     kill_at: int | None = None
     timeout: float | None = None
+    compare_fail: str | None = None
 
     def set_values(self) -> dict[str, object]:
         """Return the budgets that are set, by name."""
@@ -143,11 +146,25 @@ def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
         _count_check("max_scheduled", "the scheduler queue", result.max_scheduled, budgets.max_scheduled),
         _size_check("max_active_size", "scraper active size", result.max_active_size, budgets.max_active_size),
         _count_check("max_inflight", "downloads in flight", result.max_inflight, budgets.max_inflight),
+        _dropped_check(budgets.max_dropped, result),
         _leak_check(budgets, result),
         _stop_check("kill_at", budgets.kill_at, result, "crawlmem_kill_at"),
         _stop_check("timeout", budgets.timeout, result, "crawlmem_timeout"),
     ]
     return [v for v in checks if v is not None]
+
+
+def _dropped_check(limit: int | None, result: CrawlResult, shown: int = 3) -> Violation | None:
+    """More responses were dropped (size limits) than ``max_dropped`` allows; names the first few."""
+    measured = max(result.dropped_count, len(result.dropped))
+    if limit is None or measured <= limit:
+        return None
+    urls = ", ".join(f"{d.url} ({d.reason}{f', {format_size(d.size_bytes)}' if d.size_bytes is not None else ''})"
+                     for d in result.dropped[:shown])
+    more = measured - min(shown, len(result.dropped))
+    tail = f" and {more:,} more" if more > 0 else ""
+    message = f"{measured:,} responses were dropped, over the budget max_dropped={limit:,}: {urls}{tail}"
+    return Violation("max_dropped", measured, limit, message)
 
 
 def _stop_check(name: str, limit: float | None, result: CrawlResult, reason: str) -> Violation | None:

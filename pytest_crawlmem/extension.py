@@ -25,6 +25,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from . import probes
+from .distribution import Histogram
+from .dropped import DropLedger
 from .growth import DEFAULT_LEAK_PER_RESPONSE, next_checkpoint_at, suspicious
 from .models import Checkpoint, GrowthSite, Sample
 from .recording import Recording
@@ -79,6 +81,9 @@ class CrawlMemExtension:
         self.epoch = probes.Epoch.now()  # Scrapy objects created before the crawl are not its own
         self.responses = 0
         self.items = 0
+        self.ledger = DropLedger()  # filled by pytest_crawlmem.middleware's downloader middlewares
+        self.response_sizes = Histogram()  # body bytes (after decompression) of every response
+        self.latency_us = Histogram()  # download_latency of every response, in microseconds
         self.start_rss = 0
         self.end_rss = 0
         self.peak_rss = 0
@@ -147,8 +152,12 @@ class CrawlMemExtension:
             self._timeout_call = _reactor().callLater(self.timeout_seconds, self._stop_crawl, "crawlmem_timeout", message)
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
-        """Count the response; start a drained checkpoint when one is due."""
+        """Count the response, its size and latency; start a drained checkpoint when one is due."""
         self.responses += 1
+        self.response_sizes.add(len(response.body))
+        latency = request.meta.get("download_latency")
+        if latency is not None:
+            self.latency_us.add(int(latency * 1_000_000))
         if self.checkpoints_enabled and not self._checkpointing and self.responses >= self._next_checkpoint:
             self._next_checkpoint = next_checkpoint_at(self.responses, self.checkpoint_min_responses)
             self._begin_checkpoint()
@@ -202,6 +211,7 @@ class CrawlMemExtension:
             slot_queued=queues.slot_queued,
             active_size_bytes=queues.active_size_bytes,
             backout=queues.backout,
+            disk_scheduled=queues.disk_scheduled,
         )
         self.recording.add_sample(sample)
         if self.kill_at_bytes and sample.rss_bytes >= self.kill_at_bytes and not self.stopped_because:

@@ -21,7 +21,7 @@ COLORS = {"rss": "#0072b2", "traced": "#cc79a7", "heap": "#009e73", "scheduled":
           "inflight": "#56b4e9", "active": "#7b61a8"}
 SIZE_BUDGETS = {"peak_rss": "peak_rss", "rss_growth": "rss_growth", "traced_peak": "traced_peak",
                 "max_active_size": "max_active_size"}
-COUNT_BUDGETS = {"max_scheduled": "max_scheduled", "max_inflight": "max_inflight"}
+COUNT_BUDGETS = {"max_scheduled": "max_scheduled", "max_inflight": "max_inflight", "max_dropped": "dropped_count"}
 
 
 class Safe(str):
@@ -289,14 +289,67 @@ def live_objects_section(result: Mapping[str, Any]) -> Safe:
     return section("Live Scrapy objects after close", table(["class", "live", "held by"], rows, cls="counts"))
 
 
+def _seconds(value: object) -> str:
+    number = _number(value)
+    if number is None:
+        return "-"
+    if number == 0:
+        return "0 s"
+    return f"{number * 1000:,.1f} ms" if number < 1 else f"{number:,.2f} s"
+
+
+def _sizes_table(result: Mapping[str, Any]) -> str:
+    sizes = result.get("response_sizes") or {}
+    if not isinstance(sizes, Mapping) or not sizes.get("count"):
+        return '<p class="empty">No response sizes recorded.</p>'
+    rows = [["responses", count(sizes.get("count"))], ["p50", size(sizes.get("p50_bytes"))],
+            ["p95", size(sizes.get("p95_bytes"))], ["p99", size(sizes.get("p99_bytes"))],
+            ["max", size(sizes.get("max_bytes"))], ["total", size(sizes.get("total_bytes"))]]
+    suggestion = result.get("suggested_maxsize")
+    note = ""
+    if isinstance(suggestion, Mapping) and _number(suggestion.get("download_maxsize")) is not None:
+        limit = int(_number(suggestion.get("download_maxsize")) or 0)
+        note = (f'<p class="note">Suggested <code>DOWNLOAD_MAXSIZE = {limit:,}</code> ({esc(size(limit))}:'
+                f' {esc(suggestion.get("rule", ""))}); it would have dropped {esc(count(suggestion.get("would_drop")))}'
+                " responses of this crawl.</p>")
+    return table(["response body size (after decompression)", ""], rows, cls="counts") + note
+
+
 def dropped_section(result: Mapping[str, Any]) -> Safe:
-    """Responses the crawl lost, with why."""
+    """Responses the crawl lost, with why; DOWNLOAD_WARNSIZE warnings; the size distribution and a DOWNLOAD_MAXSIZE."""
     dropped = [d for d in result.get("dropped") or [] if isinstance(d, Mapping)]
-    if not dropped:
-        return section("Dropped responses", '<p class="empty">None recorded.</p>')
-    rows = [[Safe(f'<code class="url">{esc(d.get("url", ""))}</code>'), d.get("reason", ""), size(d.get("size_bytes"))]
-            for d in dropped]
-    return section("Dropped responses", table(["URL", "reason", "size"], rows))
+    total = int(_number(result.get("dropped_count")) or len(dropped))
+    warned = _number(result.get("warnsize_warnings"))
+    summary = (f'<p class="note">{total:,} responses dropped'
+               + (f", {len(dropped):,} listed" if total > len(dropped) else "")
+               + ("" if warned is None else f"; {warned:,.0f} over DOWNLOAD_WARNSIZE (kept)") + ".</p>")
+    if dropped:
+        rows = [[Safe(f'<code class="url">{esc(d.get("url", ""))}</code>'), d.get("reason", ""), size(d.get("size_bytes"))]
+                for d in dropped]
+        listing = table(["URL", "reason", "size seen"], rows)
+    else:
+        listing = Safe('<p class="empty">None recorded.</p>')
+    return section("Dropped responses", Safe(summary + listing + _sizes_table(result)))
+
+
+def backpressure_section(result: Mapping[str, Any]) -> Safe:
+    """Scraper backpressure, scheduler backlog, retries and download latency."""
+    ratio = _number(result.get("active_size_ratio"))
+    per = _number(result.get("scheduled_per_response"))
+    latency = result.get("download_latency") or {}
+    latency = latency if isinstance(latency, Mapping) else {}
+    rows = [
+        ["max active size / SCRAPER_SLOT_MAX_ACTIVE_SIZE",
+         f"{size(result.get('max_active_size'))} / {size(result.get('max_active_size_limit'))}"
+         + ("" if ratio is None else f" ({ratio:.0%})")],
+        ["time in backout", _seconds(result.get("backout_seconds"))],
+        ["max scheduled (of which on disk)", f"{count(result.get('max_scheduled'))} ({count(result.get('max_disk_scheduled'))})"],
+        ["scheduler growth per response (to its peak)", "-" if per is None else f"{per:,.2f}"],
+        ["retries (gave up)", f"{count(result.get('retries'))} ({count(result.get('retries_max_reached'))})"],
+        ["download latency p50 / p95 / p99 / max",
+         " / ".join(_seconds(latency.get(k)) for k in ("p50_seconds", "p95_seconds", "p99_seconds", "max_seconds"))],
+    ]
+    return section("Backpressure and politeness", table(["", ""], rows, cls="env"))
 
 
 def environment_section(document: Mapping[str, Any], header: Mapping[str, Any]) -> Safe:
@@ -415,6 +468,7 @@ def render_html(
         live_objects_section(result),
         counts_section("Responses by status", result.get("status_counts"), ["status", "responses"], "None recorded."),
         dropped_section(result),
+        backpressure_section(result),
         environment_section(document, header or {}),
     ]
     return page(f"crawlmem: {title}", "\n".join(body))

@@ -32,6 +32,7 @@ class Sample:
     slot_queued: int | None = None
     active_size_bytes: int | None = None
     backout: bool | None = None
+    disk_scheduled: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the sample as a JSON-ready dict."""
@@ -74,6 +75,53 @@ class DroppedResponse:
     url: str
     reason: str
     size_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SizeDistribution:
+    """Response body sizes of a crawl (after decompression): count and percentiles, in bytes.
+
+    Percentiles come from a histogram with 16 buckets per octave: at most 6.25% high; ``max_bytes`` is exact.
+    """
+
+    count: int = 0
+    p50_bytes: int | None = None
+    p95_bytes: int | None = None
+    p99_bytes: int | None = None
+    max_bytes: int | None = None
+    total_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the distribution as a JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyDistribution:
+    """Download latency of a crawl's responses (``download_latency``): count and percentiles, in seconds."""
+
+    count: int = 0
+    p50_seconds: float | None = None
+    p95_seconds: float | None = None
+    p99_seconds: float | None = None
+    max_seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the distribution as a JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class MaxsizeSuggestion:
+    """A DOWNLOAD_MAXSIZE derived from this crawl's sizes, and what it would have dropped here."""
+
+    download_maxsize: int
+    would_drop: int
+    rule: str = "next power of two at or above p99 x 2"
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the suggestion as a JSON-ready dict."""
+        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +186,7 @@ class Peaks:
     max_inflight: int = 0
     max_active_size_bytes: int = 0
     backout_seconds: float = 0.0
+    max_disk_scheduled: int = 0
 
 
 @dataclass(frozen=True)
@@ -165,6 +214,15 @@ class CrawlResult:
     errors: tuple[str, ...] = ()
     stopped_because: str = ""
     report_dir: Path | None = None
+    dropped_count: int = 0
+    warnsize_warnings: int = 0
+    response_sizes: SizeDistribution = field(default_factory=SizeDistribution)
+    suggested_maxsize: MaxsizeSuggestion | None = None
+    max_active_size_limit: int = 0
+    scheduled_per_response: float | None = None
+    retries: int = 0
+    retries_max_reached: int = 0
+    download_latency: LatencyDistribution = field(default_factory=LatencyDistribution)
 
     @property
     def verdict(self) -> str:
@@ -190,3 +248,13 @@ class CrawlResult:
     def max_active_size(self) -> int:
         """Largest scraper ``active_size`` (bytes of responses being processed)."""
         return self.peaks.max_active_size_bytes
+
+    @property
+    def max_disk_scheduled(self) -> int:
+        """Most requests waiting in JOBDIR's disk queue at any sample (0 without JOBDIR)."""
+        return self.peaks.max_disk_scheduled
+
+    @property
+    def active_size_ratio(self) -> float | None:
+        """Peak scraper ``active_size`` relative to SCRAPER_SLOT_MAX_ACTIVE_SIZE (``None`` when the limit is unknown)."""
+        return self.max_active_size / self.max_active_size_limit if self.max_active_size_limit else None

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from .baseline import BaselineError
 from .budgets import SPECS, BudgetError, resolve_budgets
 from .fixtures import crawl, fixture_site  # noqa: F401 - registered with pytest through this module
-from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlRecord
+from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .settings import OPTIONS, resolve_settings
 
 MARKER_HELP = (
@@ -26,7 +27,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         group.addoption(option.flag, dest=option.dest, default=None, metavar=option.metavar, help=option.help)
         parser.addini(option.dest, option.help, default=None)
     for name, spec in SPECS.items():
-        if spec.enforced:
+        if spec.enforced and f"crawlmem_{name}" not in {o.dest for o in OPTIONS}:
             parser.addini(f"crawlmem_{name}", f"default {name} budget of every crawl_memory test: {spec.help}", default=None)
 
 
@@ -40,7 +41,14 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = resolve_settings(config.getoption, config.getini, config.rootpath)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from exc
-    config.stash[SESSION_KEY] = CrawlMemSession(settings)
+    session = config.stash[SESSION_KEY] = CrawlMemSession(settings)
+    try:
+        mismatches = session.open_baselines(config.rootpath)
+    except BaselineError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    if not hasattr(config, "workerinput"):  # warn once, on the controller
+        for message in mismatches:
+            config.issue_config_time_warning(CrawlMemWarning(message), stacklevel=2)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -95,17 +103,21 @@ def pytest_runtest_makereport(
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """On an xdist worker, hand the crawl rows to the controller for its summary."""
+    """Append this process's runs to the --crawlmem-save baseline; on an xdist worker, hand rows and notes to the controller."""
+    crawlmem = session.config.stash[SESSION_KEY]
+    crawlmem.save_baseline()
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
-        workeroutput["crawlmem_rows"] = session.config.stash[SESSION_KEY].worker_rows()
+        workeroutput["crawlmem_rows"] = crawlmem.worker_rows()
+        workeroutput["crawlmem_notes"] = crawlmem.notes
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
     """On the xdist controller, merge a finished worker's crawl rows."""
-    rows = getattr(node, "workeroutput", {}).get("crawlmem_rows", [])
-    node.config.stash[SESSION_KEY].add_worker_rows(rows)
+    output = getattr(node, "workeroutput", {})
+    node.config.stash[SESSION_KEY].add_worker_rows(output.get("crawlmem_rows", []))
+    node.config.stash[SESSION_KEY].notes.extend(output.get("crawlmem_notes", []))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -16,9 +16,26 @@ from pathlib import Path
 from typing import Any
 
 from . import probes
+from .distribution import Histogram
+from .dropped import suggest_maxsize
 from .extension import CrawlMemExtension
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
-from .models import Checkpoint, CrawlResult, GrowthSite, Peaks, RetentionPath, Sample
+from .middleware import (
+    COUNTING_HTTPCOMPRESSION_PATH,
+    DOWNLOADER_MIDDLEWARE_ORDER,
+    DOWNLOADER_MIDDLEWARE_PATH,
+    HTTPCOMPRESSION_PATH,
+)
+from .models import (
+    Checkpoint,
+    CrawlResult,
+    GrowthSite,
+    LatencyDistribution,
+    Peaks,
+    RetentionPath,
+    Sample,
+    SizeDistribution,
+)
 from .retention import retention_path
 
 EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
@@ -96,6 +113,7 @@ def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOption
     extensions = dict(settings.get("EXTENSIONS") or {})
     extensions[EXTENSION_PATH] = 0
     settings["EXTENSIONS"] = extensions
+    settings["DOWNLOADER_MIDDLEWARES"] = counting_middlewares(settings.get("DOWNLOADER_MIDDLEWARES"))
     settings.update(
         CRAWLMEM_ENABLED=True,
         CRAWLMEM_INTERVAL_SECONDS=options.interval_seconds,
@@ -109,6 +127,22 @@ def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOption
     if options.timeout_seconds:  # a response that never completes must not outlive the budget
         settings["DOWNLOAD_TIMEOUT"] = min(float(settings.get("DOWNLOAD_TIMEOUT", 180)), options.timeout_seconds)
     return settings
+
+
+def counting_middlewares(user_middlewares: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The user's DOWNLOADER_MIDDLEWARES plus the plugin's counters of dropped data.
+
+    Scrapy's HttpCompressionMiddleware is swapped for its counting subclass at the same
+    order, unless the user configured it (disabled it, moved it or replaced it).
+    """
+    middlewares = dict(user_middlewares or {})
+    middlewares.setdefault(DOWNLOADER_MIDDLEWARE_PATH, DOWNLOADER_MIDDLEWARE_ORDER)
+    if HTTPCOMPRESSION_PATH not in middlewares and COUNTING_HTTPCOMPRESSION_PATH not in middlewares:
+        from scrapy.settings.default_settings import DOWNLOADER_MIDDLEWARES_BASE
+
+        middlewares[HTTPCOMPRESSION_PATH] = None
+        middlewares[COUNTING_HTTPCOMPRESSION_PATH] = DOWNLOADER_MIDDLEWARES_BASE.get(HTTPCOMPRESSION_PATH, 590)
+    return middlewares
 
 
 def run_crawl(
@@ -191,7 +225,39 @@ def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], inter
         max_inflight=max((s.inflight or 0 for s in samples), default=0),
         max_active_size_bytes=max((s.active_size_bytes or 0 for s in samples), default=0),
         backout_seconds=round(sum(1 for s in samples if s.backout) * interval_seconds, 3),
+        max_disk_scheduled=max((s.disk_scheduled or 0 for s in samples), default=0),
     )
+
+
+def scheduled_per_response(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint] = ()) -> float | None:
+    """How fast the scheduler's backlog grew: requests added per response, from the crawl's start to the backlog's peak.
+
+    The start is the opening checkpoint (else the first sample); the peak is over samples and checkpoints.
+    """
+    readings = [(c.responses, c.scheduled) for c in checkpoints]
+    readings += [(s.responses, s.scheduled) for s in samples if s.scheduled is not None]
+    if not readings:
+        return None
+    start = (checkpoints[0].responses, checkpoints[0].scheduled) if checkpoints else readings[0]
+    peak = max(readings, key=lambda r: (r[1], -r[0]))
+    if peak[0] <= start[0]:
+        return 0.0
+    return round((peak[1] - start[1]) / (peak[0] - start[0]), 3)
+
+
+def size_distribution(sizes: Histogram) -> SizeDistribution:
+    """Count, p50, p95, p99 and max of response body sizes (bytes)."""
+    return SizeDistribution(sizes.count, sizes.percentile(50), sizes.percentile(95), sizes.percentile(99),
+                            sizes.max_value if sizes.count else None, sizes.total)
+
+
+def latency_distribution(latency_us: Histogram) -> LatencyDistribution:
+    """Count, p50, p95, p99 and max of download latency (seconds, from microseconds)."""
+    def seconds(value: int | None) -> float | None:
+        return None if value is None else value / 1_000_000
+
+    return LatencyDistribution(latency_us.count, seconds(latency_us.percentile(50)), seconds(latency_us.percentile(95)),
+                               seconds(latency_us.percentile(99)), seconds(latency_us.max_value if latency_us.count else None))
 
 
 def status_counts(stats: Mapping[str, Any]) -> dict[int, int]:
@@ -243,6 +309,16 @@ def _build_result(
         errors=tuple(recording.errors),
         stopped_because=ext.stopped_because if ext.stopped_because != "pending" else "",
         report_dir=options.report_dir,
+        dropped=tuple(ext.ledger.dropped),
+        dropped_count=ext.ledger.count,
+        warnsize_warnings=ext.ledger.warnsize_warnings,
+        response_sizes=size_distribution(ext.response_sizes),
+        suggested_maxsize=suggest_maxsize(ext.response_sizes),
+        max_active_size_limit=max_active_size,
+        scheduled_per_response=scheduled_per_response(samples, recording.checkpoints),
+        retries=int(stats.get("retry/count") or 0),
+        retries_max_reached=int(stats.get("retry/max_reached") or 0),
+        download_latency=latency_distribution(ext.latency_us),
     )
 
 

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from . import baseline as bl
 from .budgets import Budgets, Violation
 from .models import CrawlResult
+from .report import environment
 from .settings import PluginSettings
 from .units import format_size
 
@@ -74,6 +76,49 @@ class CrawlMemSession:
 
     settings: PluginSettings
     rows: list[SummaryRow] = field(default_factory=list)
+    baseline: bl.Baseline | None = None  # what --crawlmem-compare compares to
+    save_path: Path | None = None  # where --crawlmem-save appends
+    unsaved: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # runs to append at session end
+    notes: list[str] = field(default_factory=list)  # baseline notes for the terminal summary
+    commit: dict[str, Any] = field(default_factory=dict)
+
+    def open_baselines(self, rootdir: Path) -> list[str]:
+        """At configure: load the --crawlmem-compare baseline, check the --crawlmem-save name; return warnings.
+
+        Raises :class:`baseline.BaselineError` (a usage error) for a missing or unusable baseline.
+        """
+        settings, here = self.settings, bl.machine_fingerprint()
+        if settings.save_name:
+            self.save_path = bl.baseline_path(settings.report_dir, settings.save_name, here)
+            self.commit = bl.commit_info(rootdir)
+        if not settings.compare_name:
+            return []
+        self.baseline, differences = bl.find_baseline(settings.report_dir, settings.compare_name, here)
+        if not differences:
+            return []
+        return [f"baseline {self.baseline.path} was saved on a different machine ({'; '.join(differences)}):"
+                " its memory figures may not be comparable"]
+
+    def compare(self, item: pytest.Item, records: Sequence[CrawlRecord]) -> list[str]:
+        """Compare each crawl to the baseline: return regression sentences, warn for improvements, note missing tests."""
+        if self.baseline is None:
+            return []
+        budgets = item.stash.get(BUDGETS_KEY, None)
+        tolerances = bl.merge_tolerances(self.settings.compare_fail, budgets.compare_fail if budgets else None)
+        failures = []
+        for index, record in enumerate(records, 1):
+            key = bl.run_key(item.nodeid, index)
+            runs = self.baseline.runs.get(key)
+            if not runs:
+                self.notes.append(f"{key}: not in baseline {self.baseline.path}, not compared")
+                continue
+            for finding in bl.compare_run(bl.run_figures(record.result), runs, tolerances):
+                if finding.regressed:
+                    failures.append(finding.message())
+                else:
+                    warnings.warn(CrawlMemWarning(f"{key}: {finding.message()}"), stacklevel=1)
+                    self.notes.append(f"{key}: {finding.message()}")
+        return failures
 
     def report_dir_for(self, nodeid: str, index: int) -> Path:
         """Return the report dir of the ``index``-th crawl (from 1) of test ``nodeid``."""
@@ -89,18 +134,24 @@ class CrawlMemSession:
         for violation in (v for r in records for v in r.violations if not v.fails):
             warnings.warn(CrawlMemWarning(f"{item.nodeid}: {violation.message}"), stacklevel=1)
         failing = [v for r in records for v in r.violations if v.fails]
-        if failing:
+        regressions = self.compare(item, records)
+        if failing or regressions:
             lines = [f"crawl_memory budget broken: {v.message}" for v in failing]
+            lines += [f"crawl_memory baseline: {message}" for message in regressions]
             dirs = sorted({str(r.result.report_dir) for r in records if r.result.report_dir})
             lines += [f"report: {d}" for d in dirs]
             pytest.fail("\n".join(lines), pytrace=False)
 
     def finish_test(self, item: pytest.Item, report: pytest.TestReport, records: Sequence[CrawlRecord]) -> None:
         """Record each crawl's outcome for the summary and its figures for --junitxml."""
-        for record in records:
+        for index, record in enumerate(records, 1):
             broken = any(v.fails for v in record.violations)
             record.outcome = "xfailed" if hasattr(report, "wasxfail") else "failed" if broken else report.outcome
             self.rows.append(SummaryRow.of(record))
+            if self.save_path is not None:
+                self.unsaved.setdefault(bl.run_key(item.nodeid, index), []).append(
+                    bl.run_figures(record.result, outcome=record.outcome, commit=self.commit.get("id"))
+                )
         properties = junit_properties(records)
         item.user_properties.extend(properties)  # --junitxml reads them from the teardown report, made from the item
         report.user_properties.extend(properties)
@@ -108,6 +159,21 @@ class CrawlMemSession:
     def add_worker_rows(self, rows: Sequence[dict[str, Any]]) -> None:
         """Merge the rows an xdist worker sent back."""
         self.rows.extend(SummaryRow(**row) for row in rows)
+
+    def save_baseline(self) -> None:
+        """At session end, append this process's runs to the --crawlmem-save baseline under its lock (xdist: each worker)."""
+        if self.save_path is None or not self.unsaved:
+            return  # the xdist controller ran no crawl: it writes nothing
+        header = bl.new_header(self.settings.save_name or "", fingerprint=bl.machine_fingerprint(),
+                               environment=environment(), commit=self.commit)
+        try:
+            bl.save_runs(self.save_path, self.unsaved, header)
+        except (bl.BaselineError, OSError) as exc:
+            self.notes.append(f"baseline not saved: {exc}")
+        else:
+            count = sum(map(len, self.unsaved.values()))
+            self.notes.append(f"baseline: {count} run{'s' if count > 1 else ''} appended to {self.save_path}")
+        self.unsaved = {}
 
     def worker_rows(self) -> list[dict[str, Any]]:
         """This worker's rows, as JSON-ready dicts for the xdist controller."""
@@ -126,6 +192,8 @@ class CrawlMemSession:
         for row in rows:
             terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         terminalreporter.write_line(f"reports: {self.settings.report_dir}")
+        for note in sorted(set(self.notes)):
+            terminalreporter.write_line(note)
 
 
 def junit_properties(records: Sequence[CrawlRecord]) -> list[tuple[str, object]]:

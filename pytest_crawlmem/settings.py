@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .baseline import DEFAULT_TOLERANCES, parse_compare_fail
 from .budgets import SPECS, BudgetError, parse_budget
 from .units import UnitError, parse_count, parse_seconds
 
@@ -40,6 +41,12 @@ OPTIONS = (
         "0",
         "N",
     ),
+    Option("save", "append every crawl's figures to the baseline NAME (<report dir>/baselines/<machine>/NAME.json)",
+           None, "NAME"),
+    Option("compare", "compare every crawl to the baseline NAME (or a path to a baseline file); a regression fails the test",
+           None, "NAME"),
+    Option("compare-fail", f"tolerances of --crawlmem-compare, FIGURE:PERCENT% or FIGURE:AMOUNT, comma-separated"
+           f" (default: {DEFAULT_TOLERANCES})", None, "TOLERANCES"),
 )
 
 
@@ -51,6 +58,9 @@ class PluginSettings:
     interval_seconds: float
     tracemalloc_frames: int
     budget_defaults: Mapping[str, object] = field(default_factory=dict)
+    save_name: str | None = None
+    compare_name: str | None = None
+    compare_fail: str = DEFAULT_TOLERANCES
 
 
 def resolve_settings(
@@ -80,12 +90,24 @@ def resolve_settings(
         raise ValueError(str(exc)) from exc
     if frames > 100:
         raise ValueError(f"invalid tracemalloc-frames {frames} from {frames_source}: expected 0 to 100")
+    tolerances, tolerances_source = value(by_name["compare-fail"])
+    try:
+        compare_fail = DEFAULT_TOLERANCES if tolerances is None else parse_compare_fail(tolerances, source=tolerances_source)
+    except UnitError as exc:
+        raise ValueError(str(exc)) from exc
     return PluginSettings(
         report_dir=Path(str(report_dir)) if report_dir else rootdir / ".crawlmem",
         interval_seconds=interval_seconds,
         tracemalloc_frames=frames,
         budget_defaults=ini_budgets(get_ini),
+        save_name=_name(value(by_name["save"])[0]),
+        compare_name=_name(value(by_name["compare"])[0]),
+        compare_fail=compare_fail,
     )
+
+
+def _name(value: object) -> str | None:
+    return str(value).strip() or None if value is not None else None
 
 
 def _number(value: object) -> object:
@@ -101,8 +123,8 @@ def ini_budgets(get_ini: Callable[[str], object]) -> dict[str, object]:
     """Parse the ``crawlmem_<budget>`` ini defaults that are set."""
     parsed: dict[str, object] = {}
     for name, spec in SPECS.items():
-        if not spec.enforced:
-            continue
+        if not spec.enforced or f"crawlmem_{name}" in {o.dest for o in OPTIONS}:
+            continue  # crawlmem_compare_fail is the --crawlmem-compare-fail option's ini key
         raw = get_ini(f"crawlmem_{name}")
         if raw in (None, "", []):
             continue
