@@ -109,7 +109,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             kill_at_bytes=budgets.kill_at if budgets else None,
             timeout_seconds=budgets.timeout if budgets else None,
         )
-        if isolate:
+        if isolate or session.settings.isolate:
             spec = spec_for(spider_cls, start_urls=start_urls, settings=settings, spider_kwargs=spider_kwargs, options=options)
             result = run_isolated(spec)
         else:

@@ -24,7 +24,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """Add ``--crawlmem-*`` options and their ``crawlmem_*`` ini twins, plus ini budget defaults."""
     group = parser.getgroup("crawlmem", "memory budgets of Scrapy crawls (pytest-crawlmem)")
     for option in OPTIONS:
-        group.addoption(option.flag, dest=option.dest, default=None, metavar=option.metavar, help=option.help)
+        if option.switch:
+            group.addoption(option.flag, dest=option.dest, action="store_true", default=None, help=option.help)
+        else:
+            group.addoption(option.flag, dest=option.dest, default=None, metavar=option.metavar, help=option.help)
         parser.addini(option.dest, option.help, default=None)
     for name, spec in SPECS.items():
         if spec.enforced and f"crawlmem_{name}" not in {o.dest for o in OPTIONS}:

@@ -19,6 +19,7 @@ class Option:
     help: str
     default: str | None
     metavar: str
+    switch: bool = False  # a flag without a value (the ini key takes true/false)
 
     @property
     def dest(self) -> str:
@@ -41,6 +42,8 @@ OPTIONS = (
         "0",
         "N",
     ),
+    Option("isolate", "run every crawl in a fresh process, as crawl(..., isolate=True) does (ini: true/false)",
+           None, "", switch=True),
     Option("save", "append every crawl's figures to the baseline NAME (<report dir>/baselines/<machine>/NAME.json)",
            None, "NAME"),
     Option("compare", "compare every crawl to the baseline NAME (or a path to a baseline file); a regression fails the test",
@@ -61,6 +64,7 @@ class PluginSettings:
     save_name: str | None = None
     compare_name: str | None = None
     compare_fail: str = DEFAULT_TOLERANCES
+    isolate: bool = False
 
 
 def resolve_settings(
@@ -103,7 +107,20 @@ def resolve_settings(
         save_name=_name(value(by_name["save"])[0]),
         compare_name=_name(value(by_name["compare"])[0]),
         compare_fail=compare_fail,
+        isolate=_switch(*value(by_name["isolate"])),
     )
+
+
+def _switch(value: object, source: str) -> bool:
+    """A true/false option value; anything else is an error naming its source."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    raise ValueError(f"invalid value {value!r} from {source}: expected true or false")
 
 
 def _name(value: object) -> str | None:

@@ -136,3 +136,26 @@ def test_a_fixture_site_that_dies_mid_crawl_is_a_clear_failure_not_a_hang(suite)
         ["*the fixture site (pid *) died during the crawl with exit code -9; the crawl got * responses*"]
     )
     assert outcome.duration < 120
+
+
+@pytest.mark.parametrize(("ini", "args"), [("", ("--crawlmem-isolate",)), ("crawlmem_isolate = true", ())])
+def test_the_isolate_option_isolates_every_crawl(suite, ini, args):
+    suite.makeini(f"[pytest]\n{ini}\n")
+    suite.makepyfile(test_opt="""
+from spiders import Hoarder
+
+def test_it(crawl, fixture_site):
+    Hoarder.kept.clear()
+    result = crawl(Hoarder, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
+    assert result.items_scraped == 5
+    assert Hoarder.kept == [], "the spider ran in this process"
+""")
+    suite.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=300).assert_outcomes(passed=1)
+
+
+def test_a_bad_isolate_ini_value_is_a_usage_error(suite):
+    suite.makeini("[pytest]\ncrawlmem_isolate = sometimes\n")
+    suite.makepyfile(test_x="def test_x():\n    pass\n")
+    outcome = suite.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    assert outcome.ret == pytest.ExitCode.USAGE_ERROR
+    outcome.stderr.fnmatch_lines(["*invalid value 'sometimes' from ini crawlmem_isolate: expected true or false*"])
