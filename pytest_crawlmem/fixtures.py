@@ -76,6 +76,20 @@ def _fail_if_site_died(request: pytest.FixtureRequest, result: CrawlResult) -> N
         )
 
 
+def _fail_if_every_callback_raised(result: CrawlResult) -> None:
+    """A crawl whose every callback raised measured nothing worth a verdict: say so."""
+    raised = int(result.stats.get("spider_exceptions/count", 0) or 0)
+    if result.responses and raised >= result.responses:
+        prefix = "spider_exceptions/"
+        kinds = sorted(k[len(prefix):] for k in result.stats if k.startswith(prefix) and k != prefix + "count")
+        pytest.fail(
+            f"every callback raised: {raised:,} exceptions ({', '.join(kinds)}) for {result.responses:,} responses,"
+            f" so the crawl scraped {result.items_scraped:,} items and its memory figures describe a broken spider;"
+            f" report: {result.report_dir}",
+            pytrace=False,
+        )
+
+
 @pytest.fixture
 def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
     """Run a spider to the end, measured; return its :class:`CrawlResult`.
@@ -122,6 +136,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             write_reports(result.report_dir, result, test_id=item.nodeid, budgets=budgets, violations=violations)
         records.append(CrawlRecord(item.nodeid, result, budgets, violations))
         _fail_if_site_died(request, result)
+        _fail_if_every_callback_raised(result)
         return result
 
     return run

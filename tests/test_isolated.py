@@ -159,3 +159,19 @@ def test_a_bad_isolate_ini_value_is_a_usage_error(suite):
     outcome = suite.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
     assert outcome.ret == pytest.ExitCode.USAGE_ERROR
     outcome.stderr.fnmatch_lines(["*invalid value 'sometimes' from ini crawlmem_isolate: expected true or false*"])
+
+
+def test_a_spider_that_raises_in_every_callback_is_reported_as_such(suite):
+    outcome = run(suite, """
+    class Broken(Catalog):
+        name = "broken"
+
+        def parse(self, response):
+            raise ValueError("selector changed")
+
+    crawl(Broken, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
+""")
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines(
+        ["*every callback raised: 1 exceptions (ValueError) for 1 responses, so the crawl scraped 0 items*"]
+    )
