@@ -101,10 +101,16 @@ def _signal(checkpoints: Sequence[Checkpoint]) -> tuple[str, list[int]] | None:
 
 
 def judged_checkpoints(checkpoints: Sequence[Checkpoint]) -> list[Checkpoint]:
-    """Checkpoints after the warm-up, merging intervals shorter than MIN_INTERVAL_RESPONSES."""
+    """Checkpoints after the warm-up, merging intervals shorter than MIN_INTERVAL_RESPONSES.
+
+    Checkpoints taken inside an attribution window (tracemalloc on for part of the crawl)
+    are left out: tracing costs memory of its own.
+    """
     if not checkpoints:
         return []
     total = checkpoints[-1].responses
+    if not all(c.tracer_bytes for c in checkpoints):  # a traced window's own cost is not the crawl's growth
+        checkpoints = [c for c in checkpoints if not c.tracer_bytes]
     warm = [c for c in checkpoints if c.responses >= warmup_responses(total)]
     kept: list[Checkpoint] = []
     for checkpoint in warm:

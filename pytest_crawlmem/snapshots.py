@@ -8,12 +8,13 @@ reaches it.
 
 from __future__ import annotations
 
+import linecache
 import os
 import sys
 import sysconfig
 import tracemalloc
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 from .models import GrowthSite
@@ -59,7 +60,7 @@ class _Group:
     size: int = 0
     count: int = 0
     biggest: int = 0
-    traceback: tuple[str, ...] = ()
+    traceback: tracemalloc.Traceback | None = None
 
 
 def _display(filename: str) -> str:
@@ -88,8 +89,15 @@ def group_by_site(snapshot: tracemalloc.Snapshot | None) -> dict[str, _Group]:
         group.count += stat.count
         if stat.size > group.biggest:
             group.biggest = stat.size
-            group.traceback = tuple(line.strip() for line in stat.traceback.format(most_recent_first=True)[:16])
+            group.traceback = stat.traceback
     return groups
+
+
+def _format_traceback(traceback: tracemalloc.Traceback | None) -> tuple[str, ...]:
+    """Source lines of a traceback, most recent first (reads files through linecache)."""
+    if traceback is None:
+        return ()
+    return tuple(line.strip() for line in traceback.format(most_recent_first=True)[:16])
 
 
 def growing_sites(
@@ -108,6 +116,7 @@ def growing_sites(
         return []
     window = max(responses[-1] - responses[0], 1)
     sites = []
+    tracebacks: dict[str, tracemalloc.Traceback | None] = {}
     for site, last in groups[-1].items():
         series = [g.get(site, _Group()) for g in groups]
         if all(b.size - a.size >= min_bytes for a, b in pairwise(series)):
@@ -119,11 +128,18 @@ def growing_sites(
                     size_diff_bytes=size_diff,
                     count_diff=last.count - first.count,
                     bytes_per_response=round(size_diff / window, 1),
-                    traceback=last.traceback,
+                    traceback=(),
                 )
             )
+            tracebacks[site] = last.traceback
     sites.sort(key=lambda s: s.size_diff_bytes, reverse=True)
-    return sites[:limit]
+    # format only the sites kept, then drop the source files linecache loaded for them (only those):
+    # the crawl's memory must not grow because the harness looked at it
+    cached = set(linecache.cache)
+    top = [replace(site, traceback=_format_traceback(tracebacks[site.location])) for site in sites[:limit]]
+    for filename in set(linecache.cache) - cached:
+        linecache.cache.pop(filename, None)
+    return top
 
 
 def format_sites(sites: Iterable[GrowthSite]) -> str:
