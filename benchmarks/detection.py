@@ -1,173 +1,145 @@
 """Detection power and false alarms of the leak verdict, over repeated real crawls.
 
-    python benchmarks/detection.py [--runs 10] [--clean-runs 20] [--json out.json]
+    python benchmarks/detection.py [--runs 10] [--clean-runs 20] [--sizes 500 1000 2000]
+                                   [--leaks 512 1024 2048 5120 10240] [--json out.json]
 
 Every crawl runs in this one process against the fixture site, measured exactly as the
-``crawl`` fixture measures it. Leaky crawls retain ``leak`` bytes per product response;
-clean scenarios must never be called ``retained-objects``.
+``crawl`` fixture measures it (``run_crawl``, default mode: drained checkpoints and the
+attribution window). Leaky crawls keep ``leak`` bytes per product response and should be
+called ``retained-objects`` with the leak's line as the top growth site; the clean scenarios
+(a catalog, large pages, a bounded cache, a slow pipeline, a scheduler backlog) must never be.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import time
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from scrapy.utils.reactor import install_reactor
+from bench_spiders import LEAK_SITE, Leaky, catalog_path, clean_scenarios
+from harness import Crawl, machine_info, measured, progress, stop_reactor
 
-install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+from pytest_crawlmem.runner import CrawlOptions
+from pytest_crawlmem.site import RunningSite, start_site
 
-import scrapy  # noqa: E402
-from scrapy.crawler import CrawlerRunner  # noqa: E402
-from twisted.internet import defer, reactor  # noqa: E402
-
-from pytest_crawlmem.runner import CrawlOptions, collect_result, crawl_settings  # noqa: E402
-from pytest_crawlmem.site import start_site  # noqa: E402
-
-
-class Catalog(scrapy.Spider):
-    name = "catalog"
-
-    def parse(self, response: Any) -> Any:
-        yield from response.follow_all(css="a.product", callback=self.parse_product)
-        yield from response.follow_all(css="a.next")
-
-    def parse_product(self, response: Any) -> Any:
-        yield {"name": response.css("h1.name::text").get()}
+LEAKS = [512, 1024, 2048, 5120, 10240]
+SIZES = [500, 1000, 2000]
+#: Leaky crawls of another shape, ``LEAK@RESPONSES/PER_PAGE``: the matrix lists 20 products per page (the
+#: scheduler holds ~20 requests); at 40 per page (the overhead crawl) it holds up to ~900 and drains them late.
+EXTRA = ["2048@2050/40"]
+#: The issue's target: this leak (bytes/response) at this crawl size is flagged in at least this share of runs.
+TARGET_LEAK, TARGET_SIZE, TARGET_RATE = 2048, 1000, 0.95
 
 
-class Leaky(Catalog):
-    name = "leaky"
-    kept: list[bytes] = []  # noqa: RUF012
-    leak = 0
-
-    def parse_product(self, response: Any) -> Any:
-        self.kept.append(b"x" * self.leak)
-        yield from super().parse_product(response)
+def _crawl(crawl: Crawl) -> dict[str, Any]:
+    result = measured(crawl, CrawlOptions(), reports=False)
+    top = result.top_growth[0].location if result.top_growth else ""
+    return {"verdict": result.verdict, "attributed": top.endswith(LEAK_SITE), "responses": result.responses,
+            "per_response_bytes": result.growth.per_response_bytes, "seconds": result.duration_seconds}
 
 
-class BoundedCache(Catalog):
-    name = "bounded_cache"
-    cache: OrderedDict[str, str] = OrderedDict()  # noqa: RUF012
-
-    def parse_product(self, response: Any) -> Any:
-        self.cache[response.url] = response.text * 3
-        while len(self.cache) > 150:
-            self.cache.popitem(last=False)
-        yield from super().parse_product(response)
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """``LEAK@RESPONSES/PER_PAGE`` (bytes kept per response, crawl size, products per listing page)."""
+    leak, rest = text.split("@")
+    size, per_page = rest.split("/")
+    return int(leak), int(size), int(per_page)
 
 
-class LargePages(scrapy.Spider):
-    name = "large_pages"
-    base = ""
-
-    async def start(self) -> Any:
-        for i in range(700):
-            yield scrapy.Request(self.base + f"/large/{i}?kb=128")
-
-    def parse(self, response: Any) -> Any:
-        yield {"links": len(response.css("a::attr(href)").getall())}
-
-
-class Frontier(scrapy.Spider):
-    name = "frontier"
-
-    def parse(self, response: Any) -> Any:
-        yield from response.follow_all(css="a")
-
-
-class SlowPipeline:
-    def process_item(self, item: Any, spider: Any = None) -> Any:
-        time.sleep(0.002)
-        return item
-
-
-BASE = {"LOG_LEVEL": "ERROR"}
+def run_detection(
+    site: RunningSite, *, runs: int, clean_runs: int, sizes: list[int], leaks: list[int], extra: list[str] = EXTRA,
+) -> dict[str, Any]:
+    """Run the leaky crawls (the matrix, then the ``extra`` shapes) and the clean scenarios; return every run and the rates."""
+    leaky: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    configs = [(leak, size, 20) for size in sizes for leak in leaks] + [parse_shape(e) for e in extra]
+    for leak, size, per_page in configs:
+        url = site.url(catalog_path(size, per_page=per_page))
+        key = f"{leak}@{size}" if per_page == 20 else f"{leak}@{size}/{per_page}"
+        for _ in range(runs):
+            leaky[key].append(_crawl(Crawl(Leaky, {"start_urls": [url], "leak": leak}, {})))
+        flagged = sum(r["verdict"] == "retained-objects" for r in leaky[key])
+        attributed = sum(r["attributed"] for r in leaky[key])
+        progress(f"  leak {leak:6} B/response at {size:5} responses, {per_page} per listing page:"
+                 f" flagged {flagged}/{runs}, attributed {attributed}/{runs}")
+    clean: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for name, (spider, kwargs, settings) in clean_scenarios(site.base_url).items():
+        for _ in range(clean_runs):
+            clean[name].append(_crawl(Crawl(spider, kwargs, settings)))
+        verdicts = [r["verdict"] for r in clean[name]]
+        progress(f"  clean {name:14}: retained-objects {verdicts.count('retained-objects')}/{clean_runs}"
+                 f" ({', '.join(f'{v} {verdicts.count(v)}' for v in sorted(set(verdicts)))})")
+    return summarize(leaky, clean)
 
 
-def clean_scenarios(site: Any) -> dict[str, tuple[type, dict[str, Any], dict[str, Any]]]:
-    catalog = {"start_urls": [site.url("/catalog/?pages=50&per_page=20")]}
-    return {
-        "catalog": (Catalog, catalog, {}),
-        "bounded_cache": (BoundedCache, catalog, {}),
-        "slow_pipeline": (Catalog, catalog, {"ITEM_PIPELINES": {f"{__name__}.SlowPipeline": 100}}),
-        "large_pages": (LargePages, {"base": site.base_url}, {"CONCURRENT_REQUESTS": 8}),
-        "backlog": (Frontier, {"start_urls": [site.url("/explode/0?fanout=20")]}, {"CLOSESPIDER_PAGECOUNT": 1500}),
+def summarize(leaky: dict[str, list[dict[str, Any]]], clean: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Rates per leak and size, false positives per clean scenario, and the two targets."""
+    leaks = {}
+    for key, rows in leaky.items():
+        flagged = sum(r["verdict"] == "retained-objects" for r in rows)
+        leak, size, per_page = parse_shape(key if "/" in key else key + "/20")
+        leaks[key] = {"leak_bytes": leak, "size": size, "per_page": per_page, "runs": len(rows),
+                      "responses": rows[0]["responses"] if rows else 0, "flagged": flagged,
+                      "flagged_rate": round(flagged / len(rows), 3) if rows else None,
+                      "attributed": sum(r["attributed"] for r in rows),
+                      "flagged_and_attributed": sum(r["attributed"] and r["verdict"] == "retained-objects" for r in rows),
+                      "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in sorted({r["verdict"] for r in rows})}}
+    scenarios = {}
+    for name, rows in clean.items():
+        scenarios[name] = {"runs": len(rows), "responses": rows[0]["responses"] if rows else 0,
+                           "false_positives": sum(r["verdict"] == "retained-objects" for r in rows),
+                           "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in sorted({r["verdict"] for r in rows})}}
+    clean_total = sum(s["runs"] for s in scenarios.values())
+    false_positives = sum(s["false_positives"] for s in scenarios.values())
+    target = leaks.get(f"{TARGET_LEAK}@{TARGET_SIZE}")
+    targets = {
+        "false_positives": {"target": 0, "measured": false_positives, "of": clean_total,
+                            "met": false_positives == 0 if clean_total else None},
+        f"{TARGET_LEAK}@{TARGET_SIZE}": {"target": TARGET_RATE, "measured": target["flagged_rate"] if target else None,
+                                        "met": target["flagged_rate"] >= TARGET_RATE if target else None},
     }
+    return {"leaks": leaks, "clean": scenarios, "targets": targets, "runs": {"leaky": leaky, "clean": clean}}
 
 
-@defer.inlineCallbacks
-def crawl_once(spider: type, kwargs: dict[str, Any], settings: dict[str, Any]) -> Any:
-    options = CrawlOptions()
-    runner = CrawlerRunner(crawl_settings({**BASE, **settings}, options))
-    crawler = runner.create_crawler(spider)
-    started = time.monotonic()
-    yield runner.crawl(crawler, **kwargs)
-    return collect_result(crawler, spider, time.monotonic() - started, options)
-
-
-@defer.inlineCallbacks
-def run_all(args: argparse.Namespace, site: Any, out: dict[str, Any]) -> Any:
-    try:
-        leaks = defaultdict(list)
-        for responses in args.sizes:
-            pages = max(1, round(responses / 21))
-            for leak in args.leaks:
-                for _ in range(args.runs):
-                    Leaky.leak, Leaky.kept = leak, []
-                    result = yield crawl_once(Leaky, {"start_urls": [site.url(f"/catalog/?pages={pages}&per_page=20")]}, {})
-                    top = result.top_growth[0].location if result.top_growth else ""
-                    leaks[f"{leak}@{responses}"].append(
-                        {"verdict": result.verdict, "attributed": top.endswith("detection.py:" + str(LEAK_LINE)),
-                         "seconds": result.duration_seconds}
-                    )
-                    Leaky.kept = []
-                row = leaks[f"{leak}@{responses}"]
-                flagged = sum(r["verdict"] == "retained-objects" for r in row)
-                attributed = sum(r["attributed"] for r in row)
-                print(f"leak {leak:6} B/resp at {responses:5} responses: flagged {flagged}/{len(row)},"
-                      f" attributed {attributed}/{len(row)}", flush=True)
-        clean = defaultdict(list)
-        for name, (spider, kwargs, settings) in clean_scenarios(site).items():
-            for _ in range(args.clean_runs):
-                result = yield crawl_once(spider, kwargs, settings)
-                clean[name].append({"verdict": result.verdict, "seconds": result.duration_seconds})
-            verdicts = [r["verdict"] for r in clean[name]]
-            print(f"clean {name:14}: retained-objects {verdicts.count('retained-objects')}/{len(verdicts)}"
-                  f" ({', '.join(f'{v} {verdicts.count(v)}' for v in sorted(set(verdicts)))})", flush=True)
-        out.update(leaks=leaks, clean=clean)
-    finally:
-        reactor.stop()
-
-
-LEAK_LINE = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if 'b"x" * self.leak' in line)
+def format_table(summary: dict[str, Any]) -> str:
+    """Plain-text tables: flagged (attributed) per leak and size; clean verdicts per scenario."""
+    matrix = [v for v in summary["leaks"].values() if v["per_page"] == 20]
+    leaks, sizes = sorted({v["leak_bytes"] for v in matrix}), sorted({v["size"] for v in matrix})
+    lines = ["leak B/resp " + "".join(f"{s:>18}" for s in sizes)]
+    for leak in leaks:
+        cells = []
+        for size in sizes:
+            row = summary["leaks"].get(f"{leak}@{size}")
+            cells.append(f"{row['flagged']}/{row['runs']} ({row['attributed']} attr)" if row else "-")
+        lines.append(f"{leak:>11} " + "".join(f"{c:>18}" for c in cells))
+    for key, row in summary["leaks"].items():
+        if row["per_page"] != 20:
+            lines.append(f"leak {key}: {row['flagged']}/{row['runs']} flagged ({row['attributed']} attributed) {row['verdicts']}")
+    for name, row in summary["clean"].items():
+        lines.append(f"clean {name:14} {row['false_positives']}/{row['runs']} false positives  {row['verdicts']}")
+    return "\n".join(lines)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--clean-runs", type=int, default=20)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[500, 1000, 2000])
-    parser.add_argument("--leaks", type=int, nargs="+", default=[512, 1024, 2048, 5120, 10240])
-    parser.add_argument("--json")
+    """Run the detection benchmark alone."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=10, help="runs per leak and crawl size")
+    parser.add_argument("--clean-runs", type=int, default=20, help="runs per clean scenario")
+    parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="responses per leaky crawl")
+    parser.add_argument("--leaks", type=int, nargs="+", default=LEAKS, help="bytes kept per response")
+    parser.add_argument("--extra", nargs="*", default=EXTRA, help="more leaky crawls, LEAK@RESPONSES/PER_PAGE")
+    parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    out: dict[str, Any] = {}
-    with start_site() as site:
-        reactor.callWhenRunning(run_all, args, site, out)
-        reactor.run()
-    summary = {
-        "machine": {"python": platform.python_version(), "machine": platform.machine()},
-        "leaks": {k: {"runs": len(v), "flagged": sum(r["verdict"] == "retained-objects" for r in v),
-                      "attributed": sum(r["attributed"] for r in v)} for k, v in out.get("leaks", {}).items()},
-        "clean": {k: {"runs": len(v), "false_positives": sum(r["verdict"] == "retained-objects" for r in v),
-                      "verdicts": sorted({r["verdict"] for r in v})} for k, v in out.get("clean", {}).items()},
-    }
+    try:
+        with start_site() as site:
+            summary = run_detection(site, runs=args.runs, clean_runs=args.clean_runs, sizes=args.sizes, leaks=args.leaks,
+                                    extra=args.extra)
+    finally:
+        stop_reactor()
+    print(format_table(summary))
     if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=2))
+        summary.pop("runs")
+        args.json.write_text(json.dumps({"machine": machine_info(), "detection": summary}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

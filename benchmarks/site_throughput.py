@@ -170,6 +170,14 @@ def measure_level(site: RunningSite, concurrency: int, total: int, max_seconds: 
     )
 
 
+def measure_all(site: RunningSite, requests: int, max_seconds: float) -> list[Row]:
+    """Warm the site up, then measure every keep-alive level and 256 clients opening a connection per request."""
+    measure_level(site, 16, PRODUCT_IDS, max_seconds, True)  # render and cache every product page once
+    rows = [measure_level(site, level, requests, max_seconds, True) for level in CONCURRENCY_LEVELS]
+    rows.append(measure_level(site, 256, requests // 4, max_seconds, False))
+    return rows
+
+
 def format_table(rows: list[Row]) -> str:
     """Return the rows as a plain-text table."""
     header = f"{'conc':>5} {'keep-alive':>10} {'responses':>9} {'s':>6} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
@@ -192,10 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON here")
     args = parser.parse_args(argv)
     with start_site(seed=0) as site:
-        # Warm-up: render and cache every product page once.
-        measure_level(site, 16, PRODUCT_IDS, args.max_seconds, True)
-        rows = [measure_level(site, level, args.requests, args.max_seconds, True) for level in CONCURRENCY_LEVELS]
-        rows.append(measure_level(site, 256, args.requests // 4, args.max_seconds, False))
+        rows = measure_all(site, args.requests, args.max_seconds)
     print(format_table(rows))
     if args.json is not None:
         payload = {

@@ -52,3 +52,18 @@ class FrontierSpider(scrapy.Spider):
 
     def parse(self, response: Response) -> Any:
         yield from response.follow_all(css="a")
+
+
+class LargePagesSpider(scrapy.Spider):
+    """Fetches ``pages`` large pages (1 MiB, every tenth 4 MiB) from ``base``: one item per page."""
+
+    name = "large_pages"
+    pages = 40
+
+    async def start(self) -> AsyncIterator[Any]:
+        for i in range(int(self.pages)):
+            kb = 4096 if i % 10 == 5 else 1024
+            yield scrapy.Request(f"{self.base}/large/{i}?kb={kb}")
+
+    def parse(self, response: Response) -> Any:
+        yield {"url": response.url, "bytes": len(response.body)}

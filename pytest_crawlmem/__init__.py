@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .budgets import Budgets, Violation
 from .models import Checkpoint, CrawlResult, DroppedResponse, Growth, GrowthSite, Sample
+from .sweep import SweepResult, SweepRow
 
 __all__ = [
     "Budgets",
@@ -13,6 +14,8 @@ __all__ = [
     "Growth",
     "GrowthSite",
     "Sample",
+    "SweepResult",
+    "SweepRow",
     "Violation",
 ]
 __version__ = "0.1.0"

@@ -11,7 +11,7 @@ from .models import CrawlResult
 from .units import UnitError, format_size, parse_count, parse_seconds, parse_size
 
 LEAK_MODES = ("fail", "warn", "off")
-LEAK_VERDICTS = frozenset({"retained-objects"})
+LEAK_VERDICTS = frozenset({"retained-objects", "browser-state"})
 
 
 class BudgetError(ValueError):
@@ -46,9 +46,9 @@ SPECS: dict[str, BudgetSpec] = {
         BudgetSpec("max_active_size", parse_size, "largest scraper active_size (response bytes being processed)"),
         BudgetSpec("max_inflight", parse_count, "most downloads in flight at once"),
         BudgetSpec("max_dropped", parse_count, "most responses dropped (size limits, failed media)"),
-        BudgetSpec("jobdir_disk", parse_size, "disk used by JOBDIR", enforced=False),
-        BudgetSpec("browser_pss", parse_size, "PSS of the browser process tree", enforced=False),
-        BudgetSpec("max_open_pages", parse_count, "most browser pages open at once", enforced=False),
+        BudgetSpec("jobdir_disk", parse_size, "most disk used by JOBDIR (file sizes summed; crawls without JOBDIR pass)"),
+        BudgetSpec("browser_pss", parse_size, "peak summed PSS of the browser process tree (Playwright driver and Chromium)"),
+        BudgetSpec("max_open_pages", parse_count, "most browser pages open at once"),
         BudgetSpec("kill_at", parse_size, "hard ceiling: RSS at which the crawl is stopped at once (the test fails)"),
         BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped (the test fails)"),
         BudgetSpec("compare_fail", parse_compare_fail, "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'"),
@@ -147,6 +147,10 @@ def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
         _size_check("max_active_size", "scraper active size", result.max_active_size, budgets.max_active_size),
         _count_check("max_inflight", "downloads in flight", result.max_inflight, budgets.max_inflight),
         _dropped_check(budgets.max_dropped, result),
+        _jobdir_check(budgets.jobdir_disk, result),
+        _size_check("browser_pss", "the browser tree's peak PSS", result.browser_pss, budgets.browser_pss),
+        _count_check("max_open_pages", "open browser pages", result.max_open_pages, budgets.max_open_pages),
+        _unclosed_pages_check(result),
         _leak_check(budgets, result),
         _stop_check("kill_at", budgets.kill_at, result, "crawlmem_kill_at"),
         _stop_check("timeout", budgets.timeout, result, "crawlmem_timeout"),
@@ -165,6 +169,32 @@ def _dropped_check(limit: int | None, result: CrawlResult, shown: int = 3) -> Vi
     tail = f" and {more:,} more" if more > 0 else ""
     message = f"{measured:,} responses were dropped, over the budget max_dropped={limit:,}: {urls}{tail}"
     return Violation("max_dropped", measured, limit, message)
+
+
+def _unclosed_pages_check(result: CrawlResult) -> Violation | None:
+    """Pages handed to callbacks were never closed: always a failure (the crawl hangs or holds ~20-40 MiB each)."""
+    if result.finish_reason == "crawlmem_unclosed_pages":
+        return Violation("unclosed_pages", result.browser.unclosed_pages if result.browser else 0, 0, result.stopped_because)
+    left = result.browser.unclosed_pages if result.browser else 0
+    if not left:
+        return None
+    message = (
+        f"{left:,} pages handed to callbacks (playwright_include_page=True) were still open when the spider closed:"
+        " close each page in its callback (`await page.close()`) and in the errback"
+    )
+    return Violation("unclosed_pages", left, 0, message)
+
+
+def _jobdir_check(limit: int | None, result: CrawlResult) -> Violation | None:
+    """JOBDIR took more disk than ``jobdir_disk`` allows at some sample (a crawl without JOBDIR is not checked)."""
+    measured = result.jobdir_disk
+    if limit is None or measured is None or measured <= limit:
+        return None
+    message = (
+        f"JOBDIR grew to {format_size(measured)} on disk, over the budget jobdir_disk={format_size(limit)}"
+        " (its disk request queues hold every pending request; requests.seen, a fingerprint per request ever scheduled)"
+    )
+    return Violation("jobdir_disk", measured, limit, message)
 
 
 def _stop_check(name: str, limit: float | None, result: CrawlResult, reason: str) -> Violation | None:

@@ -12,12 +12,14 @@ hide a peak); drained checkpoints run on the reactor.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import sys
 import threading
 import time
 import tracemalloc
+import weakref
 from pathlib import Path
 from typing import Any, cast
 
@@ -25,16 +27,39 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from . import probes
+from .browsertree import TreeReading
+from .browserwatch import BrowserWatch
 from .distribution import Histogram
 from .dropped import DropLedger
 from .growth import DEFAULT_LEAK_PER_RESPONSE, next_checkpoint_at, suspicious
-from .models import Checkpoint, GrowthSite, Sample
+from .interrupts import INTERRUPTED_MESSAGE, INTERRUPTED_REASON
+from .jobdir import JobdirMeter, jobdir_meter
+from .media import summarize_media, watch_media_failures
+from .models import BrowserSummary, Checkpoint, GrowthSite, MediaSummary, Sample
 from .recording import Recording
 from .snapshots import growing_sites, take_snapshot
 
 logger = logging.getLogger(__name__)
 
 _DRAIN_POLL_SECONDS = 0.005
+_BROWSER_GC_TIMEOUT_SECONDS = 5.0
+PLAYWRIGHT_HANDLER_MARK = "scrapy_playwright"
+
+
+#: Crawls of this process being measured right now (what Ctrl-C closes).
+_RUNNING: weakref.WeakSet[CrawlMemExtension] = weakref.WeakSet()
+
+
+def interrupt_running_crawls() -> None:
+    """Close every measured crawl of this process early (safe to call from a signal handler)."""
+    for ext in list(_RUNNING):
+        _reactor().callFromThread(ext._stop_crawl, INTERRUPTED_REASON, INTERRUPTED_MESSAGE)
+
+
+def uses_playwright(settings: Any) -> bool:
+    """Whether the crawl downloads through scrapy-playwright (its handler is in DOWNLOAD_HANDLERS)."""
+    handlers = settings.getdict("DOWNLOAD_HANDLERS")
+    return any(PLAYWRIGHT_HANDLER_MARK in (v if isinstance(v, str) else getattr(v, "__module__", "")) for v in handlers.values())
 
 
 class CrawlMemExtension:
@@ -56,6 +81,9 @@ class CrawlMemExtension:
         kill_at_bytes: int = 0,
         timeout_seconds: float = 0.0,
         leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE,
+        browser: bool = False,
+        browser_detail_seconds: float = 2.0,
+        stall_seconds: float = 5.0,
     ) -> None:
         self.crawler = crawler
         self.interval_seconds = interval_seconds
@@ -97,6 +125,15 @@ class CrawlMemExtension:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_log = 0.0
+        self.jobdir: JobdirMeter | None = None  # JOBDIR's disk use, when the crawl has one
+        self.media_pipelines: list[Any] = []  # the crawl's MediaPipelines while it runs, for the cache probes
+        self.media: MediaSummary | None = None  # their cache when the spider closed
+        self.browser = browser
+        self.stall_seconds = stall_seconds
+        self.watch = BrowserWatch(detail_seconds=browser_detail_seconds) if browser else None
+        self._handed_pages: list[weakref.ref[Any]] = []  # pages given to callbacks (playwright_include_page)
+        self._progress = (0, 0.0)  # (responses, when that count was first seen)
+        self.unclosed_at_close = 0
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> CrawlMemExtension:
@@ -108,12 +145,14 @@ class CrawlMemExtension:
         if not interval > 0:
             raise ValueError(f"invalid CRAWLMEM_INTERVAL_SECONDS {interval!r}: expected seconds > 0")
         jsonl = settings.get("CRAWLMEM_JSONL")
+        browser = settings.getbool("CRAWLMEM_BROWSER", uses_playwright(settings))
         ext = cls(
             crawler,
             interval_seconds=interval,
             jsonl_path=Path(jsonl) if jsonl else None,
             checkpoints=settings.getbool("CRAWLMEM_CHECKPOINTS", True),
-            checkpoint_min_responses=settings.getint("CRAWLMEM_CHECKPOINT_MIN_RESPONSES", 100),
+            # browser crawls are ~100x slower: judge them in batches of 20 pages
+            checkpoint_min_responses=settings.getint("CRAWLMEM_CHECKPOINT_MIN_RESPONSES", 20 if browser else 100),
             drain_timeout_seconds=settings.getfloat("CRAWLMEM_DRAIN_TIMEOUT_SECONDS", 5.0),
             tracemalloc_frames=settings.getint("CRAWLMEM_TRACEMALLOC_FRAMES", 0),
             log_interval_seconds=settings.getfloat("CRAWLMEM_LOG_INTERVAL_SECONDS", 0.0),
@@ -122,6 +161,9 @@ class CrawlMemExtension:
             kill_at_bytes=settings.getint("CRAWLMEM_KILL_AT_BYTES", 0),
             timeout_seconds=settings.getfloat("CRAWLMEM_TIMEOUT_SECONDS", 0.0),
             leak_per_response=settings.getint("CRAWLMEM_LEAK_PER_RESPONSE", DEFAULT_LEAK_PER_RESPONSE),
+            browser=browser,
+            browser_detail_seconds=settings.getfloat("CRAWLMEM_BROWSER_DETAIL_SECONDS", 2.0),
+            stall_seconds=settings.getfloat("CRAWLMEM_STALL_SECONDS", 5.0),
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.response_received, signal=signals.response_received)
@@ -140,11 +182,16 @@ class CrawlMemExtension:
         if self._traced_whole:
             tracemalloc.reset_peak()
         self.started_at = time.monotonic()
+        _RUNNING.add(self)
         self.recording.header(spider=getattr(spider, "name", "?"), interval_seconds=self.interval_seconds)
         self._take_checkpoint(drained=True, cost_started=self.started_at)
         # measured like end_rss (after gc.collect() and malloc_trim), so rss_growth compares like with like
         self.start_rss = self.peak_rss = self.recording.checkpoints[-1].rss_bytes
         self._exact_peak = probes.reset_peak_rss()
+        self.jobdir = jobdir_meter(self.crawler.settings.get("JOBDIR"))
+        self.media_pipelines = probes.media_pipelines(self.crawler)
+        if self.crawler.settings.getbool("CRAWLMEM_MEDIA_FAILURES"):  # test crawls: failed media downloads are dropped data
+            watch_media_failures(self.media_pipelines, self.ledger)
         self._thread = threading.Thread(target=self._sample_loop, name="crawlmem-sampler", daemon=True)
         self._thread.start()
         if self.timeout_seconds:
@@ -154,6 +201,10 @@ class CrawlMemExtension:
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
         """Count the response, its size and latency; start a drained checkpoint when one is due."""
         self.responses += 1
+        if self.browser:
+            page = response.meta.get("playwright_page")
+            if page is not None:
+                self._handed_pages.append(weakref.ref(page))
         self.response_sizes.add(len(response.body))
         latency = request.meta.get("download_latency")
         if latency is not None:
@@ -169,13 +220,18 @@ class CrawlMemExtension:
     def spider_closed(self, spider: Any, reason: str) -> None:
         """Stop sampling, take the closing checkpoint and the exact peak."""
         self.finish_reason = reason
+        _RUNNING.discard(self)
         if self._timeout_call is not None and self._timeout_call.active():
             self._timeout_call.cancel()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if self.jobdir is not None:
+            self.jobdir.expire()  # the closing sample has JOBDIR as a resumed crawl will find it
         self._take_sample()
+        self.unclosed_at_close = len(self.unclosed_pages())
         self._take_checkpoint(drained=True, cost_started=time.monotonic())
+        self.media, self.media_pipelines = summarize_media(self.media_pipelines), []  # let go of the pipelines
         self.end_rss = self.recording.checkpoints[-1].rss_bytes
         peak = probes.read_peak_rss() if self._exact_peak else None
         sampled_peak = max((s.rss_bytes for s in self.recording.samples), default=self.start_rss)
@@ -200,6 +256,10 @@ class CrawlMemExtension:
     def _take_sample(self) -> None:
         queues = probes.read_queues(self.crawler)
         traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
+        tree = self._read_tree()
+        pages = probes.read_pages(self.crawler) if self.browser else None
+        if pages is not None and self.watch is not None:
+            self.watch.count(pages.pages, pages.contexts)
         sample = Sample(
             t_seconds=round(time.monotonic() - self.started_at, 4),
             responses=self.responses,
@@ -212,8 +272,17 @@ class CrawlMemExtension:
             active_size_bytes=queues.active_size_bytes,
             backout=queues.backout,
             disk_scheduled=queues.disk_scheduled,
+            browser_rss_bytes=tree.rss_bytes if tree else None,
+            browser_pss_bytes=tree.pss_bytes if tree else None,
+            browser_uss_bytes=tree.uss_bytes if tree else None,
+            open_pages=pages.pages if pages else None,
+            open_contexts=pages.contexts if pages else None,
+            jobdir_bytes=self.jobdir.read() if self.jobdir else None,
+            media_cached=probes.read_media_cached(self.media_pipelines),
         )
         self.recording.add_sample(sample)
+        if pages is not None:
+            self._check_stall(sample, pages)
         if self.kill_at_bytes and sample.rss_bytes >= self.kill_at_bytes and not self.stopped_because:
             self.stopped_because = "pending"  # once: the reactor thread fills in the reason
             message = f"RSS reached {sample.rss_bytes / 2**20:,.1f} MiB at {sample.t_seconds:.1f} s, the hard ceiling kill_at"
@@ -225,6 +294,67 @@ class CrawlMemExtension:
                 sample.rss_bytes / 2**20, sample.scheduled, sample.inflight,
                 sample.active_size_bytes, sample.backout, sample.items, sample.responses,
             )
+
+    # -- the browser tree (sampler thread, or the reactor thread at checkpoints) -----------
+
+    def _read_tree(self, *, detail: bool | None = None) -> TreeReading | None:
+        """Read the browser process tree (PSS/USS on schedule, RSS otherwise); ``None`` without a browser."""
+        return self.watch.read(detail=detail) if self.watch is not None else None
+
+    def unclosed_pages(self) -> list[Any]:
+        """Pages handed to callbacks (``playwright_include_page``) that are still open."""
+        alive = [page for ref in self._handed_pages if (page := ref()) is not None and not page.is_closed()]
+        self._handed_pages = [weakref.ref(page) for page in alive]
+        return alive
+
+    def _check_stall(self, sample: Sample, pages: probes.PageReading) -> None:
+        """Stop a crawl that waits forever for page slots held by pages callbacks never closed."""
+        if sample.responses != self._progress[0]:
+            self._progress = (sample.responses, sample.t_seconds)
+            return
+        if sample.t_seconds - self._progress[1] < self.stall_seconds or not pages.full_contexts or self.stopped_because:
+            return
+        unclosed = len(self.unclosed_pages())
+        if not unclosed:
+            return
+        self.stopped_because = "pending"
+        message = (
+            f"{unclosed:,} pages handed to callbacks (playwright_include_page=True) were never closed, and no response"
+            f" came for {self.stall_seconds:g} s because {pages.full_contexts} browser context(s) had no free page slot"
+            " (PLAYWRIGHT_MAX_PAGES_PER_CONTEXT): the crawl would hang. Close the page in the callback"
+            " (`await page.close()`) and in the errback"
+        )
+        _reactor().callFromThread(self._stop_unclosed, message)
+
+    def _stop_unclosed(self, message: str) -> None:
+        """Stop the crawl, closing the pages that block it so waiting downloads can finish."""
+        self._stop_crawl("crawlmem_unclosed_pages", message)
+        for page in self.unclosed_pages():
+            _as_deferred(page.close()).addErrback(lambda _failure: None)
+
+    def _collect_browser_garbage(self) -> Any:
+        """Ask every open page's renderer to collect garbage (a Deferred; never fails)."""
+        from twisted.internet import defer
+
+        pages = probes.open_pages(self.crawler) if self.browser else []
+        if not pages:
+            return defer.succeed(None)
+
+        async def collect() -> None:
+            await asyncio.wait_for(
+                asyncio.gather(*(page.request_gc() for page in pages), return_exceptions=True), _BROWSER_GC_TIMEOUT_SECONDS
+            )
+
+        def failed(failure: Any) -> None:
+            self.recording.add_error(f"browser gc failed: {failure.value!r}")
+
+        return _as_deferred(collect()).addErrback(failed)
+
+    def browser_summary(self) -> BrowserSummary | None:
+        """What the browser tree used during the crawl (``None`` without a browser or when none started)."""
+        if self.watch is None:
+            return None
+        return self.watch.summary(self.recording.checkpoints, self.unclosed_at_close)
 
     # -- hard limits (reactor thread) ----------------------------------------------------
 
@@ -250,13 +380,19 @@ class CrawlMemExtension:
     def _wait_for_drain(self, started: float) -> None:
         drained = probes.is_drained(self.crawler)
         if drained or time.monotonic() - started > self.drain_timeout_seconds:
-            try:
-                self._take_checkpoint(drained=drained, cost_started=started)
-            finally:
-                self._checkpointing = False
-                probes.resume_engine(self.crawler)
+            if self.browser:  # renderers collect their garbage first, so it is not counted as growth
+                self._collect_browser_garbage().addBoth(lambda _: self._finish_checkpoint(drained, started))
+            else:
+                self._finish_checkpoint(drained, started)
             return
         _reactor().callLater(_DRAIN_POLL_SECONDS, self._wait_for_drain, started)
+
+    def _finish_checkpoint(self, drained: bool, started: float) -> None:
+        try:
+            self._take_checkpoint(drained=drained, cost_started=started)
+        finally:
+            self._checkpointing = False
+            probes.resume_engine(self.crawler)
 
     def _take_checkpoint(self, *, drained: bool, cost_started: float) -> None:
         gc.collect()
@@ -275,6 +411,7 @@ class CrawlMemExtension:
             live_refs=probes.live_ref_counts(self.epoch),
             drained=drained,
             cost_seconds=round(time.monotonic() - cost_started, 4),
+            **self._browser_checkpoint_fields(),
         )
         self.recording.add_checkpoint(checkpoint)
         self._attribute(checkpoint)
@@ -314,6 +451,19 @@ class CrawlMemExtension:
         if self._window_started_tracing and tracemalloc.is_tracing():
             tracemalloc.stop()
 
+    def _browser_checkpoint_fields(self) -> dict[str, Any]:
+        tree = self._read_tree(detail=True)
+        if tree is None or not tree.processes:
+            return {}
+        pages = probes.read_pages(self.crawler)
+        return {
+            "browser_pss_bytes": tree.pss_bytes,
+            "browser_uss_bytes": tree.uss_bytes,
+            "open_pages": pages.pages if pages else None,
+            "open_contexts": pages.contexts if pages else None,
+            "unclosed_pages": len(self.unclosed_pages()),
+        }
+
     def _write_stats(self) -> None:
         stats = self.crawler.stats
         stats.set_value("crawlmem/peak_rss", self.peak_rss)
@@ -323,6 +473,17 @@ class CrawlMemExtension:
         stats.set_value("crawlmem/checkpoints", len(self.recording.checkpoints))
         if self.traced_peak is not None:
             stats.set_value("crawlmem/traced_peak", self.traced_peak)
+        browser = self.browser_summary()
+        if browser is not None:
+            stats.set_value("crawlmem/browser_pss", browser.peak_pss_bytes)
+            stats.set_value("crawlmem/browser_max_open_pages", browser.max_open_pages)
+
+
+def _as_deferred(coro: Any) -> Any:
+    """Run a coroutine on the asyncio reactor's loop; return a Deferred of its result."""
+    from scrapy.utils.defer import deferred_from_coro
+
+    return deferred_from_coro(coro)
 
 
 def _reactor() -> Any:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import pytest
 
+from .browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
 from .budgets import check_budgets
-from .isolated import run_isolated, spec_for
+from .extension import interrupt_running_crawls
+from .interrupts import INTERRUPTED_MESSAGE, graceful_sigint
+from .isolated import interrupt_children, run_isolated, spec_for
 from .models import CrawlResult
 from .report import write_reports
 from .runner import CrawlOptions, run_crawl
@@ -90,6 +93,20 @@ def _fail_if_every_callback_raised(result: CrawlResult) -> None:
         )
 
 
+def _interrupt_crawls() -> None:
+    """First Ctrl-C during a crawl: close it (in-process or isolated) so its report is written."""
+    interrupt_running_crawls()
+    interrupt_children()
+
+
+def _fail_if_pages_left_open(result: CrawlResult) -> None:
+    """Pages handed to callbacks and never closed hang a scrapy-playwright crawl: fail saying so."""
+    if result.finish_reason == "crawlmem_unclosed_pages" or (result.browser and result.browser.unclosed_pages):
+        reason = result.stopped_because or f"{result.browser.unclosed_pages if result.browser else 0:,} pages handed to" \
+            " callbacks (playwright_include_page=True) were still open when the spider closed"
+        pytest.fail(f"{reason}; report: {result.report_dir}", pytrace=False)
+
+
 @pytest.fixture
 def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
     """Run a spider to the end, measured; return its :class:`CrawlResult`.
@@ -123,20 +140,76 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             kill_at_bytes=budgets.kill_at if budgets else None,
             timeout_seconds=budgets.timeout if budgets else None,
         )
-        if isolate or session.settings.isolate:
-            spec = spec_for(spider_cls, start_urls=start_urls, settings=settings, spider_kwargs=spider_kwargs, options=options)
-            result = run_isolated(spec)
-        else:
-            result = run_crawl(
-                spider_cls, wait=wait, start_urls=start_urls, settings=settings,
-                spider_kwargs=spider_kwargs, options=options,
-            )
+        with graceful_sigint(_interrupt_crawls) as interrupt:
+            if isolate or session.settings.isolate:
+                spec = spec_for(spider_cls, start_urls=start_urls, settings=settings, spider_kwargs=spider_kwargs,
+                                options=options)
+                result = run_isolated(spec)
+            else:
+                result = run_crawl(
+                    spider_cls, wait=wait, start_urls=start_urls, settings=settings,
+                    spider_kwargs=spider_kwargs, options=options,
+                )
         violations = check_budgets(budgets, result) if budgets is not None else []
         if result.report_dir is not None:
             write_reports(result.report_dir, result, test_id=item.nodeid, budgets=budgets, violations=violations)
         records.append(CrawlRecord(item.nodeid, result, budgets, violations))
+        if interrupt.interrupted:  # the report is written: now stop the session as Ctrl-C asked
+            raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
         _fail_if_site_died(request, result)
         _fail_if_every_callback_raised(result)
+        if budgets is None:  # with a marker, the budget check reports it
+            _fail_if_pages_left_open(result)
         return result
 
     return run
+
+
+class BrowserJobFunction(Protocol):
+    """The callable the ``browser_job`` fixture returns."""
+
+    def __call__(
+        self, func: Callable[[BrowserJob], Awaitable[Any]], *, launch: Mapping[str, Any] | None = None
+    ) -> CrawlResult: ...
+
+
+@pytest.fixture
+def browser_job(request: pytest.FixtureRequest) -> BrowserJobFunction:
+    """Run an async Playwright function ``func(job)`` on the installed Chromium, measured like a crawl.
+
+    ``job.browser`` is the launched browser, ``job.page_done()`` counts pages, ``await
+    job.checkpoint()`` after each batch lets growth per page be judged, ``job.url(path)`` is a
+    fixture-site URL. The test's ``crawl_memory`` budgets apply when the test ends.
+    """
+    item = request.node
+    session = request.config.stash[SESSION_KEY]
+    budgets = item.stash.get(BUDGETS_KEY, None)
+    records = item.stash.setdefault(RECORDS_KEY, [])
+    base_url = request.getfixturevalue("fixture_site").base_url if "fixture_site" in request.fixturenames else None
+
+    def run(func: Callable[[BrowserJob], Awaitable[Any]], *, launch: Mapping[str, Any] | None = None) -> CrawlResult:
+        options = JobOptions(
+            report_dir=session.report_dir_for(item.nodeid, len(records) + 1),
+            interval_seconds=session.settings.interval_seconds,
+            leak_per_response=budgets.leak_per_response if budgets else None,
+            kill_at_bytes=budgets.kill_at if budgets else None,
+            timeout_seconds=budgets.timeout if budgets else None,
+            launch=launch,
+        )
+        try:
+            result = run_browser_job(func, base_url=base_url, options=options)
+        except JobFailed as exc:
+            _record(item, exc.result, budgets, records)
+            raise
+        _record(item, result, budgets, records)
+        return result
+
+    return run
+
+
+def _record(item: pytest.Item, result: CrawlResult, budgets: Any, records: list[CrawlRecord]) -> None:
+    """Check the budgets, write the reports and keep the summary row of one measured run."""
+    violations = check_budgets(budgets, result) if budgets is not None else []
+    if result.report_dir is not None:
+        write_reports(result.report_dir, result, test_id=item.nodeid, budgets=budgets, violations=violations)
+    records.append(CrawlRecord(item.nodeid, result, budgets, violations))

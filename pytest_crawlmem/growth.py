@@ -27,6 +27,11 @@ REQUEST_ALLOWANCE = 4096
 #: Memory credited per request the scheduler gave back: deliberately below any request's
 #: real cost, so a draining queue cannot make a clean crawl look leaky.
 REQUEST_CREDIT = 1024
+#: Browser tree USS growth per page tolerated at drained checkpoints. The tree is noisy: a clean
+#: scrapy-playwright crawl of /js/ pages moved by up to +845 KiB/page over 20-30 page intervals
+#: (renderers and the driver's heap come and go), so open contexts and pages are counted too.
+#: A context left open costs ~1.9 MiB of USS, a page left open 20-40 MiB.
+DEFAULT_BROWSER_PER_PAGE = 1024 * 1024
 #: Mean size of a pymalloc block in a Scrapy process (sys._debugmallocstats: 95.7 B).
 BLOCK_BYTES = 96
 
@@ -37,6 +42,9 @@ FIXES = {
     " spider or a module, request meta / cb_kwargs, closures connected to signals, middlewares and pipelines",
     "scheduler-backlog": "discover requests lazily (yield them from start() as they are needed), keep the queue on"
     " disk with JOBDIR, or bound the frontier (DEPTH_LIMIT, CLOSESPIDER_*)",
+    "browser-state": "close what each request opens: pages handed to callbacks (`await page.close()` in the callback"
+    " and the errback), named contexts (`playwright_context` per request keeps every context alive: reuse a few"
+    " names or close them with `page.context.close()`), and long-lived connections on kept pages",
     "response-processing": "make callbacks and pipelines cheaper, or lower CONCURRENT_REQUESTS so responses do not"
     " pile up behind them",
 }
@@ -186,12 +194,18 @@ def analyze(
     leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE,
     request_allowance: int = REQUEST_ALLOWANCE,
     max_active_size: int | None = None,
+    browser_per_page: int = DEFAULT_BROWSER_PER_PAGE,
 ) -> Growth:
     """Return the verdict for a crawl from its checkpoints (and samples for processing pressure)."""
     judged = judged_checkpoints(checkpoints)
     picked = _signal(judged)
     total = checkpoints[-1].responses if checkpoints else 0
+    browser = browser_growth(checkpoints, browser_per_page)
     if picked is None or len(judged) < MIN_DELTAS + 1:
+        if browser is not None:  # a short browser crawl: its memory is the browser's
+            note = "" if browser.verdict != "steady" else (
+                f"; Python's own memory is not judged: {total:,} responses are too few (about 600 are needed)")
+            return replace(browser, reason=browser.reason + note, checkpoints=tuple(checkpoints))
         return Growth(
             verdict="inconclusive",
             reason=(
@@ -220,6 +234,8 @@ def analyze(
             )
     if leak is not None:
         return replace(leak, checkpoints=tuple(checkpoints))
+    if browser is not None and browser.verdict == "browser-state":
+        return replace(browser, checkpoints=tuple(checkpoints))
     if rising:
         return Growth(
             verdict="retained-objects",
@@ -252,6 +268,70 @@ def analyze(
         per_response_bytes=per_response,
         **base,  # type: ignore[arg-type]
     )
+
+
+def browser_growth(checkpoints: Sequence[Checkpoint], per_page: int = DEFAULT_BROWSER_PER_PAGE) -> Growth | None:
+    """Judge the browser tree: ``browser-state`` when its USS grew past ``per_page`` in every interval, else ``steady``.
+
+    Judged on drained checkpoints with a browser reading (taken after a renderer GC on every
+    open page), after a warm-up of a quarter of the crawl that also skips the browser's
+    launch; at least ``MIN_DELTAS`` intervals are needed (``None`` with fewer, or without a browser).
+    """
+    readings = [c for c in checkpoints if c.drained and c.browser_uss_bytes is not None]
+    if not readings:
+        return None
+    warm = max(readings[0].responses + 1, readings[-1].responses // 4)
+    judged: list[Checkpoint] = []
+    for c in readings:  # the first reading at each count: a closing one after cleanup does not hide growth
+        if c.responses >= warm and (not judged or c.responses > judged[-1].responses):
+            judged.append(c)
+    if len(judged) < MIN_DELTAS + 1:
+        return None
+    deltas = [((b.browser_uss_bytes or 0) - (a.browser_uss_bytes or 0)) / (b.responses - a.responses)
+              for a, b in pairwise(judged)]
+    rising = _rising_browser_state(judged)
+    window = judged[-1].responses - judged[0].responses
+    grown = (judged[-1].browser_uss_bytes or 0) - (judged[0].browser_uss_bytes or 0)
+    if not rising and not all(d >= per_page for d in deltas):
+        return Growth(
+            verdict="steady",
+            reason=f"the browser process tree's private memory (USS) levelled off ({_kib(grown / window)}/page over"
+            f" {window:,} pages, measured after a renderer GC)",
+            rule=f"some interval < {per_page} B/page of browser-tree USS",
+            per_response_bytes=grown / window,
+            deltas_per_response=tuple(round(d, 1) for d in deltas),
+            signal="browser-uss",
+        )
+    uss = (f"the browser process tree's private memory (USS) grew {_kib(grown)} over {window:,} pages"
+           f" ({_kib(grown / window)}/page)")
+    if rising:
+        held = ", ".join(f"{what} {first:,} -> {last:,}" for what, (first, last) in rising.items())
+        reason = f"what the browser holds rose at every drained checkpoint ({held}) and {uss}"
+    else:
+        reason = f"{uss} in each of {len(deltas)} drained intervals"
+    return Growth(
+        verdict="browser-state",
+        reason=reason + ", measured after a renderer GC",
+        rule=("open browser contexts or pages rising at every drained checkpoint" if rising
+              else f"every interval >= {per_page} B/page of browser-tree USS"),
+        per_response_bytes=grown / window,
+        deltas_per_response=tuple(round(d, 1) for d in deltas),
+        signal="browser-uss",
+    )
+
+
+def _rising_browser_state(judged: Sequence[Checkpoint]) -> dict[str, tuple[int, int]]:
+    """Open contexts or pages that rose at every drained checkpoint: ``{what: (first, last)}``."""
+    rising = {}
+    for what, values in (
+        ("open browser contexts", [c.open_contexts for c in judged]),
+        ("open pages", [c.open_pages for c in judged]),
+        ("pages handed to callbacks and still open", [c.unclosed_pages for c in judged]),
+    ):
+        counts = [v for v in values if v is not None]
+        if len(counts) == len(judged) and all(b > a for a, b in pairwise(counts)):
+            rising[what] = (counts[0], counts[-1])
+    return rising
 
 
 def _leak(

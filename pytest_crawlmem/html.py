@@ -20,7 +20,7 @@ from .units import format_size
 COLORS = {"rss": "#0072b2", "traced": "#cc79a7", "heap": "#009e73", "scheduled": "#e69f00",
           "inflight": "#56b4e9", "active": "#7b61a8"}
 SIZE_BUDGETS = {"peak_rss": "peak_rss", "rss_growth": "rss_growth", "traced_peak": "traced_peak",
-                "max_active_size": "max_active_size"}
+                "max_active_size": "max_active_size", "jobdir_disk": "jobdir_disk"}
 COUNT_BUDGETS = {"max_scheduled": "max_scheduled", "max_inflight": "max_inflight", "max_dropped": "dropped_count"}
 
 
@@ -338,7 +338,7 @@ def backpressure_section(result: Mapping[str, Any]) -> Safe:
     per = _number(result.get("scheduled_per_response"))
     latency = result.get("download_latency") or {}
     latency = latency if isinstance(latency, Mapping) else {}
-    rows = [
+    rows: list[list[object]] = [
         ["max active size / SCRAPER_SLOT_MAX_ACTIVE_SIZE",
          f"{size(result.get('max_active_size'))} / {size(result.get('max_active_size_limit'))}"
          + ("" if ratio is None else f" ({ratio:.0%})")],
@@ -348,8 +348,25 @@ def backpressure_section(result: Mapping[str, Any]) -> Safe:
         ["retries (gave up)", f"{count(result.get('retries'))} ({count(result.get('retries_max_reached'))})"],
         ["download latency p50 / p95 / p99 / max",
          " / ".join(_seconds(latency.get(k)) for k in ("p50_seconds", "p95_seconds", "p99_seconds", "max_seconds"))],
+        *_jobdir_and_media_rows(result),
     ]
     return section("Backpressure and politeness", table(["", ""], rows, cls="env"))
+
+
+def _jobdir_and_media_rows(result: Mapping[str, Any]) -> list[list[object]]:
+    """JOBDIR's peak disk use and the media pipelines' cache, when the crawl had them."""
+    rows: list[list[object]] = []
+    if _number(result.get("jobdir_disk")) is not None:
+        rows.append(["JOBDIR on disk (peak)", size(result.get("jobdir_disk"))])
+    media = result.get("media")
+    if isinstance(media, Mapping):
+        rows.append([f"media pipeline cache: peak entries ({', '.join(map(str, media.get('pipelines') or []))})",
+                     f"{count(result.get('max_media_cached'))} ({count(media.get('failed_at_close'))} failures at close)"])
+        for kept in media.get("retained") or []:
+            if isinstance(kept, Mapping):
+                rows.append([f"kept alive by failed media downloads: {count(kept.get('count'))} {kept.get('class', '?')}",
+                             Safe(f'<code>{esc(kept.get("path") or "")}</code>')])
+    return rows
 
 
 def environment_section(document: Mapping[str, Any], header: Mapping[str, Any]) -> Safe:

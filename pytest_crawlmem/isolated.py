@@ -10,8 +10,10 @@ processes (pickled: spider classes and settings travel by reference), never repo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import tempfile
@@ -23,13 +25,16 @@ from typing import Any
 
 import psutil
 
+from .extension import interrupt_running_crawls
 from .growth import analyze
+from .interrupts import graceful_sigint
 from .jsonl import checkpoint_from_json, read_samples_jsonl
 from .models import CrawlResult, Growth, Peaks, Sample
 from .runner import CrawlOptions, peaks_of, run_crawl
 
 KILL_GRACE_SECONDS = 2.0
 _POLL_SECONDS = 0.05
+_CHILDREN: set[subprocess.Popen[bytes]] = set()  # isolated crawls running now (what Ctrl-C is forwarded to)
 
 
 @dataclass(frozen=True)
@@ -69,13 +74,15 @@ def run_isolated(spec: IsolatedSpec, *, kill_grace_seconds: float = KILL_GRACE_S
         spec_path.write_bytes(pickle.dumps(spec))
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
         started = time.monotonic()
-        child = subprocess.Popen(
+        child = subprocess.Popen(  # its own session: Ctrl-C reaches the parent, which forwards it once
             [sys.executable, "-m", "pytest_crawlmem.isolated", str(spec_path), str(result_path)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
         )
+        _CHILDREN.add(child)
         try:
             killed = _watch(child, spec.options, kill_grace_seconds)
         finally:
+            _CHILDREN.discard(child)
             if child.poll() is None:
                 child.kill()
             _, stderr = child.communicate()
@@ -85,6 +92,13 @@ def run_isolated(spec: IsolatedSpec, *, kill_grace_seconds: float = KILL_GRACE_S
         why = killed or f"the isolated crawl process exited with code {child.returncode}"
         tail = stderr.decode(errors="replace").strip().splitlines()[-15:]
         return result_from_stream(spec, why, time.monotonic() - started, tuple(tail))
+
+
+def interrupt_children() -> None:
+    """Forward a SIGINT to every isolated crawl running now: each closes early and reports (signal-handler safe)."""
+    for child in list(_CHILDREN):
+        with contextlib.suppress(OSError):
+            child.send_signal(signal.SIGINT)
 
 
 def _watch(child: subprocess.Popen[bytes], options: CrawlOptions, grace: float) -> str:
@@ -158,7 +172,7 @@ def _reactor_wait(deferred: Any) -> Any:
 
     deferred.addBoth(done)
     if not outcome:
-        reactor.run()
+        reactor.run(installSignalHandlers=False)  # SIGINT is ours: it closes the crawl, it does not stop the reactor
     if outcome and hasattr(outcome[0], "raiseException"):
         outcome[0].raiseException()
     return outcome[0] if outcome else None
@@ -174,10 +188,11 @@ def main(argv: list[str]) -> int:
     spider_cls: Any = module
     for part in spec.spider_qualname.split("."):
         spider_cls = getattr(spider_cls, part)
-    result = run_crawl(
-        spider_cls, wait=_reactor_wait, start_urls=spec.start_urls, settings=spec.settings,
-        spider_kwargs=spec.spider_kwargs, options=spec.options,
-    )
+    with graceful_sigint(interrupt_running_crawls):
+        result = run_crawl(
+            spider_cls, wait=_reactor_wait, start_urls=spec.start_urls, settings=spec.settings,
+            spider_kwargs=spec.spider_kwargs, options=spec.options,
+        )
     tmp = Path(argv[1] + ".tmp")
     tmp.write_bytes(pickle.dumps(result))
     os.replace(tmp, argv[1])

@@ -103,6 +103,8 @@ def document_from_samples(stream: SamplesFile, path: Path) -> dict[str, Any]:
         "max_scheduled": max((s.scheduled or 0 for s in samples), default=0),
         "max_inflight": max((s.inflight or 0 for s in samples), default=0),
         "max_active_size": max((s.active_size_bytes or 0 for s in samples), default=0),
+        "jobdir_disk": max((s.jobdir_bytes for s in samples if s.jobdir_bytes is not None), default=None),
+        "max_media_cached": max((s.media_cached for s in samples if s.media_cached is not None), default=None),
         "backout_seconds": backout,
         "verdict": growth.verdict,
         "growth": growth.to_json(),

@@ -33,6 +33,13 @@ class Sample:
     active_size_bytes: int | None = None
     backout: bool | None = None
     disk_scheduled: int | None = None
+    browser_rss_bytes: int | None = None  # summed RSS of the browser process tree (double counts shared pages)
+    browser_pss_bytes: int | None = None  # summed PSS of the tree: its footprint (read less often; the last reading)
+    browser_uss_bytes: int | None = None  # summed USS of the tree: memory only it holds
+    open_pages: int | None = None
+    open_contexts: int | None = None
+    jobdir_bytes: int | None = None  # sum of the file sizes under JOBDIR (None without JOBDIR)
+    media_cached: int | None = None  # entries in the media pipelines' per-spider cache (None without a media pipeline)
 
     def to_json(self) -> dict[str, Any]:
         """Return the sample as a JSON-ready dict."""
@@ -60,6 +67,11 @@ class Checkpoint:
     live_refs: Mapping[str, int] = field(default_factory=dict)
     drained: bool = True
     cost_seconds: float = 0.0
+    browser_pss_bytes: int | None = None  # browser tree, read after a renderer GC on every open page
+    browser_uss_bytes: int | None = None
+    open_pages: int | None = None
+    unclosed_pages: int | None = None  # pages handed to callbacks (playwright_include_page) and still open
+    open_contexts: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the checkpoint as a JSON-ready dict."""
@@ -187,6 +199,59 @@ class Peaks:
     max_active_size_bytes: int = 0
     backout_seconds: float = 0.0
     max_disk_scheduled: int = 0
+    max_jobdir_bytes: int | None = None  # None without JOBDIR
+    max_media_cached: int | None = None  # None without a media pipeline
+
+
+@dataclass(frozen=True, slots=True)
+class BrowserSummary:
+    """What the browser process tree (Playwright's driver and Chromium) used during a crawl or job."""
+
+    peak_pss_bytes: int
+    peak_rss_sum_bytes: int
+    end_pss_bytes: int | None
+    end_uss_bytes: int | None
+    pss_by_kind_at_peak: Mapping[str, int] = field(default_factory=dict)
+    max_processes: int = 0
+    max_open_pages: int = 0
+    max_open_contexts: int = 0
+    unclosed_pages: int = 0
+    readings: int = 0
+    cost_seconds: float = 0.0
+
+    @property
+    def rss_overcount(self) -> float | None:
+        """Summed RSS over summed PSS at their peaks: how much summing RSS overstates the tree."""
+        return self.peak_rss_sum_bytes / self.peak_pss_bytes if self.peak_pss_bytes else None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the summary as a JSON-ready dict."""
+        data = asdict(self)
+        data["pss_by_kind_at_peak"] = dict(self.pss_by_kind_at_peak)
+        data["rss_overcount"] = json_value(self.rss_overcount)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class MediaSummary:
+    """A crawl's media pipelines (FilesPipeline, ImagesPipeline...): their in-memory cache, and what its failures keep alive.
+
+    Read when the spider closes, while the pipelines still hold their per-spider cache (``SpiderInfo.downloaded``).
+    """
+
+    pipelines: tuple[str, ...] = ()
+    cached_at_close: int = 0  # cache entries: one per media URL downloaded or failed
+    failed_at_close: int = 0  # of which failures (Twisted Failures)
+    retained: tuple[RetentionPath, ...] = ()  # Scrapy objects those failures keep alive, and through what
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the summary as a JSON-ready dict."""
+        return {
+            "pipelines": list(self.pipelines),
+            "cached_at_close": self.cached_at_close,
+            "failed_at_close": self.failed_at_close,
+            "retained": [{"class": r.class_name, "count": r.count, "path": r.path} for r in self.retained],
+        }
 
 
 @dataclass(frozen=True)
@@ -223,6 +288,8 @@ class CrawlResult:
     retries: int = 0
     retries_max_reached: int = 0
     download_latency: LatencyDistribution = field(default_factory=LatencyDistribution)
+    browser: BrowserSummary | None = None
+    media: MediaSummary | None = None
 
     @property
     def verdict(self) -> str:
@@ -255,6 +322,26 @@ class CrawlResult:
         return self.peaks.max_disk_scheduled
 
     @property
+    def jobdir_disk(self) -> int | None:
+        """Most bytes JOBDIR held on disk at any sample (file sizes summed; ``None`` without JOBDIR)."""
+        return self.peaks.max_jobdir_bytes
+
+    @property
+    def max_media_cached(self) -> int | None:
+        """Most entries in the media pipelines' cache at any sample (``None`` without a media pipeline)."""
+        return self.peaks.max_media_cached
+
+    @property
     def active_size_ratio(self) -> float | None:
         """Peak scraper ``active_size`` relative to SCRAPER_SLOT_MAX_ACTIVE_SIZE (``None`` when the limit is unknown)."""
         return self.max_active_size / self.max_active_size_limit if self.max_active_size_limit else None
+
+    @property
+    def browser_pss(self) -> int | None:
+        """Peak summed PSS of the browser process tree (``None`` without a browser)."""
+        return self.browser.peak_pss_bytes if self.browser else None
+
+    @property
+    def max_open_pages(self) -> int:
+        """Most browser pages open at once (0 without a browser)."""
+        return self.browser.max_open_pages if self.browser else 0

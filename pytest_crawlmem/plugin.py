@@ -10,10 +10,13 @@ import pytest
 
 from .baseline import BaselineError
 from .budgets import SPECS, BudgetError, resolve_budgets
-from .fixtures import crawl, fixture_site  # noqa: F401 - registered with pytest through this module
+from .fixtures import browser_job, crawl, fixture_site  # noqa: F401 - registered with pytest through this module
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .settings import OPTIONS, resolve_settings
+from .sweep_fixture import crawl_sweep  # noqa: F401 - registered with pytest through this module
 
+#: Fixtures whose tests get their budgets enforced in the call phase.
+MEASURING_FIXTURES = frozenset({"crawl", "browser_job"})
 MARKER_HELP = (
     "crawl_memory(**budgets): fail the test when a crawl run through the `crawl` fixture breaks a"
     " budget or shows the leak signature. Budgets: " + ", ".join(f"{n} ({s.help})" for n, s in SPECS.items() if s.enforced)
@@ -77,12 +80,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    """Run plain tests that use ``crawl`` outside the reactor greenlet, so ``crawl()`` can block on it.
+    """Run plain tests that measure (``crawl``, ``browser_job``) outside the reactor greenlet; enforce budgets.
 
     pytest-twisted runs every test inside the reactor's greenlet, where nothing can wait
     for the reactor; a test that calls ``crawl()`` must run beside it instead.
     """
-    if "crawl" not in pyfuncitem.fixturenames or inspect.iscoroutinefunction(pyfuncitem.obj):
+    if not MEASURING_FIXTURES.intersection(pyfuncitem.fixturenames) or inspect.iscoroutinefunction(pyfuncitem.obj):
         return None
     names = pyfuncitem._fixtureinfo.argnames
     pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names})
@@ -113,6 +116,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if workeroutput is not None:
         workeroutput["crawlmem_rows"] = crawlmem.worker_rows()
         workeroutput["crawlmem_notes"] = crawlmem.notes
+        workeroutput["crawlmem_sweeps"] = crawlmem.sweeps
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -121,6 +125,7 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     output = getattr(node, "workeroutput", {})
     node.config.stash[SESSION_KEY].add_worker_rows(output.get("crawlmem_rows", []))
     node.config.stash[SESSION_KEY].notes.extend(output.get("crawlmem_notes", []))
+    node.config.stash[SESSION_KEY].add_worker_sweeps(output.get("crawlmem_sweeps", []))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

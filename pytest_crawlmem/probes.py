@@ -243,3 +243,151 @@ def live_object_samples(since: Epoch | None = None, limit: int = 3) -> list[tupl
         found.append((cls.__name__, len(objects), picks))
     found.sort(key=lambda entry: entry[1], reverse=True)
     return found[:limit]
+
+
+# -- scrapy-playwright: its download handler's contexts and pages (read defensively) ----------
+
+
+def playwright_handlers(crawler: Any) -> list[Any]:
+    """Return the crawl's loaded scrapy-playwright download handlers (empty without them)."""
+    engine = _engine(crawler)
+    loaded = getattr(getattr(getattr(engine, "downloader", None), "handlers", None), "_handlers", None) or {}
+    found: list[Any] = []
+    for handler in list(loaded.values()):
+        if hasattr(handler, "context_wrappers") and all(handler is not h for h in found):
+            found.append(handler)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class PageReading:
+    """Open browser contexts and pages; ``full_contexts`` have no free page slot left."""
+
+    contexts: int = 0
+    pages: int = 0
+    full_contexts: int = 0
+
+
+def _read_pages(handlers: list[Any]) -> PageReading:
+    contexts = pages = full = 0
+    for handler in handlers:
+        for wrapper in list(handler.context_wrappers.values()):
+            contexts += 1
+            pages += len(wrapper.context.pages)
+            full += bool(wrapper.semaphore.locked())
+    return PageReading(contexts, pages, full)
+
+
+def read_pages(crawler: Any) -> PageReading | None:
+    """Count the open contexts and pages of scrapy-playwright (``None`` if its internals moved)."""
+    handlers = _attempt(playwright_handlers, crawler)
+    if not handlers:
+        return None
+    reading: PageReading | None = _attempt(_read_pages, handlers)
+    return reading
+
+
+def open_pages(crawler: Any) -> list[Any]:
+    """Every open Playwright page of the crawl's scrapy-playwright contexts (reactor thread)."""
+    pages: list[Any] = []
+    for handler in _attempt(playwright_handlers, crawler) or []:
+        for wrapper in list(handler.context_wrappers.values()):
+            pages.extend(page for page in wrapper.context.pages if not page.is_closed())
+    return pages
+
+
+# -- JOBDIR on disk, and media pipelines' caches (read defensively) ---------------------------
+
+
+def read_tree_bytes(path: str) -> int | None:
+    """Sum the sizes of the files under ``path`` (apparent sizes); ``None`` if it is not a directory.
+
+    Files and directories that vanish while it walks (Scrapy rewrites its queues) are skipped.
+    """
+    if not os.path.isdir(path):
+        return None
+    total = 0
+    pending = [path]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return total
+
+
+def media_pipelines(crawler: Any) -> list[Any]:
+    """The crawl's item pipelines that are MediaPipelines (FilesPipeline, ImagesPipeline, subclasses)."""
+    try:
+        from scrapy.pipelines.media import MediaPipeline
+    except ImportError:  # pragma: no cover - Pillow-free installs still have it; a future Scrapy may move it
+        return []
+    engine = _engine(crawler)
+    itemproc = getattr(getattr(engine, "scraper", None), "itemproc", None)
+    return [p for p in list(getattr(itemproc, "middlewares", None) or ()) if isinstance(p, MediaPipeline)]
+
+
+def _media_cache(pipeline: Any) -> Any:
+    """A media pipeline's per-spider cache: fingerprint -> FileInfo or Failure (``SpiderInfo.downloaded``)."""
+    return getattr(getattr(pipeline, "spiderinfo", None), "downloaded", None)
+
+
+def read_media_cached(pipelines: list[Any]) -> int | None:
+    """Entries in the media pipelines' caches (``len`` only: safe from the sampler thread); ``None`` without one."""
+    if not pipelines:
+        return None
+    caches = [_media_cache(p) for p in pipelines]
+    return sum(_attempt(len, c) or 0 for c in caches if c is not None)
+
+
+def media_cache_failures(pipelines: list[Any]) -> list[tuple[str, Any]]:
+    """The failures cached by each media pipeline, as (pipeline class name, Failure) pairs (reactor thread)."""
+    from twisted.python.failure import Failure
+
+    found: list[tuple[str, Any]] = []
+    for pipeline in pipelines:
+        cache = _media_cache(pipeline)
+        values = _attempt(lambda c=cache: list(c.values())) if cache is not None else None
+        found.extend((type(pipeline).__name__, v) for v in values or () if isinstance(v, Failure))
+    return found
+
+
+def objects_kept_by_failure(failure: Any) -> list[tuple[Any, str]]:
+    """Scrapy objects (requests, responses) a Failure keeps alive through its exceptions' tracebacks, with the route.
+
+    Follows the exception, its ``__context__`` and ``__cause__`` chain, and the local variables of every
+    frame in their tracebacks: where Scrapy 2.19's media pipelines keep a failed download's request
+    and response (the cache clears the outer traceback, not the one of the exception it wraps).
+    """
+    from scrapy import Spider
+    from scrapy.utils.trackref import object_ref
+
+    found: list[tuple[Any, str]] = []
+    seen: set[int] = set()
+    pending: list[tuple[Any, str]] = [(getattr(failure, "value", None), "Failure .value")]
+    visited: set[int] = set()
+    while pending:
+        exc, route = pending.pop()
+        if not isinstance(exc, BaseException) or id(exc) in visited:
+            continue
+        visited.add(id(exc))
+        route = f"{route} -> {type(exc).__name__}"
+        tb = exc.__traceback__
+        while tb is not None:
+            frame = tb.tb_frame
+            for name, value in list(frame.f_locals.items()):
+                if isinstance(value, object_ref) and not isinstance(value, Spider) and id(value) not in seen:
+                    seen.add(id(value))
+                    found.append((value, f"{route} .__traceback__ -> frame {frame.f_code.co_name} .{name}"))
+            tb = tb.tb_next
+        pending.append((exc.__cause__, f"{route} .__cause__"))
+        pending.append((exc.__context__, f"{route} .__context__"))
+    return found

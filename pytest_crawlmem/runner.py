@@ -10,16 +10,18 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from . import probes
+from .browser import is_playwright_crawl, launch_options
 from .distribution import Histogram
 from .dropped import suggest_maxsize
 from .extension import CrawlMemExtension
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
+from .media import media_evidence
 from .middleware import (
     COUNTING_HTTPCOMPRESSION_PATH,
     DOWNLOADER_MIDDLEWARE_ORDER,
@@ -78,7 +80,7 @@ class _DetachRecord(logging.Filter):
     _PINNING = ("spider", "crawler", "response", "request", "item")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.args:
+        if record.args or not isinstance(record.msg, str):  # a message can be any object: a Failure, a response
             try:
                 record.msg = record.getMessage()
             except Exception:
@@ -123,7 +125,10 @@ def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOption
         CRAWLMEM_JSONL=str(options.report_dir / "samples.jsonl") if options.report_dir else None,
         CRAWLMEM_KILL_AT_BYTES=options.kill_at_bytes or 0,
         CRAWLMEM_TIMEOUT_SECONDS=options.timeout_seconds or 0.0,
+        CRAWLMEM_MEDIA_FAILURES=True,
     )
+    if is_playwright_crawl(settings):  # the installed Chromium with CI-safe flags; never a browser download
+        settings["PLAYWRIGHT_LAUNCH_OPTIONS"] = launch_options(settings.get("PLAYWRIGHT_LAUNCH_OPTIONS"))
     if options.timeout_seconds:  # a response that never completes must not outlive the budget
         settings["DOWNLOAD_TIMEOUT"] = min(float(settings.get("DOWNLOAD_TIMEOUT", 180)), options.timeout_seconds)
     return settings
@@ -171,7 +176,9 @@ def run_crawl(
         wait(runner.crawl(crawler, **kwargs))
     duration = time.monotonic() - started
     del runner
-    return collect_result(crawler, spider_cls, duration, options)
+    held = [crawler]
+    del crawler  # collect_result must hold the only reference, so it can let go of the crawl before counting what is alive
+    return collect_result(held.pop(), spider_cls, duration, options)
 
 
 def collect_result(crawler: Any, spider_cls: type, duration: float, options: CrawlOptions) -> CrawlResult:
@@ -226,7 +233,14 @@ def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], inter
         max_active_size_bytes=max((s.active_size_bytes or 0 for s in samples), default=0),
         backout_seconds=round(sum(1 for s in samples if s.backout) * interval_seconds, 3),
         max_disk_scheduled=max((s.disk_scheduled or 0 for s in samples), default=0),
+        max_jobdir_bytes=_max_known(s.jobdir_bytes for s in samples),
+        max_media_cached=_max_known(s.media_cached for s in samples),
     )
+
+
+def _max_known(values: Iterable[int | None]) -> int | None:
+    """The largest value that was measured, ``None`` when none was."""
+    return max((v for v in values if v is not None), default=None)
 
 
 def scheduled_per_response(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint] = ()) -> float | None:
@@ -285,7 +299,7 @@ def _build_result(
     sites = tuple(ext.growth_sites)
     retention = find_retention(ext.epoch)
     if growth.verdict == "retained-objects":
-        growth = replace(growth, reason=_with_evidence(growth.reason, sites, retention))
+        growth = replace(growth, reason=_with_evidence(growth.reason, sites, retention) + media_evidence(ext.media))
     if growth.verdict in FIXES:
         growth = replace(growth, reason=f"{growth.reason}. Fix: {FIXES[growth.verdict]}")
     return CrawlResult(
@@ -319,6 +333,8 @@ def _build_result(
         retries=int(stats.get("retry/count") or 0),
         retries_max_reached=int(stats.get("retry/max_reached") or 0),
         download_latency=latency_distribution(ext.latency_us),
+        browser=ext.browser_summary(),
+        media=ext.media,
     )
 
 

@@ -17,6 +17,7 @@ from .budgets import Budgets, Violation
 from .models import CrawlResult
 from .report import environment
 from .settings import PluginSettings
+from .sweep import SweepResult
 from .units import format_size
 
 
@@ -33,6 +34,8 @@ class CrawlRecord:
     budgets: Budgets | None
     violations: list[Violation]
     outcome: str = "passed"
+    variant: str | None = None  # the crawl_sweep variant this crawl ran, if any
+    sweep: int = 0  # which crawl_sweep call of the test (from 1), for variants
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class SummaryRow:
     max_scheduled: int
     max_inflight: int
     duration_seconds: float
+    variant: str = ""
 
     @classmethod
     def of(cls, record: CrawlRecord) -> SummaryRow:
@@ -57,12 +61,14 @@ class SummaryRow:
         return cls(
             record.test_id, result.responses, result.peak_rss, result.growth.per_response_bytes, result.verdict,
             record.outcome, result.rss_growth, result.max_scheduled, result.max_inflight, result.duration_seconds,
+            record.variant or "",
         )
 
     def cells(self, verbose: bool) -> list[str]:
         """The row's cells, formatted for people."""
         per = self.per_response_bytes
-        cells = [self.test_id, f"{self.responses:,}", format_size(self.peak_rss),
+        test = f"{self.test_id} ({self.variant})" if self.variant else self.test_id
+        cells = [test, f"{self.responses:,}", format_size(self.peak_rss),
                  "-" if per is None else format_size(per), self.verdict, self.outcome]
         if verbose:
             cells[4:4] = [format_size(self.rss_growth), f"{self.max_scheduled:,}", f"{self.max_inflight:,}",
@@ -76,6 +82,7 @@ class CrawlMemSession:
 
     settings: PluginSettings
     rows: list[SummaryRow] = field(default_factory=list)
+    sweeps: list[dict[str, Any]] = field(default_factory=list)  # sweep.json of each crawl_sweep (JSON-ready)
     baseline: bl.Baseline | None = None  # what --crawlmem-compare compares to
     save_path: Path | None = None  # where --crawlmem-save appends
     unsaved: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # runs to append at session end
@@ -133,10 +140,12 @@ class CrawlMemSession:
         """
         for violation in (v for r in records for v in r.violations if not v.fails):
             warnings.warn(CrawlMemWarning(f"{item.nodeid}: {violation.message}"), stacklevel=1)
-        failing = [v for r in records for v in r.violations if v.fails]
+        failing = [v for r in records if r.variant is None for v in r.violations if v.fails]
+        sweeps = sweep_failures(item.nodeid, records)
         regressions = self.compare(item, records)
-        if failing or regressions:
+        if failing or sweeps or regressions:
             lines = [f"crawl_memory budget broken: {v.message}" for v in failing]
+            lines += [f"crawl_memory budget broken: {message}" for message in sweeps]
             lines += [f"crawl_memory baseline: {message}" for message in regressions]
             dirs = sorted({str(r.result.report_dir) for r in records if r.result.report_dir})
             lines += [f"report: {d}" for d in dirs]
@@ -146,7 +155,8 @@ class CrawlMemSession:
         """Record each crawl's outcome for the summary and its figures for --junitxml."""
         for index, record in enumerate(records, 1):
             broken = any(v.fails for v in record.violations)
-            record.outcome = "xfailed" if hasattr(report, "wasxfail") else "failed" if broken else report.outcome
+            record.outcome = ("xfailed" if hasattr(report, "wasxfail") else "over budget" if broken and record.variant
+                              else "failed" if broken else report.outcome)
             self.rows.append(SummaryRow.of(record))
             if self.save_path is not None:
                 self.unsaved.setdefault(bl.run_key(item.nodeid, index), []).append(
@@ -175,6 +185,10 @@ class CrawlMemSession:
             self.notes.append(f"baseline: {count} run{'s' if count > 1 else ''} appended to {self.save_path}")
         self.unsaved = {}
 
+    def add_worker_sweeps(self, sweeps: Sequence[dict[str, Any]]) -> None:
+        """Merge the sweep tables an xdist worker sent back."""
+        self.sweeps.extend(sweeps)
+
     def worker_rows(self) -> list[dict[str, Any]]:
         """This worker's rows, as JSON-ready dicts for the xdist controller."""
         return [asdict(row) for row in self.rows]
@@ -194,6 +208,18 @@ class CrawlMemSession:
         terminalreporter.write_line(f"reports: {self.settings.report_dir}")
         for note in sorted(set(self.notes)):
             terminalreporter.write_line(note)
+        self.summarize_sweeps(terminalreporter)
+
+    def summarize_sweeps(self, terminalreporter: Any) -> None:
+        """Write one table per crawl_sweep, the test's last ``best()`` pick (else the default pick) marked with ``*``."""
+        for data in sorted(self.sweeps, key=lambda d: str(d["test"])):
+            sweep = SweepResult.from_json(data)
+            mode = "isolated" if sweep.isolated else "in-process"
+            terminalreporter.write_sep("-", f"crawl sweep: {sweep.test_id} ({len(sweep)} variants, {mode})")
+            for line in sweep.table(mark=data.get("best")).splitlines():
+                terminalreporter.write_line(line)
+            best, rule = data.get("best"), data.get("best_rule", "")
+            terminalreporter.write_line(f"* {best}: {rule}" if best else f"no variant qualified for {rule}")
 
 
 def junit_properties(records: Sequence[CrawlRecord]) -> list[tuple[str, object]]:
@@ -213,6 +239,24 @@ def junit_properties(records: Sequence[CrawlRecord]) -> list[tuple[str, object]]
         }
         properties += [(f"crawlmem_{name}{suffix}", value) for name, value in values.items()]
     return properties
+
+
+def sweep_failures(nodeid: str, records: Sequence[CrawlRecord]) -> list[str]:
+    """Warn for each budget a sweep variant broke; return a sentence for each sweep in which no variant kept them."""
+    sweeps: dict[int, list[CrawlRecord]] = {}
+    for record in records:
+        if record.variant is not None:
+            sweeps.setdefault(record.sweep, []).append(record)
+    failures = []
+    for variants in sweeps.values():
+        broken = {r.variant: [v.message for v in r.violations if v.fails] for r in variants}
+        for variant, messages in broken.items():
+            for message in messages:
+                warnings.warn(CrawlMemWarning(f"{nodeid} variant {variant}: {message}"), stacklevel=1)
+        if all(broken.values()):
+            failures.append("no variant of the sweep kept the budgets: "
+                            + "; ".join(f"{variant}: {', '.join(messages)}" for variant, messages in broken.items()))
+    return failures
 
 
 def safe_dirname(nodeid: str) -> str:

@@ -47,11 +47,17 @@ def take_snapshot() -> tracemalloc.Snapshot:
     return tracemalloc.take_snapshot().filter_traces(_filters())
 
 
+#: This package's own files (an editable install is outside site-packages): never the user's code.
+_PLUGIN_DIR = os.path.dirname(os.path.realpath(__file__))
+
+
 def is_user_file(filename: str) -> bool:
-    """Return whether ``filename`` is the user's code rather than Python's or an installed package's."""
+    """Return whether ``filename`` is the user's code rather than Python's, an installed package's or the plugin's."""
     if filename.startswith("<"):
         return False
     path = os.path.realpath(filename)
+    if path.startswith(_PLUGIN_DIR + os.sep):
+        return False
     return not any(path.startswith(lib + os.sep) for lib in _LIBRARY_DIRS) and "site-packages" not in path
 
 

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_crawlmem.budgets import SPECS, BudgetError, Budgets, check_budgets, parse_budget, resolve_budgets
+from pytest_crawlmem.budgets import SPECS, BudgetError, Budgets, BudgetSpec, check_budgets, parse_budget, resolve_budgets
 from pytest_crawlmem.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.units import parse_size
 
 MIB = 2**20
 
@@ -40,12 +41,20 @@ def test_an_unknown_budget_names_the_test_and_lists_known_ones():
         parse_budget("peak_rs", "1 MB", source="crawl_memory marker of t::x")
 
 
-def test_a_budget_that_is_not_enforced_yet_is_refused_rather_than_ignored():
-    unenforced = [name for name, spec in SPECS.items() if not spec.enforced]
-    assert unenforced
-    for name in unenforced:
-        with pytest.raises(BudgetError, match="not enforced"):
-            parse_budget(name, 1, source="marker")
+def test_a_budget_that_is_not_enforced_yet_is_refused_rather_than_ignored(monkeypatch):
+    monkeypatch.setitem(SPECS, "future_budget", BudgetSpec("future_budget", parse_size, "not checked yet", enforced=False))
+    with pytest.raises(BudgetError, match="'future_budget' in marker is not enforced"):
+        parse_budget("future_budget", 1, source="marker")
+
+
+def test_jobdir_disk_fails_on_the_sampled_peak_and_a_crawl_without_jobdir_passes():
+    assert resolve_budgets([({"jobdir_disk": "2 MiB"}, "marker of t::j")], {}).jobdir_disk == 2 * MIB
+    over = result(peaks=Peaks(max_jobdir_bytes=3 * MIB))
+    [violation] = check_budgets(Budgets(jobdir_disk=2 * MIB), over)
+    assert violation.budget == "jobdir_disk" and (violation.measured, violation.limit) == (3 * MIB, 2 * MIB)
+    assert violation.message.startswith("JOBDIR grew to 3.0 MiB on disk, over the budget jobdir_disk=2.0 MiB (")
+    assert check_budgets(Budgets(jobdir_disk=3 * MIB), over) == []
+    assert check_budgets(Budgets(jobdir_disk=1), result()) == []  # no JOBDIR, nothing measured: not failed
 
 
 @pytest.mark.parametrize(("name", "value"), [("peak_rss", "lots"), ("max_inflight", -1), ("leak", "maybe")])

@@ -1,0 +1,137 @@
+"""Spiders and crawl scenarios shared by the benchmark scripts.
+
+A module of its own, free of side effects (no reactor is installed on import), so that an
+isolated crawl's child process (``python -m pytest_crawlmem.isolated``) can import the spider
+classes by name. Every URL is built against a running fixture site.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import scrapy
+
+#: Listing pages of the catalog carry this many product links (plus one ``a.next``).
+PER_PAGE = 40
+#: Settings every benchmark crawl gets, bare or measured (the plugin's defaults and forced settings).
+BASE_SETTINGS: dict[str, Any] = {
+    "LOG_LEVEL": "ERROR",
+    "ROBOTSTXT_OBEY": False,
+    "COOKIES_ENABLED": False,
+    "MEMUSAGE_ENABLED": False,
+    "TELNETCONSOLE_ENABLED": False,
+    "REMOTE_CONTROL_ENABLED": False,
+}
+
+
+def catalog_path(responses: int, per_page: int = PER_PAGE) -> str:
+    """Path of a catalog crawl of about ``responses`` responses (listing pages plus their products)."""
+    pages = max(1, round(responses / (per_page + 1)))
+    return f"/catalog/?pages={pages}&per_page={per_page}"
+
+
+class Catalog(scrapy.Spider):
+    """Follows every product and the next listing page; one item per product."""
+
+    name = "catalog"
+
+    def parse(self, response: Any) -> Iterator[Any]:
+        """A listing page: its products and the next page."""
+        yield from response.follow_all(css="a.product", callback=self.parse_product)
+        yield from response.follow_all(css="a.next")
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """A product page: one item."""
+        yield {"name": response.css("h1.name::text").get(), "price": response.css("span.price::text").get()}
+
+
+class Leaky(Catalog):
+    """The catalog spider keeping ``leak`` bytes per product response (a spider argument)."""
+
+    name = "leaky"
+    leak = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.leak = int(self.leak)
+        self.kept: list[bytes] = []
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """Keep ``leak`` bytes, then scrape the product."""
+        self.kept.append(b"x" * self.leak)
+        yield from super().parse_product(response)
+
+
+#: Where Leaky allocates what it keeps: a leak is attributed when the top growth site is this line.
+LEAK_SITE = f"{Path(__file__).name}:" + str(
+    next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if 'b"x" * self.leak' in line)
+)
+
+
+class BoundedCache(Catalog):
+    """Keeps the text of the last 150 products three times over: fills, then plateaus."""
+
+    name = "bounded_cache"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cache: OrderedDict[str, str] = OrderedDict()
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """Cache the page's text (bounded), then scrape the product."""
+        self.cache[response.url] = response.text * 3
+        while len(self.cache) > 150:
+            self.cache.popitem(last=False)
+        yield from super().parse_product(response)
+
+
+class LargePages(scrapy.Spider):
+    """Downloads ``count`` legitimate pages of ``kb`` KiB each."""
+
+    name = "large_pages"
+    base = ""
+    count = 700
+    kb = 128
+
+    async def start(self) -> Any:
+        """One request per large page."""
+        for i in range(int(self.count)):
+            yield scrapy.Request(f"{self.base}/large/{i}?kb={self.kb}")
+
+    def parse(self, response: Any) -> Iterator[Any]:
+        """One item per page: how many links it has."""
+        yield {"links": len(response.css("a::attr(href)").getall())}
+
+
+class Frontier(scrapy.Spider):
+    """Follows every link of /explode/: an unbounded frontier, the scheduler's backlog grows."""
+
+    name = "frontier"
+
+    def parse(self, response: Any) -> Iterator[Any]:
+        """Follow every link."""
+        yield from response.follow_all(css="a")
+
+
+#: A scenario: spider class, spider arguments (``start_urls`` included), settings.
+Scenario = tuple[type, dict[str, Any], dict[str, Any]]
+
+
+def clean_scenarios(base_url: str) -> dict[str, Scenario]:
+    """Crawls that keep nothing per response: none may be called ``retained-objects``."""
+    catalog = {"start_urls": [base_url + catalog_path(1050, per_page=20)]}
+    slow = {
+        "ITEM_PIPELINES": {"pytest_crawlmem.testing.SlowPipeline": 300},
+        "CRAWLMEM_SLOW_PIPELINE_DELAY_MS": 50,
+        "CRAWLMEM_SLOW_PIPELINE_CPU_MS": 1,
+    }
+    return {
+        "catalog": (Catalog, catalog, {}),
+        "large_pages": (LargePages, {"base": base_url}, {"CONCURRENT_REQUESTS": 8}),
+        "bounded_cache": (BoundedCache, catalog, {}),
+        "slow_pipeline": (Catalog, catalog, slow),
+        "backlog": (Frontier, {"start_urls": [base_url + "/explode/0?fanout=20"]}, {"CLOSESPIDER_PAGECOUNT": 1500}),
+    }

@@ -1,0 +1,551 @@
+"""Memory of a browser process tree (Playwright's driver, Chromium and its children).
+
+Summing RSS over a Chromium tree counts the pages its processes share (the binary, the
+zygote's copy-on-write heap, shared memory) once per process, 2-5 times over; the
+footprint is the summed PSS. PSS and USS also drop when another browser on the machine
+maps the same binary (an xdist worker, a parallel job); the anonymous part of PSS
+(``Pss_Anon``: heaps, JS arrays) does not, so it is the steadiest figure for growth.
+They come from ``/proc/<pid>/smaps_rollup``, which walks every resident page: ~25 ms
+CPU per GiB of summed RSS (~3 ms per Chromium process, 70-95 ms for a 20-page tree).
+RSS alone comes from ``/proc/<pid>/statm`` (~10 us per process), cheap enough to poll.
+Chromium's two crashpad handlers detach to init (setsid, reparented to pid 1): they are
+not in the tree, and hold under 1 MB PSS each.
+
+All numbers are in bytes, all times in seconds. Pure stdlib + psutil; runs in the
+process that started the browser (the crawl process), usually on its sampler thread.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+__all__ = [
+    "BrowserProcess",
+    "RollupFigures",
+    "TreeReading",
+    "TreeSampler",
+    "classify",
+    "discover_browser_tree",
+    "find_browser_tree",
+    "parse_smaps_rollup",
+    "parse_statm_rss",
+    "read_tree",
+]
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_HAVE_PROC = os.path.isdir("/proc/self")
+
+#: Executable names of the Chromium family as Playwright launches them.
+BROWSER_EXECUTABLES = frozenset(
+    {
+        "chromium",
+        "chromium-browser",
+        "chrome",
+        "google-chrome",
+        "google-chrome-stable",
+        "google-chrome-beta",
+        "google-chrome-unstable",
+        "chrome-headless-shell",
+        "headless_shell",
+        "msedge",
+        "microsoft-edge",
+        "microsoft-edge-stable",
+    }
+)
+_CRASHPAD = "chrome_crashpad_handler"
+_COMM_LENGTH = 15  # the kernel truncates /proc/<pid>/comm to 15 characters
+#: ``--type=`` values renamed to a kind; every other value is its own kind.
+_TYPE_KINDS = {"gpu-process": "gpu", "crashpad-handler": "crashpad"}
+#: The kind of a process below a browser process that ``classify`` does not know.
+OTHER_KIND = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class BrowserProcess:
+    """One process of the tree: its kind and memory (PSS/USS are ``None`` on RSS-only reads).
+
+    ``pss_anon_bytes`` is the anonymous part of PSS (``Pss_Anon``, Linux 5.8+): heaps and
+    stacks, shared only by processes forked from one another, so unlike the file-backed
+    part it does not drop when another browser on the machine maps the same binary.
+    """
+
+    pid: int
+    kind: str
+    rss_bytes: int
+    pss_bytes: int | None
+    uss_bytes: int | None
+    pss_anon_bytes: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the process as a JSON-ready dict."""
+        return {"pid": self.pid, "kind": self.kind, "rss_bytes": self.rss_bytes, "pss_bytes": self.pss_bytes,
+                "uss_bytes": self.uss_bytes, "pss_anon_bytes": self.pss_anon_bytes}
+
+
+@dataclass(frozen=True, slots=True)
+class TreeReading:
+    """One reading of the whole tree: per-process figures and their sums.
+
+    ``rss_bytes`` double counts shared pages. ``pss_bytes`` is the footprint and
+    ``uss_bytes`` the memory that would be freed if every process exited; both are
+    ``None`` on an RSS-only (``detail=False``) reading. A process whose PSS could not be
+    read (no permission) adds its RSS to ``pss_bytes`` and to ``uss_bytes``: an upper bound.
+    PSS and USS of a tree drop when another tree maps the same files (a second browser, on
+    another xdist worker or in another job): the binary's pages are then shared with it.
+    ``pss_anon_bytes`` (summed ``Pss_Anon``; ``None`` before Linux 5.8) is immune to that.
+    ``cost_seconds`` is the wall time of the reading, ``cpu_seconds`` the CPU time the
+    reading thread spent (kernel time walking the mappings included).
+    """
+
+    processes: tuple[BrowserProcess, ...]
+    rss_bytes: int
+    pss_bytes: int | None
+    uss_bytes: int | None
+    cost_seconds: float
+    cpu_seconds: float = 0.0
+    pss_anon_bytes: int | None = None
+
+    @property
+    def detail(self) -> bool:
+        """Whether this reading has PSS and USS."""
+        return self.pss_bytes is not None
+
+    def by_kind(self) -> dict[str, int]:
+        """Return PSS (RSS where a process has no PSS) summed per kind."""
+        totals: dict[str, int] = {}
+        for process in self.processes:
+            size = process.pss_bytes if process.pss_bytes is not None else process.rss_bytes
+            totals[process.kind] = totals.get(process.kind, 0) + size
+        return totals
+
+    def count_by_kind(self) -> dict[str, int]:
+        """Return the number of processes per kind."""
+        counts: dict[str, int] = {}
+        for process in self.processes:
+            counts[process.kind] = counts.get(process.kind, 0) + 1
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the reading as a JSON-ready dict (sizes in bytes, times in seconds)."""
+        return {
+            "rss_bytes": self.rss_bytes,
+            "pss_bytes": self.pss_bytes,
+            "uss_bytes": self.uss_bytes,
+            "pss_anon_bytes": self.pss_anon_bytes,
+            "process_count": len(self.processes),
+            "by_kind": self.by_kind(),
+            "count_by_kind": self.count_by_kind(),
+            "cost_seconds": self.cost_seconds,
+            "cpu_seconds": self.cpu_seconds,
+            "processes": [process.to_json() for process in self.processes],
+        }
+
+
+def _basename(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _is_browser_executable(name: str, executable: str) -> bool:
+    if executable in BROWSER_EXECUTABLES or name in BROWSER_EXECUTABLES:
+        return True
+    # A name cut at the kernel's 15 characters ("chrome-headless" for chrome-headless-shell).
+    return len(name) == _COMM_LENGTH and any(known.startswith(name) for known in BROWSER_EXECUTABLES)
+
+
+def _is_playwright_driver(name: str, executable: str, cmdline: Sequence[str]) -> bool:
+    if "run-driver" not in cmdline[1:]:
+        return False
+    # Node renames its main thread, so comm reads "node-MainThread"; argv[0] is .../driver/node.
+    return executable.startswith("node") or name.startswith("node") or any(arg.endswith("cli.js") for arg in cmdline)
+
+
+def classify(name: str, cmdline: Sequence[str]) -> str | None:
+    """Return the kind of a process of a browser tree, or ``None`` for any other process (pure).
+
+    Kinds: ``driver`` (Playwright's node driver), ``browser`` (a Chromium-family main
+    process, no ``--type=``), ``crashpad``, and the ``--type=`` of a child (``renderer``,
+    ``gpu`` for ``gpu-process``, ``utility``, ``zygote``, others as spelled). ``name`` is the
+    process name (``/proc/<pid>/comm``, may be cut at 15 characters or read ``exe`` while
+    Chromium re-executes itself); ``cmdline`` its argument vector (a zombie's is empty:
+    ``None``, as nothing tells what it was).
+    """
+    if not cmdline:
+        return None  # a zombie or a kernel thread: nothing to tell it by
+    executable = _basename(cmdline[0])
+    if _is_playwright_driver(name, executable, cmdline):
+        return "driver"
+    if _CRASHPAD in (executable, name) or (len(name) == _COMM_LENGTH and _CRASHPAD.startswith(name)):
+        return "crashpad"
+    if not _is_browser_executable(name, executable):
+        return None
+    for arg in cmdline[1:]:
+        if arg.startswith("--type="):
+            process_type = arg[len("--type="):]
+            return _TYPE_KINDS.get(process_type, process_type) or "browser"
+    return "browser"
+
+
+def _process_kind(process: psutil.Process) -> str | None:
+    try:
+        with process.oneshot():
+            return classify(process.name(), process.cmdline())
+    except psutil.Error:
+        return None
+
+
+def discover_browser_tree(root_pid: int | None = None) -> dict[int, str]:
+    """Return ``{pid: kind}`` for the browser processes below ``root_pid`` (default: this process).
+
+    A process is taken when ``classify`` accepts it, and so is every descendant of a taken
+    process (as ``"other"`` when ``classify`` does not know it); the root itself is taken
+    when it is a browser process. Parents come before their children. Reads /proc of every
+    process on the machine (for the parent links): call it every few seconds, not per sample.
+    """
+    try:
+        root = psutil.Process(root_pid) if root_pid is not None else psutil.Process()
+        descendants = root.children(recursive=True)
+    except psutil.Error:
+        return {}
+    found: dict[int, str] = {}
+    root_kind = _process_kind(root) if root_pid is not None else None
+    if root_kind is not None:
+        found[root.pid] = root_kind
+    for process in descendants:
+        kind = _process_kind(process)
+        if kind is None and _has_parent_in(process, found):
+            kind = OTHER_KIND
+        if kind is not None:
+            found[process.pid] = kind
+    return found
+
+
+def _has_parent_in(process: psutil.Process, found: Mapping[int, str]) -> bool:
+    try:
+        return process.ppid() in found
+    except psutil.Error:
+        return False
+
+
+def find_browser_tree(root_pid: int | None = None) -> list[int]:
+    """Return the pids of the browser processes below ``root_pid`` (default: this process)."""
+    return list(discover_browser_tree(root_pid))
+
+
+@dataclass(frozen=True, slots=True)
+class RollupFigures:
+    """RSS, PSS, USS and anonymous PSS (``None`` before Linux 5.8) of one process, in bytes."""
+
+    rss_bytes: int
+    pss_bytes: int
+    uss_bytes: int
+    pss_anon_bytes: int | None = None
+
+
+_ROLLUP_FIELDS = {b"Rss": 0, b"Pss": 1, b"Private_Clean": 2, b"Private_Dirty": 3, b"Pss_Anon": 4}
+
+
+def parse_smaps_rollup(text: str | bytes) -> RollupFigures | None:
+    """Parse ``/proc/<pid>/smaps_rollup``; ``None`` when it holds no figures (a zombie, an exited process)."""
+    data = text.encode() if isinstance(text, str) else text
+    values = [0, 0, 0, 0, 0]
+    seen = 0
+    has_anon = False
+    for line in data.splitlines():
+        key, _, rest = line.partition(b":")
+        index = _ROLLUP_FIELDS.get(key)
+        if index is None:
+            continue
+        fields = rest.split()
+        if not fields or not fields[0].isdigit():
+            continue
+        values[index] = int(fields[0]) * 1024  # always kB
+        has_anon = has_anon or index == 4
+        seen += 1
+        if seen == len(_ROLLUP_FIELDS):
+            break
+    if seen == 0:
+        return None
+    return RollupFigures(rss_bytes=values[0], pss_bytes=values[1], uss_bytes=values[2] + values[3],
+                         pss_anon_bytes=values[4] if has_anon else None)
+
+
+def parse_statm_rss(text: str | bytes) -> int | None:
+    """Parse ``/proc/<pid>/statm`` into resident bytes; ``None`` when empty or malformed."""
+    fields = text.split()
+    if len(fields) < 2:
+        return None
+    try:
+        return int(fields[1]) * _PAGE_SIZE
+    except ValueError:
+        return None
+
+
+def _read_proc(pid: int, name: str) -> bytes | None:
+    """Read /proc/<pid>/<name>; ``None`` when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/{name}", "rb", buffering=0) as file:
+            return file.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _read_rss_psutil(pid: int) -> int | None:
+    try:
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
+        return None
+
+
+#: RSS, PSS, USS and anonymous PSS of one process, as one read gives them.
+_Figures = tuple[int, int | None, int | None, int | None]
+
+
+def _read_detail_psutil(pid: int) -> _Figures | None:
+    """RSS, PSS and USS through psutil (reads the full smaps on Linux: slow); ``None`` when gone."""
+    try:
+        process = psutil.Process(pid)
+        try:
+            full = process.memory_full_info()
+        except psutil.AccessDenied:
+            return int(process.memory_info().rss), None, None, None
+    except psutil.Error:
+        return None
+    return int(full.rss), getattr(full, "pss", None), getattr(full, "uss", None), None
+
+
+def _read_rss(pid: int) -> int | None:
+    if not _HAVE_PROC:
+        return _read_rss_psutil(pid)
+    try:
+        data = _read_proc(pid, "statm")
+    except OSError:
+        return _read_rss_psutil(pid)
+    if data is None:
+        return None
+    return parse_statm_rss(data) or None
+
+
+def _read_detail(pid: int) -> _Figures | None:
+    if not _HAVE_PROC:
+        return _read_detail_psutil(pid)
+    try:
+        data = _read_proc(pid, "smaps_rollup")
+    except PermissionError:
+        rss = _read_rss(pid)
+        return None if rss is None else (rss, None, None, None)
+    except OSError:
+        return _read_detail_psutil(pid)
+    if data is None:
+        # Gone, or a kernel older than 4.14 without smaps_rollup.
+        return _read_detail_psutil(pid) if os.path.exists(f"/proc/{pid}") else None
+    figures = parse_smaps_rollup(data)
+    if figures is None or figures.rss_bytes == 0:
+        return None  # a zombie: no memory left to count
+    return figures.rss_bytes, figures.pss_bytes, figures.uss_bytes, figures.pss_anon_bytes
+
+
+def read_tree(pids: Iterable[int], *, detail: bool = True, kinds: Mapping[int, str] | None = None) -> TreeReading:
+    """Read the memory of ``pids`` now; processes that have exited are skipped silently.
+
+    ``detail=True`` reads RSS, PSS and USS from ``smaps_rollup`` (psutil's
+    ``memory_full_info`` where that file is missing); ``detail=False`` reads RSS only from
+    ``statm``, cheap enough for peak polling. ``kinds`` maps pids to kinds (as
+    ``discover_browser_tree`` returns them); without it each process is classified now.
+    """
+    started_wall = time.perf_counter()
+    started_cpu = time.thread_time()
+    processes: list[BrowserProcess] = []
+    for pid in pids:
+        if detail:
+            figures = _read_detail(pid)
+        else:
+            rss = _read_rss(pid)
+            figures = None if rss is None else (rss, None, None, None)
+        if figures is None:
+            continue
+        kind = kinds.get(pid) if kinds is not None else None
+        if kind is None:
+            kind = _kind_of_pid(pid)
+        rss, pss, uss, pss_anon = figures
+        processes.append(BrowserProcess(pid, kind, rss, pss, uss, pss_anon))
+    rss_total = sum(process.rss_bytes for process in processes)
+    pss_total = uss_total = pss_anon_total = None
+    if detail:
+        pss_total = sum(p.pss_bytes if p.pss_bytes is not None else p.rss_bytes for p in processes)
+        uss_total = sum(p.uss_bytes if p.uss_bytes is not None else p.rss_bytes for p in processes)
+        if any(p.pss_anon_bytes is not None for p in processes):
+            pss_anon_total = sum(p.pss_anon_bytes if p.pss_anon_bytes is not None else p.rss_bytes for p in processes)
+    return TreeReading(
+        processes=tuple(processes),
+        rss_bytes=rss_total,
+        pss_bytes=pss_total,
+        uss_bytes=uss_total,
+        cost_seconds=time.perf_counter() - started_wall,
+        cpu_seconds=time.thread_time() - started_cpu,
+        pss_anon_bytes=pss_anon_total,
+    )
+
+
+def _kind_of_pid(pid: int) -> str:
+    try:
+        kind = _process_kind(psutil.Process(pid))
+    except psutil.Error:
+        kind = None
+    return kind if kind is not None else OTHER_KIND
+
+
+class TreeSampler:
+    """Samples a browser tree on a schedule, keeping the peaks; for one sampler thread.
+
+    Each ``sample()`` rediscovers the tree when ``rescan_seconds`` have passed (or a known
+    process has exited), reads PSS/USS when ``detail_seconds`` have passed and RSS only
+    otherwise. ``peak_rss_bytes`` is the highest summed RSS seen. ``peak_pss_bytes`` is the
+    highest summed PSS, measured on detail reads and estimated on RSS reads as each
+    process's last PSS plus its RSS growth since: private growth raises RSS and PSS alike,
+    and new sharers only lower the PSS of the others, so while the tree grows the estimate
+    errs high (~1.1x with five new 50 MiB pages); when sharers exit, the share they leave
+    to the others is seen at the next detail read. A process first seen on an RSS read has
+    its PSS read once then (one ``smaps_rollup``, ~3 ms), so a new renderer is not counted
+    at its RSS, which for Chromium is 3-5 times its PSS (that gave ~1.6x).
+    """
+
+    def __init__(
+        self,
+        root_pid: int | None = None,
+        *,
+        rescan_seconds: float = 2.0,
+        detail_seconds: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        discover: Callable[[int | None], dict[int, str]] = discover_browser_tree,
+    ) -> None:
+        if rescan_seconds < 0 or detail_seconds < 0:
+            raise ValueError(f"rescan_seconds ({rescan_seconds}) and detail_seconds ({detail_seconds}) must be >= 0")
+        self.root_pid = root_pid
+        self.rescan_seconds = rescan_seconds
+        self.detail_seconds = detail_seconds
+        self._clock = clock
+        self._discover = discover
+        self._kinds: dict[int, str] = {}
+        self._next_rescan = float("-inf")
+        self._next_detail = float("-inf")
+        self._base: dict[int, tuple[int, int]] = {}  # pid -> (rss, pss) of the last detail read
+        self.last: TreeReading | None = None
+        self.last_detail: TreeReading | None = None
+        self.peak_rss_bytes = 0
+        self.peak_pss_bytes = 0
+        self.peak_pss_estimated = False
+        self.peak_uss_bytes = 0
+        self.peak_pss_anon_bytes = 0
+        self.samples = 0
+        self.detail_samples = 0
+        self.rescans = 0
+        self.cost_seconds = 0.0
+        self.cpu_seconds = 0.0
+
+    @property
+    def kinds(self) -> dict[int, str]:
+        """Return ``{pid: kind}`` of the tree as last discovered."""
+        return dict(self._kinds)
+
+    def rescan(self) -> dict[int, str]:
+        """Rediscover the tree now and return ``{pid: kind}``."""
+        started_wall = time.perf_counter()
+        started_cpu = time.thread_time()
+        self._kinds = self._discover(self.root_pid)
+        self._next_rescan = self._clock() + self.rescan_seconds
+        self.rescans += 1
+        self.cost_seconds += time.perf_counter() - started_wall
+        self.cpu_seconds += time.thread_time() - started_cpu
+        return self.kinds
+
+    def sample(self, *, detail: bool | None = None) -> TreeReading:
+        """Take one reading (detail as scheduled unless forced), update the peaks and return it."""
+        now = self._clock()
+        if now >= self._next_rescan:
+            self.rescan()
+        if detail is None:
+            detail = now >= self._next_detail
+        if detail:
+            self._next_detail = now + self.detail_seconds
+        reading = read_tree(list(self._kinds), detail=detail, kinds=self._kinds)
+        if len(reading.processes) < len(self._kinds):
+            self._next_rescan = now  # a process exited: the tree changed
+        if not detail and self._base:
+            self._read_new_processes(reading)
+        self.record(reading)
+        return reading
+
+    def _read_new_processes(self, reading: TreeReading) -> None:
+        """Read PSS once for processes that appeared since the last detail reading."""
+        new = [process.pid for process in reading.processes if process.pid not in self._base]
+        if not new:
+            return
+        first = read_tree(new, detail=True, kinds=self._kinds)
+        self.cost_seconds += first.cost_seconds
+        self.cpu_seconds += first.cpu_seconds
+        for process in first.processes:
+            pss = process.pss_bytes if process.pss_bytes is not None else process.rss_bytes
+            self._base[process.pid] = (process.rss_bytes, pss)
+
+    def record(self, reading: TreeReading) -> None:
+        """Update the peaks and counters from a reading (``sample`` calls it)."""
+        self.last = reading
+        self.samples += 1
+        self.cost_seconds += reading.cost_seconds
+        self.cpu_seconds += reading.cpu_seconds
+        self.peak_rss_bytes = max(self.peak_rss_bytes, reading.rss_bytes)
+        if reading.pss_bytes is not None:
+            self.last_detail = reading
+            self.detail_samples += 1
+            self._base = {p.pid: (p.rss_bytes, p.pss_bytes if p.pss_bytes is not None else p.rss_bytes)
+                          for p in reading.processes}
+            self._raise_pss_peak(reading.pss_bytes, estimated=False)
+            self.peak_uss_bytes = max(self.peak_uss_bytes, reading.uss_bytes or 0)
+            self.peak_pss_anon_bytes = max(self.peak_pss_anon_bytes, reading.pss_anon_bytes or 0)
+        elif self._base:
+            self._raise_pss_peak(self.estimate_pss_bytes(reading), estimated=True)
+
+    def _raise_pss_peak(self, pss_bytes: int, *, estimated: bool) -> None:
+        if pss_bytes > self.peak_pss_bytes:
+            self.peak_pss_bytes = pss_bytes
+            self.peak_pss_estimated = estimated
+
+    def estimate_pss_bytes(self, reading: TreeReading) -> int:
+        """Estimate the summed PSS of an RSS-only reading: last PSS + RSS growth per process (RSS if never read)."""
+        total = 0
+        for process in reading.processes:
+            base = self._base.get(process.pid)
+            if base is None:
+                total += process.rss_bytes
+            else:
+                base_rss, base_pss = base
+                total += max(0, base_pss + process.rss_bytes - base_rss)
+        return total
+
+    def reset_peaks(self) -> None:
+        """Forget the peaks (start a new window); the next sample reads PSS."""
+        self.peak_rss_bytes = self.peak_pss_bytes = self.peak_uss_bytes = self.peak_pss_anon_bytes = 0
+        self.peak_pss_estimated = False
+        self._next_detail = float("-inf")
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the peaks, the counts and the last detail reading as a JSON-ready dict."""
+        return {
+            "peak_rss_bytes": self.peak_rss_bytes,
+            "peak_pss_bytes": self.peak_pss_bytes,
+            "peak_pss_estimated": self.peak_pss_estimated,
+            "peak_uss_bytes": self.peak_uss_bytes,
+            "peak_pss_anon_bytes": self.peak_pss_anon_bytes,
+            "samples": self.samples,
+            "detail_samples": self.detail_samples,
+            "rescans": self.rescans,
+            "cost_seconds": self.cost_seconds,
+            "cpu_seconds": self.cpu_seconds,
+            "last_detail": self.last_detail.to_json() if self.last_detail is not None else None,
+        }

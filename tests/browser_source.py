@@ -1,0 +1,56 @@
+"""Browser spiders used by the pytester tests of browser crawls, written into each test's directory."""
+
+BROWSER_SPIDERS = '''
+import scrapy
+
+from pytest_crawlmem.browser import playwright_settings
+
+SETTINGS = playwright_settings({"CONCURRENT_REQUESTS": 4, "LOG_LEVEL": "INFO"})
+
+
+class JsPages(scrapy.Spider):
+    """Renders N /js/ pages in Chromium and counts the products their script built."""
+
+    name = "js_pages"
+    pages = 60
+
+    def meta(self, number):
+        return {"playwright": True}
+
+    async def start(self):
+        for number in range(int(self.pages)):
+            yield scrapy.Request(f"{self.base_url}/js/{number}", meta=self.meta(number))
+
+    def parse(self, response):
+        yield {"products": len(response.css("div.product"))}
+
+
+class ContextPerRequest(JsPages):
+    """Names a new browser context per request: scrapy-playwright keeps every one open."""
+
+    name = "context_per_request"
+
+    def meta(self, number):
+        return {"playwright": True, "playwright_context": f"ctx-{number}"}
+
+
+class KeepsPages(JsPages):
+    """Asks for the page and never closes it: the crawl runs out of page slots and hangs."""
+
+    name = "keeps_pages"
+
+    def meta(self, number):
+        return {"playwright": True, "playwright_include_page": True}
+
+
+class ClosesPages(KeepsPages):
+    """Asks for the page and closes it in the callback: what scrapy-playwright's docs ask for."""
+
+    name = "closes_pages"
+
+    async def parse(self, response):
+        page = response.meta["playwright_page"]
+        title = await page.title()
+        await page.close()
+        yield {"title": title, "products": len(response.css("div.product"))}
+'''

@@ -1,0 +1,98 @@
+"""Pure logic of browser crawls: the browser-state rule and Chromium's launch settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_crawlmem import browser
+from pytest_crawlmem.growth import DEFAULT_BROWSER_PER_PAGE, analyze, browser_growth
+from pytest_crawlmem.models import Checkpoint
+
+MIB = 2**20
+
+
+def checkpoint(pages: int, uss_mib: float | None, contexts: int = 1, open_pages: int = 0) -> Checkpoint:
+    return Checkpoint(responses=pages, t_seconds=pages / 10, rss_bytes=80 * MIB, heap_bytes=40 * MIB,
+                      traced_bytes=None, scheduled=0, browser_uss_bytes=None if uss_mib is None else int(uss_mib * MIB),
+                      open_pages=open_pages, open_contexts=contexts)
+
+
+def series(uss: list[float], contexts: list[int] | None = None, pages: list[int] | None = None) -> list[Checkpoint]:
+    counts = [0, 20, 40, 60, 90, 135, 200][: len(uss)]
+    contexts = contexts or [1] * len(uss)
+    pages = pages or [0] * len(uss)
+    return [checkpoint(n, u, c, p) for n, u, c, p in zip(counts, uss, contexts, pages, strict=True)]
+
+
+def test_steady_tree_with_noise_is_steady():
+    growth = browser_growth(series([None, 300, 320, 305, 330, 325, 340]))  # type: ignore[list-item]
+    assert growth is not None and growth.verdict == "steady"
+    assert growth.signal == "browser-uss"
+
+
+def test_uss_rising_past_the_threshold_in_every_interval_is_browser_state():
+    growth = browser_growth(series([None, 300, 330, 360, 400, 460, 550]))  # type: ignore[list-item]
+    assert growth is not None and growth.verdict == "browser-state"
+    assert all(d >= DEFAULT_BROWSER_PER_PAGE for d in growth.deltas_per_response)
+    assert "in each of" in growth.reason
+
+
+def test_one_flat_interval_is_not_browser_state():
+    growth = browser_growth(series([None, 300, 330, 360, 360, 420, 500]))  # type: ignore[list-item]
+    assert growth is not None and growth.verdict == "steady"
+
+
+def test_contexts_rising_at_every_checkpoint_is_browser_state_even_with_noisy_uss():
+    growth = browser_growth(series([None, 300, 310, 305, 330, 320, 340], contexts=[0, 20, 40, 60, 90, 135, 200]))  # type: ignore[list-item]
+    assert growth is not None and growth.verdict == "browser-state"
+    assert "open browser contexts 60 -> 200" in growth.reason
+
+
+def test_a_closing_checkpoint_after_cleanup_does_not_hide_growth():
+    points = series([None, 300, 330, 360, 400, 460, 550], pages=[0, 20, 40, 60, 90, 135, 200])  # type: ignore[list-item]
+    points.append(checkpoint(200, 150, contexts=0, open_pages=0))
+    growth = browser_growth(points)
+    assert growth is not None and growth.verdict == "browser-state"
+
+
+def test_too_few_browser_checkpoints_give_no_browser_judgement():
+    assert browser_growth(series([None, 300, 600])) is None  # type: ignore[list-item]
+    assert browser_growth(series([None] * 5)) is None  # type: ignore[list-item]
+
+
+def test_analyze_prefers_the_browser_judgement_for_short_crawls():
+    growth = analyze(series([None, 300, 330, 360, 400, 460, 550]))  # type: ignore[list-item]
+    assert growth.verdict == "browser-state"
+    steady = analyze(series([None, 300, 320, 305, 330, 325, 340]))  # type: ignore[list-item]
+    assert steady.verdict == "steady" and "Python's own memory is not judged" in steady.reason
+
+
+def test_launch_options_use_the_installed_chromium_and_keep_the_users_keys(monkeypatch, tmp_path):
+    fake = tmp_path / "chromium"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CRAWLMEM_CHROMIUM", str(fake))
+    options = browser.launch_options({"args": ["--lang=fr"], "slow_mo": 5})
+    assert options["executable_path"] == str(fake)
+    assert options["args"] == ["--lang=fr", "--disable-gpu", "--disable-dev-shm-usage"]
+    assert options["slow_mo"] == 5 and options["headless"] is True
+    assert "executable_path" not in browser.launch_options({"channel": "chrome"})
+
+
+def test_a_missing_chromium_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("CRAWLMEM_CHROMIUM", "/nonexistent/chromium")
+    with pytest.raises(browser.BrowserNotFound, match="CRAWLMEM_CHROMIUM='/nonexistent/chromium' is not an executable"):
+        browser.chromium_path()
+
+
+def test_playwright_settings_route_downloads_through_scrapy_playwright(monkeypatch, tmp_path):
+    fake = tmp_path / "chromium"
+    fake.write_text("")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CRAWLMEM_CHROMIUM", str(fake))
+    settings = browser.playwright_settings({"CONCURRENT_REQUESTS": 4}, slow_mo=1)
+    assert settings["DOWNLOAD_HANDLERS"]["https"] == browser.PLAYWRIGHT_HANDLER
+    assert settings["CONCURRENT_REQUESTS"] == 4
+    assert settings["PLAYWRIGHT_LAUNCH_OPTIONS"]["slow_mo"] == 1
+    assert browser.is_playwright_crawl(settings)
+    assert not browser.is_playwright_crawl({"DOWNLOAD_HANDLERS": {"s3": None}})
