@@ -42,6 +42,6 @@ def test_verdicts_under_xdist_match_a_serial_run(pytester):
     assert verdicts(pytester) == serial_verdicts
     # one merged table on the controller: a row per crawl, from both workers
     parallel.stdout.fnmatch_lines(["*crawl memory*"])
-    rows = [line for line in parallel.stdout.lines if line.startswith("test_suite.py::test_crawl[")]
+    rows = [line for line in parallel.stdout.lines if line.startswith("test_suite.py::test_crawl[") and "1,050" in line]
     assert len(rows) == 4, parallel.stdout.str()
     assert sum("retained-objects" in row for row in rows) == 2
