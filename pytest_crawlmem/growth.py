@@ -11,11 +11,13 @@ Allocator ratchets (one-off steps) and bounded caches (growth that stops) fail t
 
 from __future__ import annotations
 
+import statistics
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
-from .models import Checkpoint, Growth, Sample
+from .models import Checkpoint, Growth, MediaSummary, Sample, SizeDistribution
 
 MIN_DELTAS = 3
 MIN_INTERVAL_RESPONSES = 50
@@ -34,6 +36,22 @@ REQUEST_CREDIT = 1024
 DEFAULT_BROWSER_PER_PAGE = 1024 * 1024
 #: Mean size of a pymalloc block in a Scrapy process (sys._debugmallocstats: 95.7 B).
 BLOCK_BYTES = 96
+#: downloader-activity: sampled RSS this far (median) above the drained level around it. Measured: clean crawls
+#: 0.3-0.6 MiB (catalog and 500 ms pages at CONCURRENT_REQUESTS=32), 15 MiB for 8 trickled 2 MiB bodies in flight,
+#: 75-81 MiB for 32 x 2 MiB and 64 x 1 MiB (56-62 MiB for 64 x 1 MiB with three crawls sharing 2 cores).
+DOWNLOAD_EXCESS_BYTES = 32 * 2**20
+#: downloader-activity: the excess may be this many times the bytes the downloads in flight could buffer (median
+#: in flight x mean body). Measured: 0.95x-1.45x (the finished body is copied once, and freed memory stays in
+#: malloc's arenas until the next drained checkpoint trims them).
+DOWNLOAD_EXCESS_FACTOR = 4
+#: media-disk: JOBDIR growth per response tolerated in every drained interval. Measured: requests.seen adds
+#: 24 B/response to a catalog crawl's JOBDIR; a frontier growing by 9 requests per response (/explode/, fanout 10)
+#: adds 3.2 KiB/response (about 330 B per pickled request).
+DEFAULT_DISK_PER_RESPONSE = 1024
+#: media-disk: memory a failed media download may keep in the pipelines' cache (Scrapy 2.19 keeps its Request and
+#: Response through the cached exception's tracebacks), on top of the failed response's body. Measured: 22.8 KiB
+#: per failed download (heap signal, 161-byte 404 bodies, 700 failures).
+MEDIA_FAILURE_ALLOWANCE = 32 * 1024
 
 
 #: The fix that usually helps, per verdict (appended to the failure message).
@@ -47,6 +65,14 @@ FIXES = {
     " names or close them with `page.context.close()`), and long-lived connections on kept pages",
     "response-processing": "make callbacks and pipelines cheaper, or lower CONCURRENT_REQUESTS so responses do not"
     " pile up behind them",
+    "downloader-activity": "every download buffers its whole body in memory until it completes: lower"
+    " CONCURRENT_REQUESTS / CONCURRENT_REQUESTS_PER_DOMAIN, cap bodies with DOWNLOAD_MAXSIZE (DOWNLOAD_WARNSIZE"
+    " logs the big ones), or give large downloads their own slot with a low concurrency (meta['download_slot'] and"
+    " DOWNLOAD_SLOTS); budget the peak with peak_rss and max_inflight",
+    "media-disk": "for cached media failures, keep URLs that fail out of file_urls / image_urls (Scrapy 2.19 keeps"
+    " each failed download's Request and Response until the crawl ends) and budget them with max_dropped; for a"
+    " growing JOBDIR, bound the frontier (DEPTH_LIMIT, CLOSESPIDER_*, lazy start requests) and budget it with"
+    " jobdir_disk",
 }
 
 
@@ -195,8 +221,19 @@ def analyze(
     request_allowance: int = REQUEST_ALLOWANCE,
     max_active_size: int | None = None,
     browser_per_page: int = DEFAULT_BROWSER_PER_PAGE,
+    response_sizes: SizeDistribution | None = None,
+    media: MediaSummary | None = None,
+    media_failure_body_bytes: float = 0.0,
+    disk_per_response: int = DEFAULT_DISK_PER_RESPONSE,
 ) -> Growth:
-    """Return the verdict for a crawl from its checkpoints (and samples for processing pressure)."""
+    """Return the verdict for a crawl from its checkpoints (and samples for processing pressure).
+
+    Precedence: ``retained-objects`` (or ``media-disk`` when the media pipelines' cached failures hold all of
+    the retained Scrapy objects), ``browser-state``, ``scheduler-backlog``, ``response-processing``,
+    ``media-disk`` (JOBDIR growing on disk), ``downloader-activity``, ``steady``. ``response_sizes`` (the
+    crawl's body sizes) is needed for ``downloader-activity``; ``media`` (the pipelines' cache at close) and
+    ``media_failure_body_bytes`` (mean body of the failed media responses) for the media cache's explanation.
+    """
     judged = judged_checkpoints(checkpoints)
     picked = _signal(judged)
     total = checkpoints[-1].responses if checkpoints else 0
@@ -224,18 +261,24 @@ def analyze(
     base = {"checkpoints": tuple(checkpoints), "deltas_per_response": net, "signal": signal}
     rising = _rising_objects(judged)
     leak = _leak(signal, spans, window, leak_per_response, rising)
+    leak_spans = spans
     if leak is None and signal == "traced" and all(c.heap_bytes is not None for c in judged):
         heap = [int(heap_estimate(c) or 0) for c in judged]
-        native = _leak("heap", intervals(judged, heap, request_allowance), window, leak_per_response, rising)
+        leak_spans = intervals(judged, heap, request_allowance)
+        native = _leak("heap", leak_spans, window, leak_per_response, rising)
         if native is not None:
             leak = replace(
                 native, reason=f"{native.reason}, while traced memory grew {_kib(per_response)}/response:"
                 " native memory that tracemalloc cannot see (lxml trees, C extensions)"
             )
     if leak is not None:
-        return replace(leak, checkpoints=tuple(checkpoints))
+        cached = _media_cache(leak.signal, judged, leak_spans, leak_per_response, media, media_failure_body_bytes)
+        return replace(cached or leak, checkpoints=tuple(checkpoints))
     if browser is not None and browser.verdict == "browser-state":
         return replace(browser, checkpoints=tuple(checkpoints))
+    cached = _media_cache(signal, judged, spans, leak_per_response, media, media_failure_body_bytes) if rising else None
+    if cached is not None:
+        return replace(cached, checkpoints=tuple(checkpoints))
     if rising:
         return Growth(
             verdict="retained-objects",
@@ -259,6 +302,22 @@ def analyze(
     if pressure:
         return Growth(
             verdict="response-processing", reason=pressure, rule="sustained scraper backout",
+            per_response_bytes=per_response, **base,  # type: ignore[arg-type]
+        )
+    disk = _jobdir_growth(judged, samples, disk_per_response)
+    if disk:
+        return Growth(
+            verdict="media-disk", reason=f"{disk}; {signal} memory levelled off ({_kib(per_response)}/response)",
+            rule=f"every interval >= {disk_per_response} B/response of JOBDIR disk use",
+            per_response_bytes=per_response, **base,  # type: ignore[arg-type]
+        )
+    downloads = _downloader_activity(checkpoints, samples, response_sizes)
+    if downloads:
+        return Growth(
+            verdict="downloader-activity",
+            reason=f"{downloads}; memory at the drained checkpoints levelled off ({_kib(per_response)}/response)",
+            rule=f"median sampled RSS >= {DOWNLOAD_EXCESS_BYTES // 2**20} MiB above the drained checkpoints around it,"
+            f" within {DOWNLOAD_EXCESS_FACTOR}x of median downloads in flight x mean body",
             per_response_bytes=per_response, **base,  # type: ignore[arg-type]
         )
     return Growth(
@@ -377,6 +436,128 @@ def _processing_pressure(samples: Sequence[Sample], max_active_size: int | None)
         f"the scraper was over its active-size limit in {share:.0%} of samples, peaking at"
         f" {_kib(peak)}{limit}: responses arrive faster than callbacks and pipelines finish"
     )
+
+
+def _media_cache(
+    signal: str,
+    judged: Sequence[Checkpoint],
+    spans: Sequence[Interval],
+    leak_per_response: int,
+    media: MediaSummary | None,
+    failure_body_bytes: float,
+) -> Growth | None:
+    """``media-disk`` when the media pipelines' cached failures hold every Scrapy object retained at close.
+
+    Every class of unexplained live Scrapy objects at the closing checkpoint must be kept (at least as many) by the
+    cached failures, and once each failure added in an interval is allowed MEDIA_FAILURE_ALLOWANCE plus the mean
+    failed body, some interval must fall under ``leak_per_response``: otherwise there is a leak beyond the cache.
+    """
+    if media is None or not media.retained:
+        return None
+    kept = {r.class_name: r.count for r in media.retained}
+    closing = unexplained_refs(judged[-1])
+    if not closing or any(count > kept.get(name, 0) for name, count in closing.items()):
+        return None
+    per_failure = MEDIA_FAILURE_ALLOWANCE + max(0.0, failure_body_bytes)
+    added = []
+    for span in spans:
+        before, after = unexplained_refs(span.start), unexplained_refs(span.end)
+        added.append(max(0, *(after.get(name, 0) - before.get(name, 0) for name in kept)))
+    beyond = [(i.net_bytes - n * per_failure) / i.responses for i, n in zip(spans, added, strict=True)]
+    if all(b >= leak_per_response for b in beyond):
+        return None
+    window = judged[-1].responses - judged[0].responses
+    net_total = sum(i.net_bytes for i in spans)
+    failures = sum(added)
+    cost = f", about {_kib(net_total / failures)} each" if failures and net_total > 0 else ""
+    held = " and ".join(f"{r.count:,} {r.class_name}" for r in media.retained)
+    return Growth(
+        verdict="media-disk",
+        reason=(
+            f"{signal} memory grew {_kib(net_total)} over {window:,} responses ({_kib(net_total / window)}/response)"
+            f" while {failures:,} more failed media downloads were cached{cost}: the {media.failed_at_close:,} failures"
+            f" {', '.join(media.pipelines)} cached keep {held} alive until the crawl ends, every Scrapy object the"
+            " drained crawl still held (Scrapy caches each failure with its traceback), not your code"
+        ),
+        rule=f"retained Scrapy objects all held by cached media failures; growth beyond {_kib(per_failure)} per"
+        f" failure < {leak_per_response} B/response in some interval",
+        per_response_bytes=net_total / window,
+        deltas_per_response=tuple(round(i.net_per_response, 1) for i in spans),
+        signal=signal,
+    )
+
+
+def _at_checkpoints(judged: Sequence[Checkpoint], samples: Sequence[Sample]) -> list[Sample] | None:
+    """The last sample with a JOBDIR reading taken by each checkpoint (``None`` if one has none)."""
+    readings = [s for s in samples if s.jobdir_bytes is not None]
+    picked = []
+    for checkpoint in judged:
+        before = [s for s in readings if s.t_seconds <= checkpoint.t_seconds]
+        if not before:
+            return None
+        picked.append(before[-1])
+    return picked
+
+
+def _jobdir_growth(judged: Sequence[Checkpoint], samples: Sequence[Sample], per_response: int) -> str:
+    """Describe JOBDIR's disk use growing by ``per_response`` or more in every judged interval ('' if it did not)."""
+    picked = _at_checkpoints(judged, samples)
+    if picked is None or len(picked) < MIN_DELTAS + 1:
+        return ""
+    rates = [((b.jobdir_bytes or 0) - (a.jobdir_bytes or 0)) / (cb.responses - ca.responses)
+             for (a, ca), (b, cb) in pairwise(zip(picked, judged, strict=True))]
+    if not all(r >= per_response for r in rates):
+        return ""
+    first, last = picked[0].jobdir_bytes or 0, picked[-1].jobdir_bytes or 0
+    window = judged[-1].responses - judged[0].responses
+    peak = max((s.disk_scheduled for s in samples if s.disk_scheduled is not None), default=None)
+    queued = f"; its disk request queue peaked at {peak:,} requests" if peak else ""
+    return (
+        f"JOBDIR grew on disk from {_kib(first)} to {_kib(last)} over {window:,} responses ({_kib((last - first) / window)}"
+        f"/response, at least {_kib(min(rates))}/response in each of {len(rates)} drained intervals){queued}"
+    )
+
+
+def _downloader_activity(
+    checkpoints: Sequence[Checkpoint], samples: Sequence[Sample], sizes: SizeDistribution | None
+) -> str:
+    """Describe memory held by downloads in flight ('' when the samples do not show it).
+
+    Each sample between two checkpoints is compared with the higher of their RSS (drained: no download in
+    flight, after gc.collect() and malloc_trim). The median excess must reach DOWNLOAD_EXCESS_BYTES, with at
+    least 2 downloads in flight in half the samples, and be within DOWNLOAD_EXCESS_FACTOR of what they could
+    buffer (median in flight x mean body).
+    """
+    if sizes is None or not sizes.count or len(checkpoints) < 2:
+        return ""
+    mean_body = sizes.total_bytes / sizes.count
+    times = [c.t_seconds for c in checkpoints]
+    excess, inflight = [], []
+    for sample in samples:
+        at = bisect_right(times, sample.t_seconds)
+        if sample.inflight is None or at == 0 or at == len(times):
+            continue
+        level = max(checkpoints[at - 1].rss_bytes, checkpoints[at].rss_bytes)
+        excess.append(sample.rss_bytes - level)
+        inflight.append(sample.inflight)
+    if len(excess) < 10:
+        return ""
+    median_excess, median_inflight = statistics.median(excess), statistics.median(inflight)
+    buffered = median_inflight * mean_body
+    if median_excess < DOWNLOAD_EXCESS_BYTES or median_inflight < 2 or buffered * DOWNLOAD_EXCESS_FACTOR < median_excess:
+        return ""
+    high = sorted(excess)[int(0.9 * (len(excess) - 1))]
+    p95 = f", p95 {_mib(sizes.p95_bytes)}" if sizes.p95_bytes is not None else ""
+    return (
+        f"downloads held the peak, not retained objects: a median of {median_inflight:g} downloads were in flight"
+        f" (peak {max(inflight):,}) with bodies of {_mib(mean_body)} on average{p95}, up to {_mib(buffered)} buffered"
+        f" until each completes, and sampled RSS ran {_mib(median_excess)} above the drained level of the"
+        f" checkpoints around it (median; p90 {_mib(high)}, peak sample {_mib(max(s.rss_bytes for s in samples))})"
+    )
+
+
+def _mib(num_bytes: float) -> str:
+    return f"{num_bytes / 2**20:,.1f} MiB"
 
 
 def _kib(num_bytes: float) -> str:

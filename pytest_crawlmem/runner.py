@@ -18,7 +18,7 @@ from typing import Any
 from . import probes
 from .browser import is_playwright_crawl, launch_options
 from .distribution import Histogram
-from .dropped import suggest_maxsize
+from .dropped import MEDIA_FAILED, suggest_maxsize
 from .extension import CrawlMemExtension
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
 from .media import media_evidence
@@ -31,6 +31,7 @@ from .middleware import (
 from .models import (
     Checkpoint,
     CrawlResult,
+    DroppedResponse,
     GrowthSite,
     LatencyDistribution,
     Peaks,
@@ -290,11 +291,15 @@ def _build_result(
 ) -> CrawlResult:
     recording = ext.recording
     samples = tuple(recording.samples)
+    response_sizes = size_distribution(ext.response_sizes)
     growth = analyze(
         recording.checkpoints,
         samples,
         leak_per_response=options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE,
         max_active_size=max_active_size,
+        response_sizes=response_sizes,
+        media=ext.media,
+        media_failure_body_bytes=media_failure_body_bytes(ext.ledger.dropped),
     )
     sites = tuple(ext.growth_sites)
     retention = find_retention(ext.epoch)
@@ -326,7 +331,7 @@ def _build_result(
         dropped=tuple(ext.ledger.dropped),
         dropped_count=ext.ledger.count,
         warnsize_warnings=ext.ledger.warnsize_warnings,
-        response_sizes=size_distribution(ext.response_sizes),
+        response_sizes=response_sizes,
         suggested_maxsize=suggest_maxsize(ext.response_sizes),
         max_active_size_limit=max_active_size,
         scheduled_per_response=scheduled_per_response(samples, recording.checkpoints),
@@ -336,6 +341,12 @@ def _build_result(
         browser=ext.browser_summary(),
         media=ext.media,
     )
+
+
+def media_failure_body_bytes(dropped: Sequence[DroppedResponse]) -> float:
+    """Mean body size of the failed media downloads that had a response (0 when none had)."""
+    sizes = [d.size_bytes for d in dropped if d.reason.startswith(MEDIA_FAILED) and d.size_bytes is not None]
+    return sum(sizes) / len(sizes) if sizes else 0.0
 
 
 def _with_evidence(reason: str, sites: tuple[GrowthSite, ...], retention: tuple[RetentionPath, ...]) -> str:
