@@ -9,6 +9,7 @@ not a copy of it.
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import resource
@@ -125,6 +126,14 @@ def run_mode(mode: str, crawl: Crawl, report_root: Path) -> CrawlResult | None:
     """Run ``crawl`` bare (``mode == "bare"``) or in one of :data:`MODES`; the result when measured."""
     if mode == "bare":
         bare(crawl)
+        return None
+    if mode == "bare-frozen":  # what the plugin does to the GC, without the plugin: its intrinsic cost shows
+        gc.collect()
+        gc.freeze()
+        try:
+            bare(crawl)
+        finally:
+            gc.unfreeze()
         return None
     fields, isolate = MODES[mode]
     report_dir = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=report_root))

@@ -174,7 +174,8 @@ def markdown(report: dict[str, Any]) -> str:
     over = parts.get("overhead")
     labels = {"sampling": "sampling only", "default": "default (checkpoints + attribution)",
               "traced-1": "tracemalloc for the whole crawl, 1 frame (`traced_peak` budget)",
-              "traced-10": "tracemalloc for the whole crawl, 10 frames", "isolated": "isolated (`isolate=True`)"}
+              "traced-10": "tracemalloc for the whole crawl, 10 frames", "isolated": "isolated (`isolate=True`)",
+              "bare-frozen": "bare CrawlerRunner with pre-crawl objects frozen out of the GC (`gc.freeze()`, as the plugin does)"}
     if over:
         bare_row = over["rows"]["clean/bare"]
         lines.append(f"| overhead, clean crawl of {over['responses']:,} responses: bare CrawlerRunner |"
@@ -195,7 +196,10 @@ def markdown(report: dict[str, Any]) -> str:
             verdict = f"<= {target:.2f}x: **{'met' if row['target_met'] else 'missed'}**" if target else ""
             split = "".join(f"; {row[k]['runs']} runs {k.replace('_', ' ')}: {row[k]['wall_ratio']:.2f}x wall,"
                             f" {row[k]['cpu_ratio']:.2f}x CPU" for k in ("window_opened", "window_not_opened") if k in row)
-            lines.append(f"| {label} | {_ratio_cell(row)}{split} | {verdict} |")
+            frozen = row.get("vs_frozen")
+            against = (f"; against bare-frozen {frozen['wall_ratio']:.3f}x wall, {frozen['cpu_ratio']:.3f}x CPU"
+                       if frozen else "")
+            lines.append(f"| {label} | {_ratio_cell(row)}{against}{split} | {verdict} |")
     det = parts.get("detection")
     if det:
         matrix = [v for v in det["leaks"].values() if v["per_page"] == 20]
@@ -256,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a fast smoke run: few rounds, small crawls, one run each")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="the parts to run (default: all)")
     parser.add_argument("--pairs", type=int, help="overhead rounds (default 7; quick 2)")
-    parser.add_argument("--modes", nargs="+", default=overhead.DEFAULT_MODES, choices=list(MODES),
+    parser.add_argument("--modes", nargs="+", default=overhead.DEFAULT_MODES, choices=[*overhead.EXTRA_MODES, *MODES],
                         help=f"plugin modes of the overhead part (default: {' '.join(overhead.DEFAULT_MODES)})")
     parser.add_argument("--leak", type=int, default=overhead.LEAK, help="overhead: bytes kept per product by the leaky"
                         f" workload (default {overhead.LEAK})")

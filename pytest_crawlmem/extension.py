@@ -125,6 +125,7 @@ class CrawlMemExtension:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_log = 0.0
+        self._froze_gc = False
         self.jobdir: JobdirMeter | None = None  # JOBDIR's disk use, when the crawl has one
         self.media_pipelines: list[Any] = []  # the crawl's MediaPipelines while it runs, for the cache probes
         self.media: MediaSummary | None = None  # their cache when the spider closed
@@ -187,6 +188,11 @@ class CrawlMemExtension:
         self._take_checkpoint(drained=True, cost_started=self.started_at)
         # measured like end_rss (after gc.collect() and malloc_trim), so rss_growth compares like with like
         self.start_rss = self.peak_rss = self.recording.checkpoints[-1].rss_bytes
+        # what existed before the crawl is frozen out of the cyclic GC until it ends: each
+        # checkpoint's gc.collect() then walks the crawl's objects, not the whole process
+        self._froze_gc = gc.get_freeze_count() == 0
+        if self._froze_gc:
+            gc.freeze()
         self._exact_peak = probes.reset_peak_rss()
         self.jobdir = jobdir_meter(self.crawler.settings.get("JOBDIR"))
         self.media_pipelines = probes.media_pipelines(self.crawler)
@@ -233,6 +239,9 @@ class CrawlMemExtension:
         self._take_checkpoint(drained=True, cost_started=time.monotonic())
         self.media, self.media_pipelines = summarize_media(self.media_pipelines), []  # let go of the pipelines
         self.end_rss = self.recording.checkpoints[-1].rss_bytes
+        if self._froze_gc:
+            gc.unfreeze()
+            self._froze_gc = False
         peak = probes.read_peak_rss() if self._exact_peak else None
         sampled_peak = max((s.rss_bytes for s in self.recording.samples), default=self.start_rss)
         self.peak_rss = max(peak or 0, sampled_peak, self.start_rss)
