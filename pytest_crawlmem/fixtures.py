@@ -101,9 +101,11 @@ def _interrupt_crawls() -> None:
 
 def _fail_if_pages_left_open(result: CrawlResult) -> None:
     """Pages handed to callbacks and never closed hang a scrapy-playwright crawl: fail saying so."""
-    if result.finish_reason == "crawlmem_unclosed_pages" or (result.browser and result.browser.unclosed_pages):
-        reason = result.stopped_because or f"{result.browser.unclosed_pages if result.browser else 0:,} pages handed to" \
-            " callbacks (playwright_include_page=True) were still open when the spider closed"
+    left = result.browser.unclosed_pages if result.browser else 0
+    if result.finish_reason == "crawlmem_unclosed_pages" or left:
+        reason = result.stopped_because or (
+            f"{left:,} pages handed to callbacks (playwright_include_page=True) were still open when the spider closed"
+        )
         pytest.fail(f"{reason}; report: {result.report_dir}", pytrace=False)
 
 
@@ -150,10 +152,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
                     spider_cls, wait=wait, start_urls=start_urls, settings=settings,
                     spider_kwargs=spider_kwargs, options=options,
                 )
-        violations = check_budgets(budgets, result) if budgets is not None else []
-        if result.report_dir is not None:
-            write_reports(result.report_dir, result, test_id=item.nodeid, budgets=budgets, violations=violations)
-        records.append(CrawlRecord(item.nodeid, result, budgets, violations))
+        _record(item, result, budgets, records)
         if interrupt.interrupted:  # the report is written: now stop the session as Ctrl-C asked
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
         _fail_if_site_died(request, result)
