@@ -16,10 +16,12 @@ class BrowserWatch:
         self.peak: TreeReading | None = None  # the detail reading with the highest summed PSS
         self.max_pages = 0
         self.max_contexts = 0
+        self.max_processes = 0
 
     def read(self, *, detail: bool | None = None) -> TreeReading:
         """Read the tree (PSS/USS on schedule or when ``detail``; RSS otherwise) and keep the peak reading."""
         reading = self.tree.sample(detail=detail)
+        self.max_processes = max(self.max_processes, len(reading.processes))
         if reading.pss_bytes is not None and (self.peak is None or reading.pss_bytes > (self.peak.pss_bytes or 0)):
             self.peak = reading
         return reading
@@ -41,7 +43,7 @@ class BrowserWatch:
             end_pss_bytes=last.pss_bytes if last else None,
             end_uss_bytes=last.uss_bytes if last else None,
             pss_by_kind_at_peak={k: v for k, v in (peak.by_kind() if peak else {}).items() if v},
-            max_processes=max((len(r.processes) for r in (peak, last) if r is not None), default=0),
+            max_processes=self.max_processes,
             max_open_pages=max([self.max_pages] + [c.open_pages or 0 for c in checkpoints]),
             max_open_contexts=max([self.max_contexts] + [c.open_contexts or 0 for c in checkpoints]),
             unclosed_pages=unclosed_pages,

@@ -27,6 +27,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from . import probes
+from .browser import is_playwright_crawl
 from .browsertree import TreeReading
 from .browserwatch import BrowserWatch
 from .distribution import Histogram
@@ -43,7 +44,6 @@ logger = logging.getLogger(__name__)
 
 _DRAIN_POLL_SECONDS = 0.005
 _BROWSER_GC_TIMEOUT_SECONDS = 5.0
-PLAYWRIGHT_HANDLER_MARK = "scrapy_playwright"
 
 
 #: Crawls of this process being measured right now (what Ctrl-C closes).
@@ -58,8 +58,7 @@ def interrupt_running_crawls() -> None:
 
 def uses_playwright(settings: Any) -> bool:
     """Whether the crawl downloads through scrapy-playwright (its handler is in DOWNLOAD_HANDLERS)."""
-    handlers = settings.getdict("DOWNLOAD_HANDLERS")
-    return any(PLAYWRIGHT_HANDLER_MARK in (v if isinstance(v, str) else getattr(v, "__module__", "")) for v in handlers.values())
+    return is_playwright_crawl({"DOWNLOAD_HANDLERS": settings.getdict("DOWNLOAD_HANDLERS")})
 
 
 class CrawlMemExtension:

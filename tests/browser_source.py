@@ -22,7 +22,10 @@ class JsPages(scrapy.Spider):
             yield scrapy.Request(f"{self.base_url}/js/{number}", meta=self.meta(number))
 
     def parse(self, response):
-        yield {"products": len(response.css("div.product"))}
+        products = len(response.css("div.product"))
+        if products == 20:  # the page's script built the DOM: Chromium really rendered it
+            self.crawler.stats.inc_value("js/rendered_pages")
+        yield {"products": products}
 
 
 class ContextPerRequest(JsPages):

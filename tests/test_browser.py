@@ -50,7 +50,7 @@ def test_a_clean_browser_crawl_measures_the_tree_apart_from_python(suite):
     write_test(suite, '@pytest.mark.crawl_memory(browser_pss="4 GiB", max_open_pages=8, leak="fail")', """
     result = crawl(JsPages, settings=SETTINGS, base_url=fixture_site.base_url, pages=100)
     assert result.items_scraped == 100
-    assert all(item_count == 20 for item_count in [20])
+    assert result.stats.get("js/rendered_pages") == 100
     browser = result.browser
     assert browser is not None
     kinds = set(browser.pss_by_kind_at_peak)
@@ -59,7 +59,7 @@ def test_a_clean_browser_crawl_measures_the_tree_apart_from_python(suite):
     assert browser.peak_rss_sum_bytes > browser.peak_pss_bytes  # summing RSS double counts shared pages
     assert 1 <= browser.max_open_pages <= 4
     assert browser.unclosed_pages == 0
-    assert result.peak_rss < browser.peak_pss_bytes * 4  # Python's own memory, reported apart
+    assert result.peak_rss < browser.peak_pss_bytes  # Python's own memory, reported apart: the browser holds most
     assert result.verdict == "steady", result.growth.reason
     assert result.growth.signal == "browser-uss"
     assert any(s.browser_pss_bytes for s in result.samples)
