@@ -145,6 +145,7 @@ class GrowthSite:
     count_diff: int
     bytes_per_response: float
     traceback: tuple[str, ...] = ()
+    in_user_code: bool = True  # False: no frame of the user's code on the allocating stack (a library's line)
 
     def describe(self) -> str:
         """Return ``file:line +N bytes`` for messages."""

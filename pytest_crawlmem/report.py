@@ -67,6 +67,7 @@ def result_to_json(result: CrawlResult) -> dict[str, Any]:
                 "count_diff": s.count_diff,
                 "bytes_per_response": json_value(s.bytes_per_response),
                 "traceback": list(s.traceback),
+                "in_user_code": s.in_user_code,
             }
             for s in result.top_growth
         ],

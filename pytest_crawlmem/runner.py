@@ -292,6 +292,7 @@ def _build_result(
     recording = ext.recording
     samples = tuple(recording.samples)
     response_sizes = size_distribution(ext.response_sizes)
+    retention = find_retention(ext.epoch)
     growth = analyze(
         recording.checkpoints,
         samples,
@@ -300,9 +301,10 @@ def _build_result(
         response_sizes=response_sizes,
         media=ext.media,
         media_failure_body_bytes=media_failure_body_bytes(ext.ledger.dropped),
+        held_after_close={r.class_name: r.count for r in retention if r.path},
+        min_interval=ext.checkpoint_min_responses,
     )
     sites = tuple(ext.growth_sites)
-    retention = find_retention(ext.epoch)
     if growth.verdict == "retained-objects":
         growth = replace(growth, reason=_with_evidence(growth.reason, sites, retention) + media_evidence(ext.media))
     if growth.verdict in FIXES:
@@ -311,7 +313,7 @@ def _build_result(
         spider=getattr(spider_cls, "name", spider_cls.__name__),
         samples=samples,
         start_rss=ext.start_rss,
-        end_rss=ext.end_rss,
+        end_rss=ext.end_rss or probes.read_rss_bytes(),  # never 0: rss_growth must not read as -start_rss
         peak_rss=ext.peak_rss,
         traced_peak=ext.traced_peak,
         responses=ext.responses,
