@@ -33,10 +33,11 @@ from .browserwatch import BrowserWatch
 from .distribution import Histogram
 from .dropped import DropLedger
 from .growth import CHECKPOINT_MIN_RESPONSES, DEFAULT_LEAK_PER_RESPONSE, next_checkpoint_at, suspicious
+from .holders import Lengths, container_lengths, find_holders, user_modules
 from .interrupts import INTERRUPTED_MESSAGE, INTERRUPTED_REASON
 from .jobdir import JobdirMeter, jobdir_meter
 from .media import summarize_media, watch_media_failures
-from .models import BrowserSummary, Checkpoint, GrowthSite, MediaSummary, Sample
+from .models import BrowserSummary, Checkpoint, GrowthSite, Holder, MediaSummary, Sample
 from .recording import Recording
 from .snapshots import growing_sites, take_snapshot
 
@@ -99,6 +100,8 @@ class CrawlMemExtension:
         self._timeout_call: Any = None
         self.leak_per_response = leak_per_response
         self.growth_sites: list[GrowthSite] = []
+        self.holders: tuple[Holder, ...] = ()  # containers that grew during the attribution window
+        self._lengths: Lengths = {}
         self._window: list[tracemalloc.Snapshot | None] = []
         self._window_responses: list[int] = []
         self._window_done = False
@@ -243,6 +246,7 @@ class CrawlMemExtension:
             self._window.append(take_snapshot())
             self._window_responses.append(self.responses)
             self._end_window()
+            self._find_holders()
         try:
             self._take_checkpoint(drained=True, cost_started=time.monotonic())
         finally:  # measured like start_rss; a closing checkpoint that failed still leaves a reading, never 0
@@ -450,6 +454,7 @@ class CrawlMemExtension:
             self._window.append(take_snapshot())
             self._window_responses.append(checkpoint.responses)
             self._end_window()
+            self._find_holders()
             if self._resume_at > checkpoint.responses:  # the window's extra checkpoint does not shift the schedule
                 self._next_checkpoint = self._resume_at
         elif self.checkpoints_enabled and suspicious(self.recording.checkpoints, self.leak_per_response):
@@ -460,10 +465,29 @@ class CrawlMemExtension:
                 self._window_started_tracing = True
                 self._window = [None]  # nothing is traced yet: the empty snapshot
             self._window_responses = [checkpoint.responses]
+            self._lengths = container_lengths(self._holder_roots())
             self._resume_at = self._next_checkpoint
             # the window closes on an extra checkpoint halfway to the scheduled one at the latest: that one stays untraced
             room = max(self._next_checkpoint - checkpoint.responses, 2) // 2
             self._next_checkpoint = checkpoint.responses + min(self.attribution_responses, room)
+
+    def _holder_roots(self) -> dict[str, Any]:
+        """The spider, the crawl's components and the user's modules: where a holder of a leak can hang."""
+        roots = probes.crawl_roots(self.crawler)
+        roots.update((f"module {name}", module) for name, module in user_modules().items())
+        return roots
+
+    def _find_holders(self) -> None:
+        """At the window's closing checkpoint (crawl alive, drained): the containers that grew during the window."""
+        if not self._window_responses:
+            return
+        try:
+            window = self.responses - self._window_responses[0]
+            sites = [site.location for site in self.growth_sites]
+            self.holders = find_holders(self._holder_roots(), self._lengths, window, prefer=sites)
+        except Exception as exc:  # evidence, never a reason to break the crawl
+            self.recording.add_error(f"finding holders failed: {exc!r}")
+        self._lengths = {}
 
     def _end_window(self) -> None:
         """Close the traced window and keep the sites that grew in every traced interval."""

@@ -35,6 +35,9 @@ CHECKPOINT_MIN_RESPONSES = 50
 STRONG_FACTOR = 8
 STRONG_WARMUP_RESPONSES = 50
 STRONG_MIN_DELTAS = 2
+#: The strong rule's intervals may be this short: its first checkpoints are 50 responses apart by schedule, and
+#: the responses still in flight when a checkpoint pauses the engine can bring two of them closer than 50.
+STRONG_MIN_GAP = 25
 #: Live Scrapy objects of one class must reach this count to be proven retention (a handful kept by a
 #: closure or a stats value is evidence, not a leak per response).
 PROVEN_MIN_OBJECTS = 20
@@ -118,15 +121,15 @@ def checkpoint_schedule(total: int, min_interval: int = CHECKPOINT_MIN_RESPONSES
     return [*points, total] if total > 0 else points
 
 
-def _merged(counts: Sequence[int], warmup: int) -> list[int]:
-    """Indexes of the counts at or after ``warmup``, dropping one closer than MIN_INTERVAL_RESPONSES to the last kept.
+def _merged(counts: Sequence[int], warmup: int, min_gap: int = MIN_INTERVAL_RESPONSES) -> list[int]:
+    """Indexes of the counts at or after ``warmup``, dropping one closer than ``min_gap`` responses to the last kept.
 
     The closing count is always kept (it replaces the one just before it when they are close).
     """
     kept: list[int] = []
     warm = [i for i, n in enumerate(counts) if n >= warmup]
     for i in warm:
-        if kept and counts[i] - counts[kept[-1]] < MIN_INTERVAL_RESPONSES:
+        if kept and counts[i] - counts[kept[-1]] < min_gap:
             if i == warm[-1]:
                 kept[-1] = i
             continue
@@ -147,7 +150,7 @@ def responses_to_judge(min_interval: int = CHECKPOINT_MIN_RESPONSES) -> int:
 def responses_to_judge_strong(min_interval: int = CHECKPOINT_MIN_RESPONSES) -> int:
     """The fewest responses that give STRONG_MIN_DELTAS intervals after STRONG_WARMUP_RESPONSES."""
     total = 1
-    while len(_merged(checkpoint_schedule(total, min_interval), STRONG_WARMUP_RESPONSES)) < STRONG_MIN_DELTAS + 1:
+    while len(_merged(checkpoint_schedule(total, min_interval), STRONG_WARMUP_RESPONSES, STRONG_MIN_GAP)) < STRONG_MIN_DELTAS + 1:
         total += 1
     return total
 
@@ -195,7 +198,9 @@ def _signal(checkpoints: Sequence[Checkpoint]) -> tuple[str, list[int]] | None:
     return None
 
 
-def judged_checkpoints(checkpoints: Sequence[Checkpoint], warmup: int | None = None) -> list[Checkpoint]:
+def judged_checkpoints(
+    checkpoints: Sequence[Checkpoint], warmup: int | None = None, min_gap: int = MIN_INTERVAL_RESPONSES
+) -> list[Checkpoint]:
     """Checkpoints after the warm-up (max(150, N/4) unless given), merging intervals shorter than MIN_INTERVAL_RESPONSES.
 
     The extra checkpoint that closes an attribution window (tracemalloc on for part of the crawl) is
@@ -209,7 +214,7 @@ def judged_checkpoints(checkpoints: Sequence[Checkpoint], warmup: int | None = N
     if not all(c.tracer_bytes for c in checkpoints):
         checkpoints = [c for c in checkpoints if not c.tracer_bytes]
     counts = [c.responses for c in checkpoints]
-    return [checkpoints[i] for i in _merged(counts, warmup_responses(total) if warmup is None else warmup)]
+    return [checkpoints[i] for i in _merged(counts, warmup_responses(total) if warmup is None else warmup, min_gap)]
 
 
 def intervals(
@@ -256,16 +261,19 @@ def suspicious(checkpoints: Sequence[Checkpoint], leak_per_response: int = DEFAU
 
     Judged on the checkpoints taken so far: the last two intervals after 150 responses
     both grew past the threshold (net of the scheduler), or unexplained live Scrapy
-    objects rose in both.
+    objects rose in both; before that, the intervals after 50 responses (one or two) grew
+    past STRONG_FACTOR x the threshold (a leak the strong rule will judge in a short crawl).
     """
-    warm = [c for c in checkpoints if c.responses >= 150]
-    if len(warm) < 3:
+    warm = [c for c in checkpoints if c.responses >= STRONG_WARMUP_RESPONSES]
+    if len(warm) < 2:
         return False
     recent = warm[-3:]
     picked = _signal(recent)
     if picked is None:
         return False
     spans = intervals(recent, picked[1])
+    if recent[0].responses < 150 or len(recent) < 3:
+        return all(i.net_per_response >= STRONG_FACTOR * leak_per_response for i in spans)
     return all(i.net_per_response >= leak_per_response for i in spans) or bool(_rising_objects(recent))
 
 
@@ -406,7 +414,7 @@ def _strong_growth(checkpoints: Sequence[Checkpoint], leak_per_response: int, re
     Far above the noise of clean crawls (see STRONG_FACTOR), so STRONG_MIN_DELTAS intervals are enough;
     a crawl too short for the regular rule is judged when its leak is this strong.
     """
-    judged = judged_checkpoints(checkpoints, STRONG_WARMUP_RESPONSES)
+    judged = judged_checkpoints(checkpoints, STRONG_WARMUP_RESPONSES, STRONG_MIN_GAP)
     picked = _signal(judged)
     if picked is None or len(judged) < STRONG_MIN_DELTAS + 1:
         return None
@@ -435,7 +443,7 @@ def _proven_retention(
     PROVEN_MIN_OBJECTS; ``held`` (from the crawl process) says a structure still held them after the end.
     A bounded cache stops rising once full and is never proven retention.
     """
-    points = judged_checkpoints(checkpoints, 0)
+    points = judged_checkpoints(checkpoints, 0, STRONG_MIN_GAP)
     if len(points) < 3:
         return None
     proven = {}

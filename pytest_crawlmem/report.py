@@ -92,6 +92,7 @@ def result_to_json(result: CrawlResult) -> dict[str, Any]:
         "samples": len(result.samples),
         "errors": list(result.errors),
         "retention": [{"class": r.class_name, "count": r.count, "path": r.path} for r in result.retention],
+        "holders": [{"path": h.path, "gained": h.gained, "responses": h.responses, "line": h.line} for h in result.holders],
         "stats": dict(result.stats),
     }
 
