@@ -31,8 +31,9 @@ MIN_INTERVAL_RESPONSES = 50
 CHECKPOINT_MIN_RESPONSES = 50
 #: Growth this many times the leak threshold in every interval is judged after a short warm-up, from
 #: STRONG_MIN_DELTAS intervals. Measured (benchmarks/checkpoint_noise.py): clean crawls grew at most
-#: 2.1 KiB/response in an interval starting at 50 responses or later, and 0.7 KiB/response after 150.
-STRONG_FACTOR = 8
+#: 2.2 KiB/response in an interval starting at 50 responses or later (a bounded cache filling up), and
+#: 0.9 KiB/response after 150: 6 KiB is 2.7x the worst.
+STRONG_FACTOR = 6
 STRONG_WARMUP_RESPONSES = 50
 STRONG_MIN_DELTAS = 2
 #: The strong rule's intervals may be this short: its first checkpoints are 50 responses apart by schedule, and
@@ -46,9 +47,14 @@ DEFAULT_LEAK_PER_RESPONSE = 1024
 #: depends on its URL, meta and cb_kwargs (measured: 2.0 KiB for catalog requests, 2.7 KiB
 #: for /explode/ requests, heap estimate). Set too high it can hide a leak, never invent one.
 REQUEST_ALLOWANCE = 4096
-#: Memory credited per request the scheduler gave back: deliberately below any request's
+#: Memory credited per request the scheduler gave back, at least: deliberately below any request's
 #: real cost, so a draining queue cannot make a clean crawl look leaky.
 REQUEST_CREDIT = 1024
+#: ... and at most (the crawl's own cost per queued request is measured, see ``measured_request_credit``):
+#: a catalog request costs about 2 KiB, so a late 360 -> 0 drain no longer hides a 2.5 KB/response leak.
+MAX_REQUEST_CREDIT = 2048
+#: An interval whose queue grew by this many requests or more measures what a queued request costs.
+COST_MIN_QUEUED = 50
 #: Browser tree USS growth per page tolerated at drained checkpoints. The tree is noisy: a clean
 #: scrapy-playwright crawl of /js/ pages moved by up to +845 KiB/page over 20-30 page intervals
 #: (renderers and the driver's heap come and go), so open contexts and pages are counted too.
@@ -221,7 +227,7 @@ def intervals(
     checkpoints: Sequence[Checkpoint],
     values: Sequence[int],
     request_allowance: int = REQUEST_ALLOWANCE,
-    request_credit: int = REQUEST_CREDIT,
+    request_credit: float = REQUEST_CREDIT,
 ) -> list[Interval]:
     """Growth of ``values`` between consecutive checkpoints, net of the scheduler's share."""
     result = []
@@ -231,6 +237,23 @@ def intervals(
         share = request_allowance * queued if queued > 0 else request_credit * queued
         result.append(Interval(a, b, raw, raw - share))
     return result
+
+
+def measured_request_credit(checkpoints: Sequence[Checkpoint], values: Sequence[int]) -> float:
+    """Memory to credit per request the scheduler gives back, from the crawl's own intervals where the queue grew.
+
+    The smallest growth per queued request among intervals after STRONG_WARMUP_RESPONSES whose queue grew by
+    COST_MIN_QUEUED or more (growth the queue does not explain only raises it), clamped to
+    [REQUEST_CREDIT, MAX_REQUEST_CREDIT]; REQUEST_CREDIT when no interval measured it.
+    """
+    costs = [
+        (vb - va) / (b.scheduled - a.scheduled)
+        for (a, va), (b, vb) in pairwise(zip(checkpoints, values, strict=True))
+        if a.responses >= STRONG_WARMUP_RESPONSES and b.scheduled - a.scheduled >= COST_MIN_QUEUED
+    ]
+    if not costs:
+        return float(REQUEST_CREDIT)
+    return float(min(max(min(costs), REQUEST_CREDIT), MAX_REQUEST_CREDIT))
 
 
 def unexplained_refs(checkpoint: Checkpoint) -> dict[str, int]:
@@ -329,7 +352,10 @@ def analyze(
             checkpoints=tuple(checkpoints),
         )
     signal, values = picked
-    spans = intervals(judged, values, request_allowance)
+    untraced = [c for c in checkpoints if not c.tracer_bytes] if not all(c.tracer_bytes for c in checkpoints) else checkpoints
+    whole = _signal(untraced)
+    credit = measured_request_credit(untraced, whole[1]) if whole else float(REQUEST_CREDIT)
+    spans = intervals(judged, values, request_allowance, credit)
     net = tuple(round(i.net_per_response, 1) for i in spans)
     window = judged[-1].responses - judged[0].responses
     raw_total = sum(i.raw_bytes for i in spans)

@@ -11,6 +11,7 @@ from pytest_crawlmem.growth import (
     CHECKPOINT_MIN_RESPONSES,
     MIN_DELTAS,
     REQUEST_ALLOWANCE,
+    STRONG_FACTOR,
     analyze,
     checkpoint_schedule,
     judged_checkpoints,
@@ -217,7 +218,7 @@ def test_a_strong_leak_in_a_short_crawl_is_judged():
     """64 KiB kept of each of 160 pages (issue 13, item 6): far above noise, two intervals after 50 responses."""
     growth = analyze(series(160, lambda n: clean_baseline(n) + 64 * 1024 * n))
     assert growth.verdict == "retained-objects", growth.reason
-    assert "8x the leak threshold" in growth.reason
+    assert f"{STRONG_FACTOR}x the leak threshold" in growth.reason
     assert analyze(series(160, clean_baseline)).verdict == "inconclusive"
 
 
@@ -247,3 +248,23 @@ def test_a_full_bounded_cache_is_not_proven_retention():
     refs = lambda n: {"HtmlResponse": min(n, 128)}
     growth = analyze(series(1000, clean_baseline, refs=refs), held_after_close={"HtmlResponse": 128})
     assert growth.verdict == "steady", growth.reason
+
+
+def test_a_late_drain_does_not_hide_a_leak_once_the_request_cost_is_measured():
+    """Issue 14 item 5: 2.5 KB/response kept while 360 queued requests (2 KiB each) drain at the end."""
+    def queued(n: int) -> int:
+        return min(n, 600) * 360 // 600 if n <= 1000 else max(0, 360 - (n - 1000) * 360 // 250)
+
+    memory = lambda n: clean_baseline(n) + 2500 * n + 2048 * queued(n)
+    growth = analyze(series(1250, memory, scheduled=queued))
+    assert growth.verdict == "retained-objects", growth.reason
+
+
+@given(st.integers(1000, 20000), st.integers(1, 20), st.integers(2048, 8192))
+def test_the_measured_credit_never_exceeds_what_a_request_cost(total, peak_per_response, request_cost):
+    from pytest_crawlmem.growth import measured_request_credit
+
+    top = total // 2
+    queued = lambda n: n * peak_per_response if n <= top else max(0, top * peak_per_response - (n - top) * 3)
+    points = series(total, lambda n: queued(n) * request_cost, scheduled=queued)
+    assert measured_request_credit(points, [c.traced_bytes or 0 for c in points]) <= request_cost
