@@ -21,6 +21,9 @@ from pytest_crawlmem.growth import (
 from pytest_crawlmem.models import Checkpoint, Sample
 
 BASE = 50 * 2**20
+# analyze() is pure but not instant: on 2 shared cores an example can take longer than hypothesis' 200 ms deadline
+settings.register_profile("crawlmem-growth", deadline=None)
+settings.load_profile("crawlmem-growth")
 
 
 def schedule(total: int, min_interval: int = CHECKPOINT_MIN_RESPONSES) -> list[int]:
