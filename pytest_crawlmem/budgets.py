@@ -228,9 +228,12 @@ DEFAULT_MIN_RESPONSES = 1
 
 
 def nothing_measured(minimum: int | None, result: CrawlResult) -> Violation | None:
-    """The crawl got fewer responses than ``minimum`` (default 1): say so, with what went wrong instead."""
+    """The crawl got fewer responses than ``minimum`` (default 1): say so, with what went wrong instead.
+
+    A crawl the harness stopped (kill_at, timeout, pages never closed) is not judged here: its own budget says why.
+    """
     limit = DEFAULT_MIN_RESPONSES if minimum is None else minimum
-    if result.responses >= limit:
+    if result.responses >= limit or result.stopped_because:
         return None
     prefix = "downloader/exception_type_count/"
     errors = {k[len(prefix):].rsplit(".", 1)[-1]: v for k, v in result.stats.items() if k.startswith(prefix)}
