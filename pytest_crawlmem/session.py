@@ -119,7 +119,11 @@ class CrawlMemSession:
             if not runs:
                 self.notes.append(f"{key}: not in baseline {self.baseline.path}, not compared")
                 continue
-            for finding in bl.compare_run(bl.run_figures(record.result), runs, tolerances):
+            figures = bl.run_figures(record.result)
+            kept = bl.within_tolerance(figures, runs, tolerances)
+            if kept is not None:
+                self.notes.append(f"{key}: {kept} of baseline {self.baseline.path}")
+            for finding in bl.compare_run(figures, runs, tolerances):
                 if finding.regressed:
                     failures.append(finding.message())
                 else:
@@ -138,6 +142,7 @@ class CrawlMemSession:
         Runs inside the call phase, so ``xfail`` (strict or not) and the report see an
         ordinary test failure.
         """
+        item.stash[ENFORCED_KEY] = True
         for violation in (v for r in records for v in r.violations if not v.fails):
             warnings.warn(CrawlMemWarning(f"{item.nodeid}: {violation.message}"), stacklevel=1)
         failing = [v for r in records if r.variant is None for v in r.violations if v.fails]
@@ -162,6 +167,10 @@ class CrawlMemSession:
                 self.unsaved.setdefault(bl.run_key(item.nodeid, index), []).append(
                     bl.run_figures(record.result, outcome=record.outcome, commit=self.commit.get("id"))
                 )
+        if report.failed and not item.stash.get(ENFORCED_KEY, False):
+            text = unreported_budgets(records)  # the test's own code failed before the budgets were checked
+            if text:
+                report.sections.append(("crawl_memory: budgets and reports of this test's crawls", text))
         properties = junit_properties(records)
         item.user_properties.extend(properties)  # --junitxml reads them from the teardown report, made from the item
         report.user_properties.extend(properties)
@@ -181,8 +190,7 @@ class CrawlMemSession:
         except (bl.BaselineError, OSError) as exc:
             self.notes.append(f"baseline not saved: {exc}")
         else:
-            count = sum(map(len, self.unsaved.values()))
-            self.notes.append(f"baseline: {count} run{'s' if count > 1 else ''} appended to {self.save_path}")
+            self.notes.append(appended_note(sum(map(len, self.unsaved.values())), self.save_path))
         self.unsaved = {}
 
     def add_worker_sweeps(self, sweeps: Sequence[dict[str, Any]]) -> None:
@@ -206,7 +214,7 @@ class CrawlMemSession:
         for row in rows:
             terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         terminalreporter.write_line(f"reports: {self.settings.report_dir}")
-        for note in sorted(set(self.notes)):
+        for note in merge_notes(self.notes):
             terminalreporter.write_line(note)
         self.summarize_sweeps(terminalreporter)
 
@@ -220,6 +228,39 @@ class CrawlMemSession:
                 terminalreporter.write_line(line)
             best, rule = data.get("best"), data.get("best_rule", "")
             terminalreporter.write_line(f"* {best}: {rule}" if best else f"no variant qualified for {rule}")
+
+
+_APPENDED = re.compile(r"^baseline: (\d+) runs? appended to (.+)$")
+
+
+def appended_note(count: int, path: Path) -> str:
+    """``baseline: 2 runs appended to PATH``: one process's saved runs (xdist workers each write one)."""
+    return f"baseline: {count} run{'s' if count != 1 else ''} appended to {path}"
+
+
+def merge_notes(notes: Sequence[str]) -> list[str]:
+    """Notes for the summary, each once, with the runs that several xdist workers appended to one file added up."""
+    appended: dict[str, int] = {}
+    others = set()
+    for note in notes:
+        match = _APPENDED.match(note)
+        if match:
+            appended[match[2]] = appended.get(match[2], 0) + int(match[1])
+        else:
+            others.add(note)
+    return sorted(others) + [appended_note(count, Path(path)) for path, count in sorted(appended.items())]
+
+
+def unreported_budgets(records: Sequence[CrawlRecord]) -> str:
+    """Lines for a test that failed on its own: the budgets its crawls broke and where their reports are."""
+    lines = [f"crawl_memory budget broken: {v.message}" for r in records for v in r.violations if v.fails]
+    lines += [f"crawl_memory warning: {v.message}" for r in records for v in r.violations if not v.fails]
+    if not records:
+        return ""
+    if not lines:
+        lines.append(f"every crawl_memory budget was kept ({len(records)} crawl{'s' if len(records) != 1 else ''})")
+    dirs = sorted({str(r.result.report_dir) for r in records if r.result.report_dir})
+    return "\n".join(lines + [f"report: {d}" for d in dirs])
 
 
 def junit_properties(records: Sequence[CrawlRecord]) -> list[tuple[str, object]]:
@@ -268,3 +309,4 @@ def safe_dirname(nodeid: str) -> str:
 SESSION_KEY = pytest.StashKey[CrawlMemSession]()
 BUDGETS_KEY = pytest.StashKey[Budgets]()
 RECORDS_KEY = pytest.StashKey[list[CrawlRecord]]()
+ENFORCED_KEY = pytest.StashKey[bool]()  # set once the budgets were checked (the test body did not raise)
