@@ -92,7 +92,7 @@ def test_the_page_shows_verdict_budgets_sites_checkpoints_and_the_chart_marks():
     assert page.count('class="series series-rss"') == 2  # against responses and against time
     assert 'class="series series-heap dot"' in page
     assert 'class="marker warmup"' in page and 'class="marker checkpoint undrained"' in page
-    assert ">peak_rss 100 MiB</text>" in page  # the budget line, in range
+    assert ">\u2191 peak_rss 100 MiB</text>" in page  # over 3x the growth above the zoomed RSS axis: named, not drawn
     assert ">\u2191 max_active_size 1 GiB</text>" in page  # far above the data: named, not drawn
     assert ">max_inflight 16</text>" in page
     assert page.count('<span class="badge fail">broken</span>') == 2  # max_scheduled and leak
