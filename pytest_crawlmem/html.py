@@ -662,9 +662,12 @@ def glance(document: Mapping[str, Any]) -> Safe:
     per_text = ("not judged" if per is None else f"{format_size(per)} of {signal}{kind} after the warm-up") + (
         f"; RSS {format_size(rss_per / responses)}/{unit} over the whole run" if rss_per is not None and responses else "")
     changes = _changes(document)
+    verdict = str(growth.get("verdict") or result.get("verdict") or "unknown")
+    if not changes and verdict == "inconclusive":
+        changes = ["growth was not judged: " + ("render more pages, with `await job.checkpoint()` after each batch"
+                                                if unit == "page" else "crawl more responses") + " (what grew says how many)"]
     change = (Safe("<ul>" + "".join(f"<li>{esc(c)}</li>" for c in changes) + "</ul>") if changes
               else Safe('<span class="muted">nothing: the budgets were kept and memory levelled off</span>'))
-    verdict = str(growth.get("verdict") or result.get("verdict") or "unknown")
     rows = [["did it fail?", Safe(outcome)],
             ["what grew", Safe(_badge(verdict, _verdict_kind(verdict)) + " " + esc(_what_grew(result)))],
             ["where", _where(result)], [f"per {unit}", per_text], ["what to change", change]]

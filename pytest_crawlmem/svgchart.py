@@ -191,6 +191,8 @@ class _Frame:
 
 #: A zoomed panel starts above 0 when its data spans less than this share of its highest value.
 ZOOM_BELOW = 0.5
+#: A zoomed panel still spans at least this share of its highest value, so a flat line's noise stays flat.
+MIN_ZOOM_SPAN = 0.1
 
 
 def _y_range(panel: Panel) -> tuple[float, float, list[Budget]]:
@@ -207,7 +209,7 @@ def _y_range(panel: Panel) -> tuple[float, float, list[Budget]]:
             top = max(top, budget.value)
         else:
             above.append(budget)
-    low = max(0.0, bottom - 0.15 * span) if zoomed else min(0.0, bottom)
+    low = max(0.0, min(bottom - 0.15 * span, top * (1 - MIN_ZOOM_SPAN))) if zoomed else min(0.0, bottom)
     drawn = [b.value for b in panel.budgets if b not in above]
     low = min([low, *(max(0.0, v - 0.15 * span) for v in drawn)])  # a broken budget below the zoomed data stays in view
     ticks = nice_ticks(low, top if top > low else low + (1 if panel.unit == "count" else 1024), binary=panel.unit == "bytes",
