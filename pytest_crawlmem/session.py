@@ -53,21 +53,23 @@ class SummaryRow:
     max_inflight: int
     duration_seconds: float
     variant: str = ""
+    crawl: str = ""  # "2: spider" for the second of several crawls of a test
 
     @classmethod
-    def of(cls, record: CrawlRecord) -> SummaryRow:
-        """Summarize a crawl record."""
+    def of(cls, record: CrawlRecord, crawl: str = "") -> SummaryRow:
+        """Summarize a crawl record; ``crawl`` tells several crawls of one test apart."""
         result = record.result
         return cls(
             record.test_id, result.responses, result.peak_rss, result.growth.per_response_bytes, result.verdict,
             record.outcome, result.rss_growth, result.max_scheduled, result.max_inflight, result.duration_seconds,
-            record.variant or "",
+            record.variant or "", crawl,
         )
 
     def cells(self, verbose: bool) -> list[str]:
         """The row's cells, formatted for people."""
         per = self.per_response_bytes
-        test = f"{self.test_id} ({self.variant})" if self.variant else self.test_id
+        label = self.variant or (f"crawl {self.crawl}" if self.crawl else "")
+        test = f"{self.test_id} ({label})" if label else self.test_id
         cells = [test, f"{self.responses:,}", format_size(self.peak_rss),
                  "-" if per is None else format_size(per), self.verdict, self.outcome]
         if verbose:
@@ -162,7 +164,8 @@ class CrawlMemSession:
             broken = any(v.fails for v in record.violations)
             record.outcome = ("xfailed" if hasattr(report, "wasxfail") else "over budget" if broken and record.variant
                               else "failed" if broken else report.outcome)
-            self.rows.append(SummaryRow.of(record))
+            several = len(records) > 1 and record.variant is None
+            self.rows.append(SummaryRow.of(record, f"{index}: {record.result.spider}" if several else ""))
             if self.save_path is not None:
                 self.unsaved.setdefault(bl.run_key(item.nodeid, index), []).append(
                     bl.run_figures(record.result, outcome=record.outcome, commit=self.commit.get("id"))
@@ -209,7 +212,7 @@ class CrawlMemSession:
         header = ["test", "responses", "peak RSS", "growth/resp", "verdict", "outcome"]
         if verbose:
             header[4:4] = ["RSS growth", "max sched", "max inflight", "duration"]
-        rows = [header] + [r.cells(verbose) for r in sorted(self.rows, key=lambda r: r.test_id)]
+        rows = [header] + [r.cells(verbose) for r in sorted(self.rows, key=lambda r: (r.test_id, r.crawl))]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
             terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

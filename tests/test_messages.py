@@ -10,7 +10,7 @@ from spiders_source import SPIDERS
 from pytest_crawlmem import baseline as bl
 from pytest_crawlmem.budgets import BudgetError, Budgets, check_budgets, parse_budget
 from pytest_crawlmem.models import CrawlResult, Growth, Peaks
-from pytest_crawlmem.session import CrawlRecord, merge_notes, unreported_budgets
+from pytest_crawlmem.session import CrawlRecord, SummaryRow, merge_notes, unreported_budgets
 
 
 def a_crawl(max_scheduled: int, report_dir: Path | None = None) -> CrawlResult:
@@ -103,3 +103,10 @@ def test_it(crawl, fixture_site):
         "crawl_memory budget broken: the scheduler queue reached *, over the budget max_scheduled=5: *fix: *",
         "report: *test_crawl.py__test_it",
     ])
+
+
+def test_several_crawls_of_one_test_are_told_apart_in_the_summary():
+    record = CrawlRecord("t::x", a_crawl(3), None, [])
+    first, second = SummaryRow.of(record, "1: s"), SummaryRow.of(record, "2: s")
+    assert first.cells(verbose=False)[0] == "t::x (crawl 1: s)" and second.cells(verbose=False)[0] == "t::x (crawl 2: s)"
+    assert SummaryRow.of(record).cells(verbose=False)[0] == "t::x"
