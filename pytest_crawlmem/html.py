@@ -35,7 +35,8 @@ COLORS = {"rss": "#0072b2", "traced": "#cc79a7", "heap": "#009e73", "scheduled":
 SIZE_BUDGETS = {"peak_rss": "peak_rss", "rss_growth": "rss_growth", "traced_peak": "traced_peak",
                 "max_active_size": "max_active_size", "jobdir_disk": "jobdir_disk", "kill_at": "peak_rss"}
 #: Budgets that limit a count, and their figure.
-COUNT_BUDGETS = {"max_scheduled": "max_scheduled", "max_inflight": "max_inflight", "max_dropped": "dropped_count"}
+COUNT_BUDGETS = {"max_scheduled": "max_scheduled", "max_inflight": "max_inflight", "max_dropped": "dropped_count",
+                 "min_responses": "responses"}
 #: Budgets checked against the browser tree's summary (result["browser"]).
 BROWSER_BUDGETS = {"browser_pss": "peak_pss_bytes", "max_open_pages": "max_open_pages"}
 

@@ -257,8 +257,9 @@ def test_browser(browser_job, fixture_site):
 @pytest.mark.crawl_memory(peak_rss="2 GiB", max_dropped=0)
 def test_sweep(crawl_sweep, fixture_site):
     sweep = crawl_sweep(Catalog, {{"narrow": {{"CONCURRENT_REQUESTS": 2}}, "wide": {{"CONCURRENT_REQUESTS": 16}},
-                                  "capped": {{"CONCURRENT_REQUESTS": 16, "DOWNLOAD_MAXSIZE": 600}}}},
-                        start_urls=[fixture_site.url("/catalog/?pages=3&per_page=10")], isolate=False)
+                                  "capped": {{"CONCURRENT_REQUESTS": 16, "DOWNLOAD_MAXSIZE": 32 * 1024}}}},
+                        start_urls=[fixture_site.url("/catalog/?pages=3&per_page=10"), fixture_site.url("/large/9?kb=64")],
+                        isolate=False)
     assert sweep.best() is not None
 '''
 
