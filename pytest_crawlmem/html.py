@@ -373,7 +373,7 @@ def growth_explanation(result: Mapping[str, Any]) -> str:
     return (f"growth per {unit} ({kind}, the figure at the top): the change of {what} over the judged checkpoints, divided by"
             f" the {unit}s between them. raw = the change itself; net = raw less {format_size(REQUEST_ALLOWANCE)} for each"
             f" request the scheduler gained (plus {format_size(REQUEST_CREDIT)} for each it gave back), since waiting"
-            " requests explain that memory. A draining queue makes net lower than raw; a growing one, higher."
+            " requests explain that memory. A growing queue makes net lower than raw; a draining one, higher."
             + (" This crawl's verdict is a scheduler backlog, so the raw figure is shown." if kind == "raw" else ""))
 
 
