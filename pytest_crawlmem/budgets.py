@@ -243,6 +243,9 @@ def _stop_check(name: str, limit: float | None, result: CrawlResult, reason: str
 
 def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:
     growth = result.growth
+    if budgets.leak == "fail" and growth.verdict == "inconclusive":  # never a silent pass: a warning that says why
+        message = f"leak=\"fail\" could not judge this crawl's memory: {growth.reason}"
+        return Violation("leak", growth.per_response_bytes or 0.0, 0.0, message, fails=False)
     if budgets.leak == "off" or growth.verdict not in LEAK_VERDICTS:
         return None
     per_response = growth.per_response_bytes or 0.0
