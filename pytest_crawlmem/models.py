@@ -40,10 +40,14 @@ class Sample:
     open_contexts: int | None = None
     jobdir_bytes: int | None = None  # sum of the file sizes under JOBDIR (None without JOBDIR)
     media_cached: int | None = None  # entries in the media pipelines' per-spider cache (None without a media pipeline)
+    span: int = 1  # raw samples this one stands for (more than 1 once a long crawl's timeline is thinned: timeline.py)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the sample as a JSON-ready dict."""
-        return {k: json_value(v) for k, v in asdict(self).items()}
+        """Return the sample as a JSON-ready dict (``span`` only when it is not 1)."""
+        data = {k: json_value(v) for k, v in asdict(self).items()}
+        if self.span == 1:
+            del data["span"]
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Sample:

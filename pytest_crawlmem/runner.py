@@ -127,7 +127,9 @@ def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOption
         CRAWLMEM_KILL_AT_BYTES=options.kill_at_bytes or 0,
         CRAWLMEM_TIMEOUT_SECONDS=options.timeout_seconds or 0.0,
         CRAWLMEM_MEDIA_FAILURES=True,
+        CRAWLMEM_GC_FREEZE=True,  # checkpoints walk the crawl's objects only (production leaves it off)
     )
+    settings.setdefault("CRAWLMEM_LOG_INTERVAL_SECONDS", 0)  # no status lines in tests, unless the test asks
     if is_playwright_crawl(settings):  # the installed Chromium with CI-safe flags; never a browser download
         settings["PLAYWRIGHT_LAUNCH_OPTIONS"] = launch_options(settings.get("PLAYWRIGHT_LAUNCH_OPTIONS"))
     if options.timeout_seconds:  # a response that never completes must not outlive the budget
@@ -232,7 +234,7 @@ def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], inter
         max_scheduled=max([s.scheduled or 0 for s in samples] + [c.scheduled for c in checkpoints], default=0),
         max_inflight=max((s.inflight or 0 for s in samples), default=0),
         max_active_size_bytes=max((s.active_size_bytes or 0 for s in samples), default=0),
-        backout_seconds=round(sum(1 for s in samples if s.backout) * interval_seconds, 3),
+        backout_seconds=round(sum(s.span for s in samples if s.backout) * interval_seconds, 3),  # span: timeline.py
         max_disk_scheduled=max((s.disk_scheduled or 0 for s in samples), default=0),
         max_jobdir_bytes=_max_known(s.jobdir_bytes for s in samples),
         max_media_cached=_max_known(s.media_cached for s in samples),

@@ -31,6 +31,7 @@ with start_site() as site:
         "CRAWLMEM_ENABLED": True,
         "CRAWLMEM_JSONL": sys.argv[1],
         "CRAWLMEM_LOG_INTERVAL_SECONDS": 0.3,
+        "CRAWLMEM_INTERVAL_SECONDS": 0.1,
         "LOG_LEVEL": "INFO",
     })
     process.crawl(Catalog, start_urls=[site.url("/catalog/?pages=30&per_page=20")])
