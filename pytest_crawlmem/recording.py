@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,7 @@ class Recording:
         self.checkpoint_pause_max_seconds = 0.0
         self._lock = threading.Lock()
         self._stream: JsonlStream | None = None
+        self._closed = (0, 0)  # the stream's bytes and rotations when it was closed
         if jsonl_path is not None:
             self._stream = JsonlStream(jsonl_path, max_bytes)
 
@@ -51,13 +54,13 @@ class Recording:
 
     @property
     def stream_bytes(self) -> int:
-        """Bytes of the stream on disk (0 without one)."""
-        return self._stream.disk_bytes if self._stream is not None else 0
+        """Bytes of the stream on disk (0 without one; the last figure once closed)."""
+        return self._stream.disk_bytes if self._stream is not None else self._closed[0]
 
     @property
     def stream_rotations(self) -> int:
         """How many times the stream was rotated to its history."""
-        return self._stream.rotations if self._stream is not None else 0
+        return self._stream.rotations if self._stream is not None else self._closed[1]
 
     def _write(self, record: dict[str, Any], *, header: bool = False) -> None:
         if self._stream is None:
@@ -71,14 +74,14 @@ class Recording:
                 self._stream.rotate(self._history())
         except (OSError, ValueError) as exc:  # a full disk must not stop the crawl
             self._note(f"could not write {self.jsonl_path}: {exc}")
-            self._stream.close()
-            self._stream = None
+            self._close_stream()
 
-    def _history(self) -> list[dict[str, Any]]:
-        """The whole crawl so far as records (the bounded timeline's samples, the kept checkpoints)."""
-        records = [{"kind": "sample", **s.to_json()} for s in self.timeline.samples()]
-        records += [{"kind": "checkpoint", **c.to_json()} for c in self.timeline.checkpoints]
-        return records
+    def _history(self) -> Iterator[dict[str, Any]]:
+        """The whole crawl so far as records (the bounded timeline's samples, the kept checkpoints), one at a time."""
+        for sample in self.timeline.samples():
+            yield {"kind": "sample", **sample.to_json()}
+        for checkpoint in self.timeline.checkpoints:
+            yield {"kind": "checkpoint", **checkpoint.to_json()}
 
     def header(self, **fields: Any) -> None:
         """Write the stream's first line: what crawl this is."""
@@ -119,6 +122,11 @@ class Recording:
             if self.errors_dropped:
                 self.errors.append(f"... and {self.errors_dropped:,} more errors (in the stream, if one was written)")
                 self.errors_dropped = 0
-            if self._stream is not None:
-                self._stream.close()
-                self._stream = None
+            self._close_stream()
+
+    def _close_stream(self) -> None:
+        if self._stream is not None:
+            self._closed = (self._stream.disk_bytes, self._stream.rotations)
+            stream, self._stream = self._stream, None
+            with contextlib.suppress(OSError, ValueError):  # a full disk can fail the last flush too
+                stream.close()

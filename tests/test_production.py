@@ -57,3 +57,93 @@ def test_a_production_crawl_logs_status_lines_and_streams_samples_that_crawlmem_
     assert rendered.returncode == 0, rendered.stderr
     page = (tmp_path / "report.html").read_text()
     assert "<svg" in page and "catalog" in page
+
+
+DAY_SCRIPT = '''
+import json, sys, time, tracemalloc
+from pathlib import Path
+from pytest_crawlmem.defaults import CRAWLMEM_DEFAULTS
+from pytest_crawlmem.extension import CrawlMemExtension
+from pytest_crawlmem.growth import next_checkpoint_at
+from pytest_crawlmem.models import Checkpoint, Sample
+from pytest_crawlmem.status import read_status
+
+interval = float(sys.argv[2])
+hours = float(sys.argv[3])
+budget = int(sys.argv[4]) if len(sys.argv) > 4 else CRAWLMEM_DEFAULTS["CRAWLMEM_JSONL_MAX_BYTES"]
+tracemalloc.start(1)
+before = tracemalloc.get_traced_memory()[0]
+ext = CrawlMemExtension(None, interval_seconds=interval, jsonl_path=Path(sys.argv[1]),
+                        timeline_samples=CRAWLMEM_DEFAULTS["CRAWLMEM_TIMELINE_SAMPLES"],
+                        jsonl_max_bytes=budget)
+ext.started_at = time.monotonic()
+ext.recording.header(spider="day", interval_seconds=interval, crawl_id="day-1")
+n = int(hours * 3600 / interval)
+per_sample = max(1, round(100 * interval))  # 100 responses a second
+spike = n * 13 // 24  # a 1 GiB spike at hour 13, one sample long
+next_checkpoint = 100
+responses = 0
+for i in range(n):
+    responses += per_sample
+    for _ in range(min(per_sample, 10)):  # the histograms are constant-size: 10 values a sample show it
+        ext.response_sizes.add(20_000 + (i * 7919) % 400_000)
+        ext.latency_us.add(5_000 + (i * 104729) % 900_000)
+    ext.responses, ext.items = responses, responses // 2
+    rss = 2**30 if i == spike else 300 * 2**20 + (i % 600) * 4096
+    ext.recording.add_sample(Sample(t_seconds=round(i * interval, 4), responses=responses, items=responses // 2,
+                                    rss_bytes=rss, scheduled=(i * 31) % 5000, inflight=16, slot_queued=3,
+                                    active_size_bytes=(i * 13) % 5_000_000, backout=i % 5 == 0))
+    if responses >= next_checkpoint:
+        next_checkpoint = next_checkpoint_at(responses, 100)
+        ext.recording.add_checkpoint(Checkpoint(responses=responses, t_seconds=i * interval, rss_bytes=300 * 2**20,
+                                                heap_bytes=200 * 2**20, traced_bytes=None, scheduled=4000,
+                                                live_refs={"Request": 4000, "HtmlResponse": 0}, cost_seconds=0.2))
+    if i % 600 == 0:
+        status = read_status(ext)
+held = tracemalloc.get_traced_memory()
+kept = ext.recording.samples
+print(json.dumps({
+    "samples": n, "held_bytes": held[0] - before, "peak_bytes": held[1] - before,
+    "kept": len(kept), "span": ext.recording.timeline.span, "max_rss": max(s.rss_bytes for s in kept),
+    "checkpoints": len(ext.recording.checkpoints), "stream_bytes": ext.recording.stream_bytes,
+    "rotations": ext.recording.stream_rotations, "status_rss": status.rss_bytes,
+}))
+ext.recording.close()
+'''
+
+
+def test_a_24_hour_crawl_holds_a_few_mib_and_its_stream_stays_within_budget_with_the_peak(tmp_path: Path):
+    """A day at the production interval (1 s, 100 responses/s), time-compressed: the extension's own heap, traced."""
+    from pytest_crawlmem.jsonl import read_samples_jsonl
+
+    stream = tmp_path / "day.jsonl"
+    proc = subprocess.run([sys.executable, "-c", DAY_SCRIPT, str(stream), "1.0", "24"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    day = json.loads(proc.stdout)
+    assert day["samples"] == 86_400
+    assert day["held_bytes"] < 3 * 2**20, day  # 1.4 MiB measured; unbounded, the samples alone were ~35 MiB
+    assert day["peak_bytes"] < 4 * 2**20, day  # 2.3 MiB measured (a halving copies the kept list)
+    assert day["kept"] <= 4096 and day["span"] >= 32 and day["max_rss"] == 2**30
+    assert day["rotations"] == 0 and day["stream_bytes"] < 64 * 2**20  # 86,400 samples fit the default 64 MiB budget
+    assert day["status_rss"] >= 300 * 2**20
+    read = read_samples_jsonl(stream)
+    assert max(s["rss_bytes"] for s in read.samples) == 2**30 and len(read.samples) == 86_400
+
+
+def test_a_stream_over_its_budget_rotates_keeping_the_peak_and_the_heap_bounded(tmp_path: Path):
+    """An hour sampled every 0.1 s (36,000 samples, ~13 MiB of records) under the smallest budget, 8 MiB."""
+    from pytest_crawlmem.jsonl import read_samples_jsonl
+
+    stream = tmp_path / "day.jsonl"
+    proc = subprocess.run([sys.executable, "-c", DAY_SCRIPT, str(stream), "0.1", "1", str(8 * 2**20)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    day = json.loads(proc.stdout)
+    assert day["held_bytes"] < 3 * 2**20 and day["peak_bytes"] < 4 * 2**20, day
+    assert day["rotations"] >= 1 and day["stream_bytes"] <= 8 * 2**20 + 1024, day
+    on_disk = sum(p.stat().st_size for p in tmp_path.glob("day.jsonl*"))
+    assert on_disk == day["stream_bytes"], (on_disk, day)
+    read = read_samples_jsonl(stream)
+    assert read.problems == [] and max(s["rss_bytes"] for s in read.samples) == 2**30
+    assert sum(s.get("span", 1) for s in read.samples) == day["samples"]
