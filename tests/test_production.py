@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
+
+import pytest
 
 SCRIPT = '''
 import sys
@@ -18,6 +24,10 @@ class Catalog(scrapy.Spider):
     name = "catalog"
 
     def parse(self, response):
+        if response.url.endswith("pages=30&per_page=20"):
+            import gc
+            self.logger.info("gc freeze count %d", gc.get_freeze_count())
+            yield scrapy.Request(response.urljoin("/status/404"), callback=self.parse_product)
         yield from response.follow_all(css="a.product", callback=self.parse_product)
         yield from response.follow_all(css="a.next")
 
@@ -33,6 +43,7 @@ with start_site() as site:
         "CRAWLMEM_LOG_INTERVAL_SECONDS": 0.3,
         "CRAWLMEM_INTERVAL_SECONDS": 0.1,
         "LOG_LEVEL": "INFO",
+        "HTTPERROR_ALLOW_ALL": True,
     })
     process.crawl(Catalog, start_urls=[site.url("/catalog/?pages=30&per_page=20")])
     process.start()
@@ -47,8 +58,16 @@ def test_a_production_crawl_logs_status_lines_and_streams_samples_that_crawlmem_
     assert proc.returncode == 0, proc.stderr[-3000:]
     status = [line for line in proc.stderr.splitlines() if "crawlmem: rss=" in line]
     assert len(status) >= 2, proc.stderr[-3000:]
-    assert all(f"{field}=" in status[0] for field in ("scheduled", "inflight", "active", "backout", "items", "responses"))
-    assert "'crawlmem/peak_rss':" in proc.stderr
+    fields = ("scheduled", "inflight", "active", "backout", "items", "responses", "retries", "status", "size_p50",
+              "size_p95", "latency_p50", "latency_p95", "jobdir", "stream", "checkpoints", "pause_max", "timeline")
+    assert all(f" {field}=" in status[-1] for field in fields), status[-1]
+    assert re.search(r"status=200:\d+,404:1 ", status[-1]), status[-1]
+    assert re.search(r"latency_p50=\d+ms", status[-1]) and re.search(r"size_p95=[\d.]+KiB", status[-1]), status[-1]
+    for key in ("crawlmem/peak_rss", "crawlmem/status/rss_bytes", "crawlmem/status/response_p95_bytes",
+                "crawlmem/status/latency_p95_seconds", "crawlmem/status/stream_bytes", "crawlmem/status/self_cpu_seconds",
+                "crawlmem/checkpoint_pause_max_seconds", "crawlmem/checkpoint_pause_total_seconds"):
+        assert f"'{key}':" in proc.stderr, key
+    assert "gc freeze count 0" in proc.stderr  # production crawls leave the GC alone (CRAWLMEM_GC_FREEZE is opt-in)
     kinds = [json.loads(line)["kind"] for line in stream.read_text().splitlines()]
     assert kinds[0] == "header" and kinds.count("checkpoint") >= 5 and kinds.count("sample") >= 5
 
@@ -147,3 +166,90 @@ def test_a_stream_over_its_budget_rotates_keeping_the_peak_and_the_heap_bounded(
     read = read_samples_jsonl(stream)
     assert read.problems == [] and max(s["rss_bytes"] for s in read.samples) == 2**30
     assert sum(s.get("span", 1) for s in read.samples) == day["samples"]
+
+
+METRICS_SCRIPT = '''
+import sys
+import scrapy
+from scrapy.crawler import CrawlerProcess
+from pytest_crawlmem.site import start_site
+
+
+class Slow(scrapy.Spider):
+    name = "slow"
+
+    async def start(self):
+        for i in range(120):
+            yield scrapy.Request(self.base + f"/slow/{i}?ms=150")
+        yield scrapy.Request(self.base + "/status/503", callback=self.parse)
+
+    def parse(self, response):
+        yield {"url": response.url}
+
+
+with start_site() as site:
+    process = CrawlerProcess({
+        "EXTENSIONS": {"pytest_crawlmem.extension.CrawlMemExtension": 0},
+        "CRAWLMEM_ENABLED": True,
+        "CRAWLMEM_PROMETHEUS_PORT": 0,
+        "CONCURRENT_REQUESTS": 4,
+        "RETRY_TIMES": 1,
+        "LOG_LEVEL": "INFO",
+    })
+    process.crawl(Slow, base=site.base_url)
+    process.start()
+'''
+
+
+def _scrape(url: str) -> dict[str, float]:
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def test_prometheus_metrics_are_served_while_the_crawl_runs_and_the_port_is_freed_after(tmp_path: Path):
+    script = tmp_path / "crawl.py"
+    script.write_text(METRICS_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "Prometheus metrics on" in line:
+                found.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert found.wait(60), "".join(lines)[-3000:]
+        url = re.search(r"(http://127\.0\.0\.1:\d+/metrics)", "".join(lines)).group(1)
+        scrapes = []
+        while proc.poll() is None and len(scrapes) < 40:
+            try:
+                scrapes.append(_scrape(url))
+            except OSError:
+                break  # the crawl closed between poll() and the scrape
+            time.sleep(0.1)
+        assert proc.wait(120) == 0, "".join(lines)[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(10)
+    during = [s for s in scrapes if s.get('crawlmem_responses_total{spider="slow"}', 0) > 0]
+    assert len(during) >= 2, scrapes[-1:]
+    last = during[-1]
+    assert last['crawlmem_rss_bytes{spider="slow"}'] > 10 * 2**20
+    assert 'crawlmem_scheduled_requests{spider="slow"}' in last and 'crawlmem_inflight_requests{spider="slow"}' in last
+    assert last['crawlmem_latency_p50_seconds{spider="slow"}'] >= 0.1  # every page answers after 150 ms
+    assert 'crawlmem_responses_by_status_total{spider="slow",status="200"}' in last
+    counts = [s['crawlmem_responses_total{spider="slow"}'] for s in during]
+    assert counts == sorted(counts) and counts[-1] > counts[0]  # scraped while it ran, not once at the end
+    with pytest.raises(OSError):
+        _scrape(url)
