@@ -21,7 +21,8 @@ COLORS = {"rss": "#0072b2", "traced": "#cc79a7", "heap": "#009e73", "scheduled":
           "inflight": "#56b4e9", "active": "#7b61a8"}
 SIZE_BUDGETS = {"peak_rss": "peak_rss", "rss_growth": "rss_growth", "traced_peak": "traced_peak",
                 "max_active_size": "max_active_size", "jobdir_disk": "jobdir_disk"}
-COUNT_BUDGETS = {"max_scheduled": "max_scheduled", "max_inflight": "max_inflight", "max_dropped": "dropped_count"}
+COUNT_BUDGETS = {"max_scheduled": "max_scheduled", "max_inflight": "max_inflight", "max_dropped": "dropped_count",
+                 "max_replay_misses": "replay_misses"}
 
 
 class Safe(str):

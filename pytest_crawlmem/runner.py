@@ -39,6 +39,8 @@ from .models import (
     Sample,
     SizeDistribution,
 )
+from .replay import ReplayTarget, replay_settings
+from .replay_scrapy import replay_outcome
 from .retention import retention_path
 
 EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
@@ -68,6 +70,7 @@ class CrawlOptions:
     leak_per_response: int | None = None
     kill_at_bytes: int | None = None
     timeout_seconds: float | None = None
+    replay: ReplayTarget | None = None  # a running replay site: the crawl downloads from it
 
 
 class _DetachRecord(logging.Filter):
@@ -130,6 +133,8 @@ def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOption
     )
     if is_playwright_crawl(settings):  # the installed Chromium with CI-safe flags; never a browser download
         settings["PLAYWRIGHT_LAUNCH_OPTIONS"] = launch_options(settings.get("PLAYWRIGHT_LAUNCH_OPTIONS"))
+    if options.replay is not None:
+        settings.update(replay_settings(settings, options.replay))
     if options.timeout_seconds:  # a response that never completes must not outlive the budget
         settings["DOWNLOAD_TIMEOUT"] = min(float(settings.get("DOWNLOAD_TIMEOUT", 180)), options.timeout_seconds)
     return settings
@@ -187,10 +192,12 @@ def collect_result(crawler: Any, spider_cls: type, duration: float, options: Cra
     ext = _find_extension(crawler)
     stats = plain_stats(crawler.stats.get_stats())
     max_active_size = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE")
+    replayed = replay_outcome(crawler)
     ext.crawler = None
     del crawler
     gc.collect()
-    return _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+    result = _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+    return replace(result, **replayed) if replayed else result
 
 
 def plain_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
