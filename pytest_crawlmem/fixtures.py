@@ -110,19 +110,14 @@ def _replaying(
     if replay is None:
         yield None
         return
-    try:
-        parsed = parse_knobs(*knobs)
-        context = running_replay(replay, copies=check_copies(copies), knobs=parsed)
-        target = context.__enter__()
-    except ReplayError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        starts = start_urls if start_urls is not None else getattr(spider_cls, "start_urls", None)
-        check_start_urls(target, starts if isinstance(starts, (list, tuple)) else None)
-    except ReplayError as exc:
-        context.__exit__(None, None, None)
-        pytest.fail(str(exc), pytrace=False)
-    with context:
+    with contextlib.ExitStack() as stack:
+        try:
+            parsed = parse_knobs(*knobs)
+            target = stack.enter_context(running_replay(replay, copies=check_copies(copies), knobs=parsed))
+            starts = start_urls if start_urls is not None else getattr(spider_cls, "start_urls", None)
+            check_start_urls(target, starts if isinstance(starts, (list, tuple)) else None)
+        except ReplayError as exc:
+            pytest.fail(str(exc), pytrace=False)
         yield target
 
 

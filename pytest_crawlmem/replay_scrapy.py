@@ -56,6 +56,22 @@ def replay_outcome(crawler: Any) -> dict[str, Any]:
     return {"replay_hits": tally.hits, "replay_misses": tally.misses, "replay_missed_urls": tuple(tally.missed_urls)}
 
 
+def offline_public_suffixes() -> None:
+    """Make CookiesMiddleware's public-suffix check use tldextract's bundled list, not a download (once per process).
+
+    Scrapy's module-level ``TLDExtract`` fetches publicsuffix.org on the first cookie with a
+    Domain attribute; a replayed crawl reaches no network, so it reads the snapshot tldextract ships.
+    """
+    try:
+        from scrapy.downloadermiddlewares import cookies
+        from tldextract import TLDExtract
+    except ImportError:  # pragma: no cover - both ship with Scrapy 2.19
+        return
+    current = getattr(cookies, "_split_domain", None)
+    if isinstance(current, TLDExtract) and current.suffix_list_urls:
+        cookies._split_domain = TLDExtract(suffix_list_urls=(), include_psl_private_domains=True)
+
+
 class ReplayDownloadHandler(HTTP11DownloadHandler):
     """Downloads every http(s) request from the replay site (CRAWLMEM_REPLAY_URL) and counts hits and misses."""
 
@@ -67,6 +83,8 @@ class ReplayDownloadHandler(HTTP11DownloadHandler):
         self._base = str(base).rstrip("/")
         self._stats = crawler.stats
         self._tally = _TALLIES.setdefault(crawler, Tally())
+        offline_public_suffixes()
+
 
     async def download_request(self, request: Request) -> Response:
         """Fetch ``request`` from the replay site; the response carries the original URL."""
