@@ -23,10 +23,10 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _ALLOWED_CLASSES = {("ipaddress", "IPv4Address"), ("ipaddress", "IPv6Address")}
 
 
-def _read(path: Path) -> bytes:
-    """Return a cache file's bytes, gunzipped when HTTPCACHE_GZIP wrote it."""
+def _read(path: Path, gzipped: bool) -> bytes:
+    """Return a cache file's bytes, gunzipped when HTTPCACHE_GZIP wrote it (a body may be gzip of its own)."""
     data = path.read_bytes()
-    if data[:2] == _GZIP_MAGIC:
+    if gzipped:
         try:
             return gzip.decompress(data)
         except (OSError, EOFError) as exc:
@@ -56,16 +56,17 @@ def read_filesystem_cache(root: Path) -> Iterator[Exchange]:
     """Yield the exchanges of a filesystem-storage cache dir (the HTTPCACHE_DIR or one spider's subdir)."""
     for entry in find_entry_dirs(root):
         source = str(entry)
+        gzipped = (entry / "meta").read_bytes()[:2] == _GZIP_MAGIC  # HTTPCACHE_GZIP gzips every file of an entry
         try:
-            meta = ast.literal_eval(_read(entry / "meta").decode("utf-8"))
+            meta = ast.literal_eval(_read(entry / "meta", gzipped).decode("utf-8"))
         except (ValueError, SyntaxError, UnicodeDecodeError, MemoryError, RecursionError) as exc:
             raise RecordingError(f"{source}/meta: not the dict Scrapy writes ({type(exc).__name__}: {exc})") from None
         if not isinstance(meta, dict):
             raise RecordingError(f"{source}/meta: expected a dict, got {type(meta).__name__}")
         method, url, status = check_exchange(meta.get("method", "GET"), meta.get("url"), meta.get("status"), f"{source}/meta")
         try:
-            headers = parse_raw_headers(_read(entry / "response_headers"), f"{source}/response_headers")
-            body = _read(entry / "response_body")
+            headers = parse_raw_headers(_read(entry / "response_headers", gzipped), f"{source}/response_headers")
+            body = _read(entry / "response_body", gzipped)
         except FileNotFoundError as exc:
             raise RecordingError(f"{source}: incomplete cache entry for {url}: {Path(exc.filename).name} is missing") from None
         yield Exchange(method, url, status, headers, body, source)
