@@ -107,7 +107,7 @@ def running_replay(recording: str | os.PathLike[str], *, copies: int = 1, knobs:
                    timeout_seconds: float = 60.0) -> Iterator[ReplayTarget]:
     """Serve ``recording`` for the length of the block; a bad recording raises :class:`ReplayError` naming its first bad entry."""
     path = Path(recording).expanduser().resolve()
-    if not path.exists():
+    if not path.exists() and not path.with_name(path.name + ".dir").exists():  # dbm.dumb: <spider>.db.dir/.dat
         raise ReplayError(f"replay recording {recording}: no such file or directory")
     try:
         site: RunningSite = start_site(timeout_seconds=timeout_seconds, _argv=replay_command(path, knobs))

@@ -84,7 +84,7 @@ class _PlainUnpickler(pickle.Unpickler):
 def _db_path(path: Path) -> Path:
     """Return the DBM file Scrapy wrote: ``path`` itself or the one ``*.db`` inside the directory."""
     if path.is_dir():
-        found = sorted({p.with_suffix(".db") if p.suffix in (".dat", ".dir", ".bak") else p for p in path.glob("*.db*")})
+        found = sorted({p.with_name(p.stem) if p.suffix in (".dat", ".dir", ".bak") else p for p in path.glob("*.db*")})
         if len(found) != 1:
             names = ", ".join(p.name for p in found) or "none"
             raise RecordingError(f"{path}: expected one <spider>.db file of a DBM cache, found {names}")

@@ -62,6 +62,8 @@ class Recording:
 def detect_kind(path: Path) -> str:
     """Return which reader fits ``path``; raise :class:`RecordingError` saying why none does."""
     if not path.exists():
+        if dbm.whichdb(str(path)):  # dbm.dumb keeps <spider>.db.dat and .dir, no <spider>.db
+            return "dbm"
         raise RecordingError(f"{path}: no such file or directory")
     if path.is_dir():
         if find_entry_dirs(path):
