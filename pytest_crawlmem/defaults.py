@@ -52,7 +52,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "each pauses the crawl: 12 in 6,000 responses paused it 2.7 s in all, 0.43 s at most (soak);"
                 " O(log N) of them in N responses (about 20 in 100,000)"),
     SettingSpec("CRAWLMEM_CHECKPOINT_MIN_RESPONSES", None, int,
-                "responses before the first checkpoint and least responses between two (100; 20 for browser crawls);"
+                "responses before the first checkpoint and least responses between two (50; 20 for browser crawls);"
                 " later intervals are half the responses so far", minimum=1),
     SettingSpec("CRAWLMEM_DRAIN_TIMEOUT_SECONDS", 5.0, float,
                 "longest wait for in-flight work at a checkpoint before it is read undrained (and not judged)",

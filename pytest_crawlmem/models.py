@@ -314,6 +314,9 @@ class CrawlResult:
     download_latency: LatencyDistribution = field(default_factory=LatencyDistribution)
     browser: BrowserSummary | None = None
     media: MediaSummary | None = None
+    replay_hits: int = 0  # responses the replay site found in the recording (0 without replay)
+    replay_misses: int = 0  # requests it did not find: answered 404, never fetched
+    replay_missed_urls: tuple[str, ...] = ()  # the first 1,000 distinct missed URLs
 
     @property
     def verdict(self) -> str:

@@ -39,6 +39,8 @@ from .models import (
     Sample,
     SizeDistribution,
 )
+from .replay import ReplayTarget, replay_settings
+from .replay_scrapy import replay_outcome
 from .retention import retention_path
 
 EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
@@ -75,6 +77,7 @@ class CrawlOptions:
     kill_at_bytes: int | None = None
     timeout_seconds: float | None = None
     project_settings: str | None = None  # the Scrapy project's settings module the crawl starts from
+    replay: ReplayTarget | None = None  # a running replay site: the crawl downloads from it
 
 
 def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> Any:
@@ -132,6 +135,9 @@ def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
         # the installed Chromium with CI-safe flags; never a browser download
         options_now = settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
         settings.set("PLAYWRIGHT_LAUNCH_OPTIONS", launch_options(options_now), priority=MEASURING_PRIORITY)
+    if options.replay is not None:  # the replay handler and copies middleware, over the spider's own components
+        for name, value in replay_settings(settings, options.replay).items():
+            settings.set(name, value, priority=MEASURING_PRIORITY)
     if options.timeout_seconds:  # a response that never completes must not outlive the budget
         timeout = min(settings.getfloat("DOWNLOAD_TIMEOUT", 180), options.timeout_seconds)
         settings.set("DOWNLOAD_TIMEOUT", timeout, priority=MEASURING_PRIORITY)
@@ -193,10 +199,12 @@ def collect_result(crawler: Any, spider_cls: type, duration: float, options: Cra
     ext = _find_extension(crawler)
     stats = plain_stats(crawler.stats.get_stats())
     max_active_size = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE")
+    replayed = replay_outcome(crawler)
     ext.crawler = None
     del crawler
     gc.collect()
-    return _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+    result = _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+    return replace(result, **replayed) if replayed else result
 
 
 def plain_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
