@@ -593,10 +593,10 @@ def _scheduler_share(share: float) -> str:
 
 def _processing_pressure(samples: Sequence[Sample], max_active_size: int | None) -> str:
     """Describe sustained scraper backout (responses arriving faster than callbacks finish)."""
-    flags = [s.backout for s in samples if s.backout is not None]
+    flags = [s for s in samples if s.backout is not None]
     if len(flags) < 10:
         return ""
-    share = sum(flags) / len(flags)
+    share = sum(s.span for s in flags if s.backout) / sum(s.span for s in flags)  # span: raw samples a thinned one stands for
     if share < 0.25:
         return ""
     peak = max((s.active_size_bytes or 0) for s in samples)

@@ -39,6 +39,8 @@ from .models import (
     Sample,
     SizeDistribution,
 )
+from .replay import ReplayTarget, replay_settings
+from .replay_scrapy import replay_outcome
 from .retention import retention_path
 
 EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
@@ -48,6 +50,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "LOG_LEVEL": "INFO",
     "ROBOTSTXT_OBEY": False,
     "COOKIES_ENABLED": False,
+    "CRAWLMEM_LOG_INTERVAL_SECONDS": 0,  # no status lines in tests, unless the test asks
 }
 #: Settings a test crawl cannot turn back on: they would measure or kill the wrong thing.
 FORCED_SETTINGS: dict[str, Any] = {
@@ -74,6 +77,7 @@ class CrawlOptions:
     kill_at_bytes: int | None = None
     timeout_seconds: float | None = None
     project_settings: str | None = None  # the Scrapy project's settings module the crawl starts from
+    replay: ReplayTarget | None = None  # a running replay site: the crawl downloads from it
 
 
 def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> Any:
@@ -107,6 +111,7 @@ def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
         "CRAWLMEM_KILL_AT_BYTES": options.kill_at_bytes or 0,
         "CRAWLMEM_TIMEOUT_SECONDS": options.timeout_seconds or 0.0,
         "CRAWLMEM_MEDIA_FAILURES": True,
+        "CRAWLMEM_GC_FREEZE": True,  # checkpoints walk the crawl's objects only (production leaves it off)
     }
 
 
@@ -130,6 +135,9 @@ def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
         # the installed Chromium with CI-safe flags; never a browser download
         options_now = settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
         settings.set("PLAYWRIGHT_LAUNCH_OPTIONS", launch_options(options_now), priority=MEASURING_PRIORITY)
+    if options.replay is not None:  # the replay handler and copies middleware, over the spider's own components
+        for name, value in replay_settings(settings, options.replay).items():
+            settings.set(name, value, priority=MEASURING_PRIORITY)
     if options.timeout_seconds:  # a response that never completes must not outlive the budget
         timeout = min(settings.getfloat("DOWNLOAD_TIMEOUT", 180), options.timeout_seconds)
         settings.set("DOWNLOAD_TIMEOUT", timeout, priority=MEASURING_PRIORITY)
@@ -191,10 +199,12 @@ def collect_result(crawler: Any, spider_cls: type, duration: float, options: Cra
     ext = _find_extension(crawler)
     stats = plain_stats(crawler.stats.get_stats())
     max_active_size = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE")
+    replayed = replay_outcome(crawler)
     ext.crawler = None
     del crawler
     gc.collect()
-    return _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+    result = _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+    return replace(result, **replayed) if replayed else result
 
 
 def plain_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
@@ -236,7 +246,7 @@ def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], inter
         max_scheduled=max([s.scheduled or 0 for s in samples] + [c.scheduled for c in checkpoints], default=0),
         max_inflight=max((s.inflight or 0 for s in samples), default=0),
         max_active_size_bytes=max((s.active_size_bytes or 0 for s in samples), default=0),
-        backout_seconds=round(sum(1 for s in samples if s.backout) * interval_seconds, 3),
+        backout_seconds=round(sum(s.span for s in samples if s.backout) * interval_seconds, 3),  # span: timeline.py
         max_disk_scheduled=max((s.disk_scheduled or 0 for s in samples), default=0),
         max_jobdir_bytes=_max_known(s.jobdir_bytes for s in samples),
         max_media_cached=_max_known(s.media_cached for s in samples),
