@@ -136,11 +136,11 @@ def _merged(counts: Sequence[int], warmup: int, min_gap: int = MIN_INTERVAL_RESP
     warm = [i for i, n in enumerate(counts) if n >= warmup]
     for i in warm:
         if kept and counts[i] - counts[kept[-1]] < min_gap:
-            if i == warm[-1]:
+            if i == warm[-1] and (len(kept) == 1 or counts[i] > counts[kept[-2]]):
                 kept[-1] = i
             continue
         kept.append(i)
-    return kept
+    return kept if all(b > a for a, b in pairwise(counts[i] for i in kept)) else []  # never an empty interval
 
 
 @lru_cache(maxsize=8)
