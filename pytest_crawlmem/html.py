@@ -36,7 +36,8 @@ SIZE_BUDGETS = {"peak_rss": "peak_rss", "rss_growth": "rss_growth", "traced_peak
                 "max_active_size": "max_active_size", "jobdir_disk": "jobdir_disk", "kill_at": "peak_rss"}
 #: Budgets that limit a count, and their figure.
 COUNT_BUDGETS = {"max_scheduled": "max_scheduled", "max_inflight": "max_inflight", "max_dropped": "dropped_count",
-                 "min_responses": "responses"}
+                 "min_responses": "responses",
+                 "max_replay_misses": "replay_misses"}
 #: Budgets checked against the browser tree's summary (result["browser"]).
 BROWSER_BUDGETS = {"browser_pss": "peak_pss_bytes", "max_open_pages": "max_open_pages"}
 

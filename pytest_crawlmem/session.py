@@ -164,6 +164,8 @@ class CrawlMemSession:
             broken = any(v.fails for v in record.violations)
             record.outcome = ("xfailed" if hasattr(report, "wasxfail") else "over budget" if broken and record.variant
                               else "failed" if broken else report.outcome)
+            if not broken and any(v.budget == "leak" for v in record.violations) and record.result.verdict == "inconclusive":
+                record.outcome += ", leak not judged"  # leak="fail" that could not judge: never a silent pass
             several = len(records) > 1 and record.variant is None
             self.rows.append(SummaryRow.of(record, f"{index}: {record.result.spider}" if several else ""))
             if self.save_path is not None:
