@@ -15,6 +15,7 @@ from typing import Any
 from .budgets import CAUSES
 from .growth import (
     FIXES,
+    MAX_REQUEST_CREDIT,
     REQUEST_ALLOWANCE,
     REQUEST_CREDIT,
     heap_estimate,
@@ -373,7 +374,8 @@ def growth_explanation(result: Mapping[str, Any]) -> str:
     kind = "raw" if growth.get("verdict") == "scheduler-backlog" else "net"
     return (f"growth per {unit} ({kind}, the figure at the top): the change of {what} over the judged checkpoints, divided by"
             f" the {unit}s between them. raw = the change itself; net = raw less {format_size(REQUEST_ALLOWANCE)} for each"
-            f" request the scheduler gained (plus {format_size(REQUEST_CREDIT)} for each it gave back), since waiting"
+            f" request the scheduler gained (plus a credit for each it gave back: what a queued request cost in this"
+            f" crawl, {format_size(REQUEST_CREDIT)} to {format_size(MAX_REQUEST_CREDIT)}), since waiting"
             " requests explain that memory. A growing queue makes net lower than raw; a draining one, higher."
             + (" This crawl's verdict is a scheduler backlog, so the raw figure is shown." if kind == "raw" else ""))
 
@@ -386,6 +388,8 @@ def checkpoints_section(result: Mapping[str, Any], checkpoints: Sequence[Checkpo
     judged = judged_checkpoints(checkpoints)
     values = _signal_values(str(growth.get("signal") or ""), judged)
     spans = {id(i.end): i for i in intervals(judged, values)} if values is not None else {}
+    judged_net = [_number(d) for d in growth.get("deltas_per_response") or []]
+    nets = {id(c): d for c, d in zip(judged[1:], judged_net, strict=False)} if len(judged_net) == len(judged) - 1 else {}
     judged_ids = {id(c) for c in judged}
     warm = warmup_responses(checkpoints[-1].responses)
     unit = _unit(result)
@@ -398,7 +402,8 @@ def checkpoints_section(result: Mapping[str, Any], checkpoints: Sequence[Checkpo
         odd = unexplained_refs(c)
         rows.append([f"{c.responses:,}", f"{c.t_seconds:.1f}", format_size(c.rss_bytes), size(heap_estimate(c)),
                      size(c.traced_bytes), f"{c.scheduled:,}",
-                     "-" if span is None else size(span.raw_per_response), "-" if span is None else size(span.net_per_response),
+                     "-" if span is None else size(span.raw_per_response),
+                     size(nets[id(c)]) if id(c) in nets else "-" if span is None else size(span.net_per_response),
                      shown or "-", ", ".join(f"{k} {v:,}" for k, v in odd.items()) or "-",
                      "yes" if c.drained else Safe(_badge("no", "warn")), f"{c.cost_seconds * 1000:,.0f}", phase])
     headers = [unit, "time (s)", "RSS", "heap", "traced", "scheduler", f"raw growth/{unit[:-1]}",
