@@ -395,7 +395,8 @@ def checkpoints_section(result: Mapping[str, Any], checkpoints: Sequence[Checkpo
     unit = _unit(result)
     rows = []
     for c in checkpoints:
-        phase = "warm-up" if c.responses < warm else "judged" if id(c) in judged_ids else "merged"
+        phase = ("warm-up" if c.responses < warm else "judged" if id(c) in judged_ids
+                 else "traced window, not judged" if c.tracer_bytes else "merged (interval too short)")
         span = spans.get(id(c))
         refs = sorted(c.live_refs.items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{name} {n:,}" for name, n in refs[:4]) + (f", +{len(refs) - 4} more" if len(refs) > 4 else "")
