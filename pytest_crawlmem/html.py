@@ -396,7 +396,7 @@ def checkpoints_section(result: Mapping[str, Any], checkpoints: Sequence[Checkpo
     rows = []
     for c in checkpoints:
         phase = ("warm-up" if c.responses < warm else "judged" if id(c) in judged_ids
-                 else "traced window, not judged" if c.tracer_bytes else "merged (interval too short)")
+                 else "traced, not judged" if c.tracer_bytes else "merged (too short)")
         span = spans.get(id(c))
         refs = sorted(c.live_refs.items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{name} {n:,}" for name, n in refs[:4]) + (f", +{len(refs) - 4} more" if len(refs) > 4 else "")
@@ -791,7 +791,7 @@ th, td { text-align:left; padding:5px 8px; border-bottom:1px solid var(--line); 
 th { color:var(--muted); font-weight:600; font-size:12px; }
 table.checkpoints td { font-size:12.5px; white-space:nowrap; padding:5px 6px; }
 table.checkpoints th { padding:5px 6px; }
-table.checkpoints td:nth-child(9), table.checkpoints td:nth-child(10) { white-space:normal; }
+table.checkpoints td:nth-child(9), table.checkpoints td:nth-child(10), table.checkpoints td:last-child { white-space:normal; }
 .scroll { overflow-x:auto; }
 table.env, table.counts { width:auto; min-width:320px; }
 code { font:12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; word-break:break-all; }
