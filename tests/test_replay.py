@@ -339,6 +339,17 @@ def test_knobs_and_copies_are_checked_with_their_names():
         replay.check_copies("3")
 
 
+def test_a_browser_crawl_is_not_replayed_silently_without_its_browser():
+    target = replay.ReplayTarget("http://127.0.0.1:1", 1, "shop.har")
+    handler = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
+    with pytest.raises(replay.ReplayError, match=r"not a browser's; this crawl downloads with https: scrapy_playwright"):
+        replay.replay_settings({"DOWNLOAD_HANDLERS": {"https": handler}}, target)
+    settings = replay.replay_settings({"DOWNLOAD_HANDLERS": {"file": "x.Y"}}, target)
+    assert settings["DOWNLOAD_HANDLERS"] == {"file": "x.Y", "http": replay.HANDLER_PATH, "https": replay.HANDLER_PATH,
+                                             "ftp": None, "s3": None}
+    assert settings["HTTPCACHE_ENABLED"] is False
+
+
 def test_start_urls_on_no_recorded_host_are_refused_before_the_crawl():
     target = replay.ReplayTarget("http://127.0.0.1:1", 1, "/r/shop.har",
                                  {"hosts": ["www.shop.example"], "first_url": "https://www.shop.example/"})
