@@ -67,6 +67,7 @@ def result_to_json(result: CrawlResult) -> dict[str, Any]:
                 "count_diff": s.count_diff,
                 "bytes_per_response": json_value(s.bytes_per_response),
                 "traceback": list(s.traceback),
+                "in_user_code": s.in_user_code,
             }
             for s in result.top_growth
         ],
@@ -94,6 +95,7 @@ def result_to_json(result: CrawlResult) -> dict[str, Any]:
         "samples": len(result.samples),
         "errors": list(result.errors),
         "retention": [{"class": r.class_name, "count": r.count, "path": r.path} for r in result.retention],
+        "holders": [{"path": h.path, "gained": h.gained, "responses": h.responses, "line": h.line} for h in result.holders],
         "stats": dict(result.stats),
     }
 
