@@ -403,6 +403,15 @@ class Keep:
     def process_item(self, item):
         KEPT.append(dict(item))
         return item
+
+
+class LeakyShop(Shop):
+    name = "leaky-shop"
+    held = []
+
+    def parse_page(self, response):
+        self.held.append(bytes(8192))
+        yield from super().parse_page(response)
 '''
 
 
@@ -433,7 +442,7 @@ def shop(pytester: pytest.Pytester) -> pytest.Pytester:
 def run(pytester: pytest.Pytester, body: str, marker: str = "", *args: str) -> pytest.RunResult:
     pytester.makepyfile(test_replayed=f"""
 import pytest
-from shop_spider import KEPT, Shop
+from shop_spider import KEPT, LeakyShop, Shop
 
 {marker}
 def test_it(crawl):
@@ -454,6 +463,8 @@ def test_a_replayed_crawl_follows_redirects_cookies_and_relative_links_and_count
     ]
     assert result.stats.get("offsite/filtered") == 1  # allowed_domains works as against the real host
     assert "X-Crawlmem-Replay" not in str(result.stats)
+    from scrapy.downloadermiddlewares import cookies
+    assert cookies._split_domain.suffix_list_urls == ()  # the public suffix list is read offline
 """)
     outcome.assert_outcomes(passed=1)
 
@@ -510,4 +521,24 @@ def test_the_knobs_slow_and_inflate_replayed_pages(pytester):
     assert capped.dropped_count == 22 and capped.items_scraped == 0
     assert plain.items_scraped == big.items_scraped == 22
 """)
+    outcome.assert_outcomes(passed=1)
+
+
+def test_copies_agree_with_an_original_recording_on_verdict_and_growth_per_response(pytester):
+    pytester.makepyfile(shop_spider=SHOP_SPIDER)
+    shop_har(pytester.path / "original.har", products=1000)
+    shop_har(pytester.path / "small.har", products=48)
+    outcome = run(pytester, """
+    for spider, verdict in ((Shop, "steady"), (LeakyShop, "retained-objects")):
+        original = crawl(spider, replay="original.har")
+        copies = crawl(spider, replay="small.har", replay_copies=20)
+        LeakyShop.held.clear()
+        assert original.responses >= 1000 and copies.responses >= 1000
+        assert original.verdict == copies.verdict == verdict, (original.growth.reason, copies.growth.reason)
+        growth = [r.growth.per_response_bytes or 0.0 for r in (original, copies)]
+        if verdict == "steady":
+            assert abs(growth[0] - growth[1]) <= 2048, growth  # both inside the steady band of +-1 KiB per response
+        else:
+            assert growth[1] == pytest.approx(growth[0], rel=0.25), growth
+""", '@pytest.mark.crawl_memory(leak="warn")')
     outcome.assert_outcomes(passed=1)
