@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("spider", help="the spider's name, as `scrapy crawl` takes it")
     record.add_argument("-o", "--output", type=Path, required=True, help="a new directory for the recording")
     record.add_argument("--pages", type=int, help="stop after this many responses (CLOSESPIDER_PAGECOUNT)")
-    record.add_argument("--gzip", action="store_true", help="gzip the cache files (HTTPCACHE_GZIP): smaller for uncompressed pages")
+    record.add_argument("--gzip", action="store_true", help="gzip the cache files (HTTPCACHE_GZIP)")
     record.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="a Scrapy setting, as -s")
     return parser
 
