@@ -88,6 +88,11 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_STALL_SECONDS", 5.0, float,
                 "stop a browser crawl waiting this long with full contexts and unclosed pages", minimum=0.0),
     SettingSpec("CRAWLMEM_MEDIA_FAILURES", False, bool, "count failed media downloads as dropped data", tests="True"),
+    SettingSpec("CRAWLMEM_REPLAY_URL", None, str,
+                "the replay site the replay download handler asks for every http(s) URL (docs/replay.md; unset: no replay)",
+                "~0.2-0.45 ms of crawl CPU a response (benchmarks/replay_throughput.py)", tests="crawl(replay=...)"),
+    SettingSpec("CRAWLMEM_REPLAY_COPIES", 1, int, "copies of the recording the replay copies middleware starts",
+                tests="crawl(replay_copies=...)", minimum=1),
 )
 
 #: The defaults by name, as Scrapy's ``default_settings`` (``None``: derived from other settings, or off).
