@@ -64,3 +64,14 @@ def test_a_stream_budget_too_small_for_the_timeline_names_both_settings():
         read_settings(Settings({"CRAWLMEM_JSONL_MAX_BYTES": 16 * 2**20, "CRAWLMEM_TIMELINE_SAMPLES": 16384}))
     with pytest.raises(ValueError, match="a bounded stream needs a bounded timeline"):
         read_settings(Settings({"CRAWLMEM_TIMELINE_SAMPLES": 0}))
+
+
+def test_test_crawls_keep_the_gc_freeze_and_stay_quiet_unless_the_test_asks():
+    from pytest_crawlmem.runner import CrawlOptions, crawl_settings
+
+    settings = crawl_settings(None, CrawlOptions())
+    values = read_settings(settings)
+    assert values["CRAWLMEM_GC_FREEZE"] is True and values["CRAWLMEM_LOG_INTERVAL_SECONDS"] == 0
+    assert values["CRAWLMEM_INTERVAL_SECONDS"] == 0.1
+    asked = read_settings(crawl_settings({"CRAWLMEM_LOG_INTERVAL_SECONDS": 5}, CrawlOptions()))
+    assert asked["CRAWLMEM_LOG_INTERVAL_SECONDS"] == 5
