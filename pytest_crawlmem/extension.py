@@ -34,12 +34,13 @@ from .browserwatch import BrowserWatch
 from .defaults import read_settings
 from .distribution import Histogram
 from .dropped import DropLedger
-from .growth import DEFAULT_LEAK_PER_RESPONSE, next_checkpoint_at, suspicious
+from .growth import CHECKPOINT_MIN_RESPONSES, DEFAULT_LEAK_PER_RESPONSE, next_checkpoint_at, suspicious
+from .holders import Lengths, container_lengths, find_holders, user_modules
 from .interrupts import INTERRUPTED_MESSAGE, INTERRUPTED_REASON
 from .jobdir import JobdirMeter, jobdir_meter
 from .media import summarize_media, watch_media_failures
 from .metrics import MetricsServer, require_prometheus
-from .models import BrowserSummary, Checkpoint, GrowthSite, MediaSummary, Sample
+from .models import BrowserSummary, Checkpoint, GrowthSite, Holder, MediaSummary, Sample
 from .recording import Recording
 from .snapshots import growing_sites, take_snapshot
 from .status import StatusTicker, read_status
@@ -75,7 +76,7 @@ class CrawlMemExtension:
         interval_seconds: float = 0.1,
         jsonl_path: Path | None = None,
         checkpoints: bool = True,
-        checkpoint_min_responses: int = 100,
+        checkpoint_min_responses: int = CHECKPOINT_MIN_RESPONSES,
         drain_timeout_seconds: float = 5.0,
         tracemalloc_frames: int = 0,
         log_interval_seconds: float = 0.0,
@@ -108,10 +109,13 @@ class CrawlMemExtension:
         self._timeout_call: Any = None
         self.leak_per_response = leak_per_response
         self.growth_sites: list[GrowthSite] = []
+        self.holders: tuple[Holder, ...] = ()  # containers that grew during the attribution window
+        self._lengths: Lengths = {}
         self._window: list[tracemalloc.Snapshot | None] = []
         self._window_responses: list[int] = []
         self._window_done = False
         self._window_started_tracing = False
+        self._resume_at = 0  # the checkpoint the schedule had planned when the window opened
         self._traced_whole = False
         # -- production: bounded memory and disk, status, metrics (timeline.py, stream.py, status.py, metrics.py)
         self.gc_freeze = gc_freeze
@@ -171,7 +175,9 @@ class CrawlMemExtension:
             jsonl_path=Path(jsonl) if jsonl else None,
             checkpoints=values["CRAWLMEM_CHECKPOINTS"],
             # browser crawls are ~100x slower: judge them in batches of 20 pages
-            checkpoint_min_responses=min_responses if min_responses is not None else (20 if browser else 100),
+            checkpoint_min_responses=(
+                min_responses if min_responses is not None else (20 if browser else CHECKPOINT_MIN_RESPONSES)
+            ),
             drain_timeout_seconds=values["CRAWLMEM_DRAIN_TIMEOUT_SECONDS"],
             tracemalloc_frames=values["CRAWLMEM_TRACEMALLOC_FRAMES"],
             log_interval_seconds=values["CRAWLMEM_LOG_INTERVAL_SECONDS"],
@@ -262,9 +268,18 @@ class CrawlMemExtension:
             self.jobdir.expire()  # the closing sample has JOBDIR as a resumed crawl will find it
         self._take_sample()
         self.unclosed_at_close = len(self.unclosed_pages())
-        self._take_checkpoint(drained=True, cost_started=time.monotonic())
+        if self._window:  # the crawl is drained: close an open window first, so the closing checkpoint is untraced
+            gc.collect()
+            self._window.append(take_snapshot())
+            self._window_responses.append(self.responses)
+            self._end_window()
+            self._find_holders()
+        try:
+            self._take_checkpoint(drained=True, cost_started=time.monotonic())
+        finally:  # measured like start_rss; a closing checkpoint that failed still leaves a reading, never 0
+            closing = self.recording.checkpoints[-1] if self.recording.checkpoints else None
+            self.end_rss = closing.rss_bytes if closing and closing.responses == self.responses else probes.read_rss_bytes()
         self.media, self.media_pipelines = summarize_media(self.media_pipelines), []  # let go of the pipelines
-        self.end_rss = self.recording.checkpoints[-1].rss_bytes
         if self._froze_gc:
             gc.unfreeze()
             self._froze_gc = False
@@ -451,8 +466,9 @@ class CrawlMemExtension:
     def _attribute(self, checkpoint: Checkpoint) -> None:
         """Open a traced window when the checkpoints look like a leak; snapshot it at the next checkpoint.
 
-        The window lasts ``attribution_responses`` responses (an extra checkpoint ends it),
-        so only a crawl that already looks leaky pays for deep tracing, and only briefly.
+        The window lasts ``attribution_responses`` responses (an extra checkpoint ends it, then the
+        schedule resumes where it was), so only a crawl that already looks leaky pays for deep tracing,
+        and only briefly; its checkpoints are judged like the others (tracemalloc's memory taken off).
         """
         if self._window_done or not self.attribution_frames:
             return
@@ -460,6 +476,9 @@ class CrawlMemExtension:
             self._window.append(take_snapshot())
             self._window_responses.append(checkpoint.responses)
             self._end_window()
+            self._find_holders()
+            if self._resume_at > checkpoint.responses:  # the window's extra checkpoint does not shift the schedule
+                self._next_checkpoint = self._resume_at
         elif self.checkpoints_enabled and suspicious(self.recording.checkpoints, self.leak_per_response):
             if tracemalloc.is_tracing():
                 self._window = [take_snapshot()]
@@ -468,7 +487,29 @@ class CrawlMemExtension:
                 self._window_started_tracing = True
                 self._window = [None]  # nothing is traced yet: the empty snapshot
             self._window_responses = [checkpoint.responses]
-            self._next_checkpoint = min(self._next_checkpoint, checkpoint.responses + self.attribution_responses)
+            self._lengths = container_lengths(self._holder_roots())
+            self._resume_at = self._next_checkpoint
+            # the window closes on an extra checkpoint halfway to the scheduled one at the latest: that one stays untraced
+            room = max(self._next_checkpoint - checkpoint.responses, 2) // 2
+            self._next_checkpoint = checkpoint.responses + min(self.attribution_responses, room)
+
+    def _holder_roots(self) -> dict[str, Any]:
+        """The spider, the crawl's components and the user's modules: where a holder of a leak can hang."""
+        roots = probes.crawl_roots(self.crawler)
+        roots.update((f"module {name}", module) for name, module in user_modules().items())
+        return roots
+
+    def _find_holders(self) -> None:
+        """At the window's closing checkpoint (crawl alive, drained): the containers that grew during the window."""
+        if not self._window_responses:
+            return
+        try:
+            window = self.responses - self._window_responses[0]
+            sites = [site.location for site in self.growth_sites]
+            self.holders = find_holders(self._holder_roots(), self._lengths, window, prefer=sites)
+        except Exception as exc:  # evidence, never a reason to break the crawl
+            self.recording.add_error(f"finding holders failed: {exc!r}")
+        self._lengths = {}
 
     def _end_window(self) -> None:
         """Close the traced window and keep the sites that grew in every traced interval."""

@@ -11,9 +11,10 @@ from scrapy.settings import Settings
 from pytest_crawlmem.defaults import CRAWLMEM_DEFAULTS, SETTINGS, read_settings, settings_table
 
 ROOT = Path(__file__).resolve().parent.parent
-#: CRAWLMEM_ names that are not settings of the extension: the table itself, an environment variable, SlowPipeline settings.
-NOT_EXTENSION_SETTINGS = {"CRAWLMEM_DEFAULTS", "CRAWLMEM_CHROMIUM",
-                          "CRAWLMEM_SLOW_PIPELINE_DELAY_MS", "CRAWLMEM_SLOW_PIPELINE_CPU_MS"}
+#: CRAWLMEM_ names that are not settings of the extension: the table itself, an environment variable, and the settings
+#: of other components (testing.SlowPipeline; the replay download handler and middleware, set by the runner).
+NOT_EXTENSION_SETTINGS = {"CRAWLMEM_DEFAULTS", "CRAWLMEM_CHROMIUM", "CRAWLMEM_SLOW_PIPELINE_DELAY_MS",
+                          "CRAWLMEM_SLOW_PIPELINE_CPU_MS", "CRAWLMEM_REPLAY_URL", "CRAWLMEM_REPLAY_COPIES"}
 
 
 def test_every_crawlmem_setting_the_package_reads_is_in_the_table():
