@@ -558,7 +558,12 @@ class CrawlMemExtension:
         if self.prometheus_port is not None:
             self.metrics = MetricsServer(lambda: read_status(self), port=self.prometheus_port, addr=self.prometheus_addr,
                                          spider=getattr(spider, "name", "?"))
-            self.metrics.start()
+            try:
+                self.metrics.start()
+            except OSError as exc:  # a port in use must not stop the crawl it monitors
+                message = f"could not serve Prometheus metrics on {self.prometheus_addr}:{self.prometheus_port}: {exc}"
+                self.recording.add_error(message)
+                logger.error("crawlmem: %s", message)
 
     def _stop_reporting(self) -> None:
         if self.ticker is not None:

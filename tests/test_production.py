@@ -286,3 +286,23 @@ def test_a_test_crawl_whose_timeline_thins_still_judges_and_reports(pytester: py
     spans = [json.loads(line).get("span", 1) for line in (report_dir / "samples.jsonl").read_text().splitlines()
              if json.loads(line)["kind"] == "sample"]
     assert spans and set(spans) == {1}  # the stream keeps every raw sample (no rotation under 64 MiB)
+
+
+def test_a_metrics_port_in_use_is_logged_and_the_crawl_goes_on(tmp_path: Path):
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    script = tmp_path / "crawl.py"
+    script.write_text(METRICS_SCRIPT.replace('"CRAWLMEM_PROMETHEUS_PORT": 0', f'"CRAWLMEM_PROMETHEUS_PORT": {port}')
+                      .replace("range(120)", "range(5)"))
+    try:
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    finally:
+        taken.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"crawlmem: could not serve Prometheus metrics on 127.0.0.1:{port}:" in proc.stderr
+    received = re.search(r"'response_received_count': (\d+)", proc.stderr)
+    assert received and int(received.group(1)) >= 5, proc.stderr[-2000:]  # the 5 slow pages at least: the crawl ran
