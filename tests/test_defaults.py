@@ -76,3 +76,13 @@ def test_test_crawls_keep_the_gc_freeze_and_stay_quiet_unless_the_test_asks():
     assert values["CRAWLMEM_INTERVAL_SECONDS"] == 0.1
     asked = read_settings(crawl_settings({"CRAWLMEM_LOG_INTERVAL_SECONDS": 5}, CrawlOptions()))
     assert asked["CRAWLMEM_LOG_INTERVAL_SECONDS"] == 5
+
+
+def test_a_metrics_port_without_prometheus_client_is_an_error_naming_the_extra(monkeypatch):
+    import sys
+
+    from pytest_crawlmem.metrics import MissingPrometheus, require_prometheus
+
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # what an environment without the extra sees
+    with pytest.raises(MissingPrometheus, match=re.escape("pip install 'pytest-crawlmem[prometheus]'")):
+        require_prometheus()
