@@ -119,8 +119,8 @@ class CrawlMemExtension:
         self._traced_whole = False
         # -- production: bounded memory and disk, status, metrics (timeline.py, stream.py, status.py, metrics.py)
         self.gc_freeze = gc_freeze
-        self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_checkpoints=timeline_samples // 8,
-                                   max_bytes=jsonl_max_bytes)
+        self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_bytes=jsonl_max_bytes,
+                                   max_checkpoints=max(32, timeline_samples // 8) if timeline_samples else 0)
         self.sampler_cpu_seconds = 0.0  # the sampler thread's CPU time (it alone writes it)
         self.ticker: StatusTicker | None = None
         self.prometheus_port, self.prometheus_addr = prometheus_port, prometheus_addr
@@ -558,7 +558,12 @@ class CrawlMemExtension:
         if self.prometheus_port is not None:
             self.metrics = MetricsServer(lambda: read_status(self), port=self.prometheus_port, addr=self.prometheus_addr,
                                          spider=getattr(spider, "name", "?"))
-            self.metrics.start()
+            try:
+                self.metrics.start()
+            except OSError as exc:  # a port in use must not stop the crawl it monitors
+                message = f"could not serve Prometheus metrics on {self.prometheus_addr}:{self.prometheus_port}: {exc}"
+                self.recording.add_error(message)
+                logger.error("crawlmem: %s", message)
 
     def _stop_reporting(self) -> None:
         if self.ticker is not None:

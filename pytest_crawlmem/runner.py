@@ -50,7 +50,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "LOG_LEVEL": "INFO",
     "ROBOTSTXT_OBEY": False,
     "COOKIES_ENABLED": False,
-    "CRAWLMEM_LOG_INTERVAL_SECONDS": 0,  # no status lines in tests, unless the test asks
+    "CRAWLMEM_LOG_INTERVAL_SECONDS": 0,  # no status lines in tests, unless the project or the test sets it
 }
 #: Settings a test crawl cannot turn back on: they would measure or kill the wrong thing.
 FORCED_SETTINGS: dict[str, Any] = {
