@@ -184,9 +184,9 @@ def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
         _count_check("max_open_pages", "open browser pages", result.max_open_pages, budgets.max_open_pages),
         _unclosed_pages_check(result),
         _replay_misses_check(budgets.max_replay_misses, result),
-        _leak_check(budgets, result),
-        _stop_check("kill_at", budgets.kill_at, result, "crawlmem_kill_at"),
+        _stop_check("kill_at", budgets.kill_at, result, "crawlmem_kill_at"),  # a stopped crawl's leak verdict comes second
         _stop_check("timeout", budgets.timeout, result, "crawlmem_timeout"),
+        _leak_check(budgets, result),
         nothing_measured(budgets.min_responses, result),
     ]
     return [v for v in checks if v is not None]
@@ -257,7 +257,8 @@ def _stop_check(name: str, limit: float | None, result: CrawlResult, reason: str
 
 def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:
     growth = result.growth
-    if budgets.leak == "fail" and growth.verdict == "inconclusive":  # never a silent pass: a warning that says why
+    # never a silent pass: a warning that says why (a crawl without responses or stopped by a hard limit says so already)
+    if budgets.leak == "fail" and growth.verdict == "inconclusive" and result.responses and not result.stopped_because:
         message = f"leak=\"fail\" could not judge this crawl's memory: {growth.reason}"
         return Violation("leak", growth.per_response_bytes or 0.0, 0.0, message, fails=False)
     if budgets.leak == "off" or growth.verdict not in LEAK_VERDICTS:

@@ -466,9 +466,10 @@ class CrawlMemExtension:
     def _attribute(self, checkpoint: Checkpoint) -> None:
         """Open a traced window when the checkpoints look like a leak; snapshot it at the next checkpoint.
 
-        The window lasts ``attribution_responses`` responses (an extra checkpoint ends it, then the
-        schedule resumes where it was), so only a crawl that already looks leaky pays for deep tracing,
-        and only briefly; its checkpoints are judged like the others (tracemalloc's memory taken off).
+        The window lasts ``attribution_responses`` responses at most and ends on an extra checkpoint
+        halfway to the scheduled one at the latest; the schedule then resumes where it was, so leaving
+        that traced checkpoint out of the judgement costs no judged interval. Only a crawl that already
+        looks leaky pays for deep tracing, and only briefly.
         """
         if self._window_done or not self.attribution_frames:
             return
@@ -487,7 +488,10 @@ class CrawlMemExtension:
                 self._window_started_tracing = True
                 self._window = [None]  # nothing is traced yet: the empty snapshot
             self._window_responses = [checkpoint.responses]
-            self._lengths = container_lengths(self._holder_roots())
+            try:
+                self._lengths = container_lengths(self._holder_roots())
+            except Exception as exc:  # evidence, never a reason to break the crawl
+                self.recording.add_error(f"measuring containers failed: {exc!r}")
             self._resume_at = self._next_checkpoint
             # the window closes on an extra checkpoint halfway to the scheduled one at the latest: that one stays untraced
             room = max(self._next_checkpoint - checkpoint.responses, 2) // 2

@@ -153,13 +153,19 @@ def read_queues(crawler: Any) -> QueueReading:
 
 
 def is_drained(crawler: Any) -> bool:
-    """Return whether no download is in flight and the scraper holds no response or item."""
+    """Return whether no download is in flight and the scraper holds no response or item.
+
+    Downloads the engine started for components (media pipelines' ``engine.download_async``) count too:
+    they are in the engine slot's ``inprogress`` from before they reach the downloader until their
+    response (or a redirect's final one) is handed back.
+    """
     engine = _engine(crawler)
     if engine is None:
         return True
     scraper_slot = getattr(getattr(engine, "scraper", None), "slot", None)
     inflight = len(engine.downloader.active)
-    return inflight == 0 and (scraper_slot is None or scraper_slot.is_idle())
+    inprogress = _attempt(lambda: len(engine._slot.inprogress)) or 0
+    return inflight == 0 and inprogress == 0 and (scraper_slot is None or scraper_slot.is_idle())
 
 
 def pause_engine(crawler: Any) -> bool:
