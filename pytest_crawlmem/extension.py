@@ -27,6 +27,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from . import probes
+from .amplification import AmplificationMeter
 from .browser import is_playwright_crawl
 from .browsertree import TreeReading
 from .browserwatch import BrowserWatch
@@ -38,6 +39,7 @@ from .jobdir import JobdirMeter, jobdir_meter
 from .media import summarize_media, watch_media_failures
 from .models import BrowserSummary, Checkpoint, GrowthSite, MediaSummary, Sample
 from .recording import Recording
+from .shots import ShotLedger
 from .snapshots import growing_sites, take_snapshot
 
 logger = logging.getLogger(__name__)
@@ -134,6 +136,9 @@ class CrawlMemExtension:
         self._handed_pages: list[weakref.ref[Any]] = []  # pages given to callbacks (playwright_include_page)
         self._progress = (0, 0.0)  # (responses, when that count was first seen)
         self.unclosed_at_close = 0
+        # issue 19: screenshot captures (shots.py), parse amplification (amplification.py's spider middleware)
+        self.shots = ShotLedger()
+        self.amplification = AmplificationMeter()
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> CrawlMemExtension:
@@ -169,6 +174,7 @@ class CrawlMemExtension:
         crawler.signals.connect(ext.response_received, signal=signals.response_received)
         crawler.signals.connect(ext.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(ext.shots.response_received, signal=signals.response_received)
         return ext
 
     # -- signals (reactor thread) -------------------------------------------------

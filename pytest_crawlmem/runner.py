@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import probes
+from .amplification import SPIDER_MIDDLEWARE_ORDER, SPIDER_MIDDLEWARE_PATH
 from .browser import is_playwright_crawl, launch_options
 from .distribution import Histogram
 from .dropped import MEDIA_FAILED, suggest_maxsize
@@ -58,7 +59,7 @@ FORCED_SETTINGS: dict[str, Any] = {
 #: test's settings nor a spider's custom_settings or update_settings() can switch it off.
 MEASURING_PRIORITY = 50
 #: The component settings the plugin adds entries to (never replaces).
-COMPONENT_SETTINGS = ("EXTENSIONS", "DOWNLOADER_MIDDLEWARES")
+COMPONENT_SETTINGS = ("EXTENSIONS", "DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES")
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
     ours = {
         "EXTENSIONS": {EXTENSION_PATH: 0},
         "DOWNLOADER_MIDDLEWARES": counting_middlewares(settings.getdict("DOWNLOADER_MIDDLEWARES"), base),
+        "SPIDER_MIDDLEWARES": {SPIDER_MIDDLEWARE_PATH: SPIDER_MIDDLEWARE_ORDER},  # parse amplification
     }
     for name in COMPONENT_SETTINGS:
         settings.set(name, {**settings.getdict(name), **ours[name]}, priority=MEASURING_PRIORITY)
@@ -343,6 +345,8 @@ def _build_result(
         download_latency=latency_distribution(ext.latency_us),
         browser=ext.browser_summary(),
         media=ext.media,
+        shots=ext.shots.summary(),
+        parse_amplification=ext.amplification.summary(),
     )
 
 
