@@ -31,6 +31,7 @@ from .amplification import AmplificationMeter
 from .browser import is_playwright_crawl
 from .browsertree import TreeReading
 from .browserwatch import BrowserWatch
+from .danger import DEFAULT_WINDOW_SECONDS, DangerWatch
 from .distribution import Histogram
 from .dropped import DropLedger
 from .growth import DEFAULT_LEAK_PER_RESPONSE, next_checkpoint_at, suspicious
@@ -85,6 +86,8 @@ class CrawlMemExtension:
         browser: bool = False,
         browser_detail_seconds: float = 2.0,
         stall_seconds: float = 5.0,
+        snapshot_at_bytes: int = 0,
+        danger_window_seconds: float = DEFAULT_WINDOW_SECONDS,
     ) -> None:
         self.crawler = crawler
         self.interval_seconds = interval_seconds
@@ -139,6 +142,8 @@ class CrawlMemExtension:
         # issue 19: screenshot captures (shots.py), parse amplification (amplification.py's spider middleware)
         self.shots = ShotLedger()
         self.amplification = AmplificationMeter()
+        self.danger = DangerWatch(snapshot_at_bytes, report_dir=jsonl_path.parent if jsonl_path else None,
+                                  window_seconds=danger_window_seconds, frames=attribution_frames) if snapshot_at_bytes else None
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> CrawlMemExtension:
@@ -169,6 +174,8 @@ class CrawlMemExtension:
             browser=browser,
             browser_detail_seconds=settings.getfloat("CRAWLMEM_BROWSER_DETAIL_SECONDS", 2.0),
             stall_seconds=settings.getfloat("CRAWLMEM_STALL_SECONDS", 5.0),
+            snapshot_at_bytes=settings.getint("CRAWLMEM_SNAPSHOT_AT_BYTES", 0),
+            danger_window_seconds=settings.getfloat("CRAWLMEM_DANGER_WINDOW_SECONDS", DEFAULT_WINDOW_SECONDS),
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.response_received, signal=signals.response_received)
@@ -237,6 +244,7 @@ class CrawlMemExtension:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._close_danger()
         if self.jobdir is not None:
             self.jobdir.expire()  # the closing sample has JOBDIR as a resumed crawl will find it
         self._take_sample()
@@ -295,6 +303,8 @@ class CrawlMemExtension:
             media_cached=probes.read_media_cached(self.media_pipelines),
         )
         self.recording.add_sample(sample)
+        if self.danger is not None:
+            self._watch_danger(sample)
         if pages is not None:
             self._check_stall(sample, pages)
         if self.kill_at_bytes and sample.rss_bytes >= self.kill_at_bytes and not self.stopped_because:
@@ -308,6 +318,33 @@ class CrawlMemExtension:
                 sample.rss_bytes / 2**20, sample.scheduled, sample.inflight,
                 sample.active_size_bytes, sample.backout, sample.items, sample.responses,
             )
+
+    # -- the danger snapshot (danger.py): taken by the sampler thread, its traced window closed there or at the end --
+
+    def _watch_danger(self, sample: Sample) -> None:
+        """Take the snapshot when RSS first crosses snapshot_at; close its traced window when due (sampler thread)."""
+        assert self.danger is not None
+        if self.danger.observe(sample, start_rss=self.start_rss, live_refs=lambda: probes.live_ref_counts(self.epoch)):
+            self.danger.close(responses=self.responses, rss_bytes=sample.rss_bytes)
+            if self.danger.started_tracing:
+                self.danger.started_tracing = False
+                _reactor().callFromThread(self._release_danger_tracing)
+
+    def _close_danger(self) -> None:
+        """Close a traced window still open when the spider closes (reactor thread)."""
+        if self.danger is None:
+            return
+        self.danger.close(responses=self.responses, rss_bytes=probes.read_rss_bytes())
+        if self.danger.started_tracing:
+            self.danger.started_tracing = False
+            self._release_danger_tracing()
+
+    def _release_danger_tracing(self) -> None:
+        """Stop the tracing the danger window started, unless the attribution window now relies on it (reactor thread)."""
+        if self._window and not self._window_done and not self._window_started_tracing:
+            self._window_started_tracing = True  # the attribution window traces on it: it stops it when it ends
+        elif tracemalloc.is_tracing() and not self._traced_whole and not self._window_started_tracing:
+            tracemalloc.stop()
 
     # -- the browser tree (sampler thread, or the reactor thread at checkpoints) -----------
 

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import pytest
 
 from .browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
-from .budgets import Budgets, check_budgets, nothing_measured, only_errors
+from .budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold
 from .extension import interrupt_running_crawls
 from .interrupts import INTERRUPTED_MESSAGE, graceful_sigint
 from .isolated import interrupt_children, run_isolated, spec_for
@@ -188,6 +188,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             kill_at_bytes=budgets.kill_at if budgets else None,
             timeout_seconds=budgets.timeout if budgets else None,
             project_settings=project,
+            snapshot_at_bytes=snapshot_threshold(budgets) if budgets else None,
         )
         with graceful_sigint(_interrupt_crawls) as interrupt:
             if isolate or session.settings.isolate:

@@ -74,6 +74,7 @@ class CrawlOptions:
     kill_at_bytes: int | None = None
     timeout_seconds: float | None = None
     project_settings: str | None = None  # the Scrapy project's settings module the crawl starts from
+    snapshot_at_bytes: int | None = None  # RSS at which the danger snapshot is taken (danger.json)
 
 
 def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> Any:
@@ -107,6 +108,7 @@ def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
         "CRAWLMEM_KILL_AT_BYTES": options.kill_at_bytes or 0,
         "CRAWLMEM_TIMEOUT_SECONDS": options.timeout_seconds or 0.0,
         "CRAWLMEM_MEDIA_FAILURES": True,
+        "CRAWLMEM_SNAPSHOT_AT_BYTES": options.snapshot_at_bytes or 0,
     }
 
 
@@ -347,6 +349,7 @@ def _build_result(
         media=ext.media,
         shots=ext.shots.summary(),
         parse_amplification=ext.amplification.summary(),
+        danger=ext.danger.snapshot if ext.danger else None,
     )
 
 
