@@ -22,6 +22,7 @@ import scrapy
 from bench_spiders import Catalog, catalog_path
 from harness import Crawl, machine_info, measured, median, progress, rounds, run_mode, stop_reactor, timed
 
+from pytest_crawlmem.models import CrawlResult
 from pytest_crawlmem.runner import CrawlOptions
 from pytest_crawlmem.site import RunningSite, start_site
 
@@ -43,12 +44,16 @@ def run_cost(site: RunningSite, *, pairs: int, pages: int) -> dict[str, Any]:
     url = site.url(catalog_path(pages * 41))
     units = {"bare": None, "off": False, "on": True}
     runs: dict[str, list[dict[str, float]]] = {unit: [] for unit in units}
+    catalog: dict[str, Any] = {}  # the catalog pages' own amplification, from the last crawl with the meter on
     with tempfile.TemporaryDirectory(prefix="crawlmem-amp-") as tmp:
         for _, unit in rounds(["bare", "on", "off"], 1):  # warm-up
             run_unit(unit, units[unit], url, Path(tmp))
         for i, unit in rounds(list(units), pairs):
             with timed(site.pid) as t:
-                responses = run_unit(unit, units[unit], url, Path(tmp))
+                result = run_unit(unit, units[unit], url, Path(tmp))
+            responses = result.responses if result else -1
+            if result is not None and result.parse_amplification is not None:
+                catalog = result.parse_amplification.to_json()
             runs[unit].append({"round": i, "wall": round(t.wall, 3), "cpu": round(t.cpu, 3), "responses": responses})
             progress(f"round {i} {unit:>4}: {t.wall:.2f} s wall, {t.cpu:.2f} s CPU, {responses} responses")
     ratios = {}
@@ -59,17 +64,16 @@ def run_cost(site: RunningSite, *, pairs: int, pages: int) -> dict[str, Any]:
         ratios[f"on_over_off_{key}"] = round(median([a / b for a, b in zip(on, off, strict=True)]), 3)
         ratios[f"on_over_bare_{key}"] = round(median([a / b for a, b in zip(on, bare, strict=True)]), 3)
         ratios[f"off_over_bare_{key}"] = round(median([a / b for a, b in zip(off, bare, strict=True)]), 3)
-    return {"url": url, "runs": runs, "ratios": ratios, "default_target": DEFAULT_TARGET}
+    return {"url": url, "runs": runs, "ratios": ratios, "default_target": DEFAULT_TARGET, "catalog_amplification": catalog}
 
 
-def run_unit(unit: str, amplification: bool | None, url: str, tmp: Path) -> int:
-    """One catalog crawl: bare (None) or measured with the meter on or off; its response count."""
+def run_unit(unit: str, amplification: bool | None, url: str, tmp: Path) -> CrawlResult | None:
+    """One catalog crawl: bare (None) or measured with the meter on or off; its result when measured."""
     if amplification is None:
         run_mode("bare", Crawl(Catalog, {"start_urls": [url]}, {}), tmp)
-        return -1
+        return None
     crawl = Crawl(Catalog, {"start_urls": [url]}, {"CRAWLMEM_AMPLIFICATION": amplification})
-    result = measured(crawl, CrawlOptions(report_dir=Path(tempfile.mkdtemp(dir=tmp))), reports=False)
-    return result.responses
+    return measured(crawl, CrawlOptions(report_dir=Path(tempfile.mkdtemp(dir=tmp))), reports=False)
 
 
 def run_figures(site: RunningSite, *, kb: int, copies: int = 4) -> dict[str, Any]:
@@ -103,6 +107,8 @@ def main() -> None:
         cost = run_cost(site, pairs=args.pairs, pages=args.pages)
     stop_reactor()
     progress(f"cost: {json.dumps(cost['ratios'])}")
+    amp = cost["catalog_amplification"]
+    progress(f"catalog pages: p50 {amp.get('p50_ratio')}x, p95 {amp.get('p95_ratio')}x, max {amp.get('max_ratio')}x")
     if args.json:
         args.json.write_text(json.dumps({"machine": machine_info(), "cost": cost, "figures": figures}, indent=2))
 

@@ -3,8 +3,9 @@
 The sampler thread (a blocked reactor cannot delay it) notices the crossing, records RSS,
 the engine's queues and the live Scrapy objects at once, writes ``danger.json`` (so a crawl
 the kernel kills still leaves it), and opens a short traced window. When the window closes
-(``window_seconds`` later, or when the spider closes) the allocation sites whose live memory
-grew in it are added to ``danger.json`` and written to ``danger-diff.txt``.
+(``window_seconds`` later and after 10 responses, at most 10 times as long; or when the spider
+closes) the allocation sites whose live memory grew in it are added to ``danger.json`` and
+written to ``danger-diff.txt``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from .snapshots import format_sites, group_by_site, take_snapshot
 DANGER_JSON = "danger.json"
 DANGER_DIFF = "danger-diff.txt"
 DEFAULT_WINDOW_SECONDS = 1.0
+#: The window stays open past its seconds until this many responses came (a slow crawl), up to 10 times its seconds.
+WINDOW_MIN_RESPONSES = 10
 SITES_KEPT = 10
 MIN_SITE_BYTES = 1024
 
@@ -125,7 +128,11 @@ class DangerWatch:
         if self.snapshot is None and sample.rss_bytes >= self.threshold_bytes:
             self._take(sample, start_rss, live_refs)
             return False
-        return self._open and time.monotonic() - self._opened_at >= self.window_seconds
+        if not self._open or self.snapshot is None:
+            return False
+        elapsed = time.monotonic() - self._opened_at
+        enough = sample.responses - self.snapshot.responses >= WINDOW_MIN_RESPONSES
+        return elapsed >= self.window_seconds and (enough or elapsed >= 10 * self.window_seconds)
 
     def _take(self, sample: Sample, start_rss: int, live_refs: Callable[[], Mapping[str, int]]) -> None:
         alive: dict[str, int] = {}

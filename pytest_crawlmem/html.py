@@ -127,6 +127,9 @@ def timeline(document: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], 
     warm = _warmup_x(total, samples, checkpoints, x_key) if total else None
     if warm is not None:
         markers.append(Marker(warm, "warmup", f"warm-up ends at {warmup_responses(total):,} responses: max(150, N/4)"))
+    danger = result.get("danger")  # the danger snapshot (danger.json): where RSS crossed snapshot_at
+    if isinstance(danger, Mapping) and is_number(danger.get(x_key)):
+        markers.append(Marker(float(danger[x_key]), "danger", str(danger.get("summary") or "danger snapshot")))
     by_responses = x_key == "responses"
     axis = XAxis("responses processed" if by_responses else "seconds since the spider opened",
                  count_tick if by_responses else seconds_tick, shade_until=warm, markers=markers)
@@ -144,7 +147,9 @@ def chart_section(document: Mapping[str, Any], samples: Sequence[Mapping[str, An
         f'<ul class="legend"><li><span class="swatch warmup"></span>{esc(warm)}</li>'
         '<li><span class="swatch checkpoint"></span>drained checkpoint (hover a dot for its figures)</li>'
         '<li><span class="swatch undrained"></span>checkpoint that did not drain in time</li>'
-        '<li><span class="swatch budget"></span>budget</li></ul>'
+        '<li><span class="swatch budget"></span>budget</li>'
+        + ('<li><span class="swatch danger"></span>danger snapshot (danger.json)</li>'
+           if (document.get("result") or {}).get("danger") else "") + "</ul>"
     )
     body = (
         '<div class="chart">'
@@ -456,6 +461,29 @@ def _head(document: Mapping[str, Any], header: Mapping[str, Any], problems: Sequ
     return Safe("".join(parts))
 
 
+def parse_and_captures_section(result: Mapping[str, Any]) -> Safe:
+    """Parse amplification, screenshot captures and the danger snapshot, when the crawl has them (issue 19)."""
+    rows: list[list[object]] = []
+    amp = result.get("parse_amplification")
+    if isinstance(amp, Mapping) and amp.get("count"):
+        worst = (amp.get("worst") or [{}])[0]
+        ratios = f"p50 {amp.get('p50_ratio')}x, p95 {amp.get('p95_ratio')}x, max {amp.get('max_ratio')}x"
+        held = f"held up to {size(amp.get('max_held_bytes'))}"
+        rows.append(["parse amplification", f"{ratios} over {count(amp.get('count'))} callbacks; {held}",
+                     f"{worst.get('url', '')} ({size(worst.get('body_bytes'))} body)"])
+    shots = result.get("shots")
+    if isinstance(shots, Mapping):
+        verdicts = ", ".join(f"{count(n)} {v}" for v, n in (shots.get("by_verdict") or {}).items())
+        rows.append(["screenshot captures", f"{count(shots.get('captures'))}: {verdicts}; {count(shots.get('billed'))} billed,"
+                     f" {size(shots.get('bytes_total'))}", f"{count(shots.get('billed_mismatch'))} billed wrongly"])
+    danger = result.get("danger")
+    if isinstance(danger, Mapping):
+        rows.append(["danger snapshot", str(danger.get("summary", "")), "danger.json, danger-diff.txt"])
+    if not rows:
+        return Safe("")
+    return section("Parse, captures, danger", table(["figure", "value", "where"], rows))
+
+
 def render_html(
     document: Mapping[str, Any],
     samples: Sequence[Mapping[str, Any]],
@@ -486,6 +514,7 @@ def render_html(
         counts_section("Responses by status", result.get("status_counts"), ["status", "responses"], "None recorded."),
         dropped_section(result),
         backpressure_section(result),
+        parse_and_captures_section(result),
         environment_section(document, header or {}),
     ]
     return page(f"crawlmem: {title}", "\n".join(body))
@@ -555,6 +584,8 @@ svg .warmup-label { font-size:11px; fill:#7a8594; }
 svg .marker { stroke:#9aa5b1; stroke-width:1; }
 svg .marker.undrained { stroke:#e69f00; stroke-dasharray:4 3; }
 svg .marker.warmup { stroke:#5f6b7a; stroke-dasharray:5 3; stroke-width:1.5; }
+svg .marker.danger { stroke:#d55e00; stroke-width:2; }
+.swatch.danger { border-left:2px solid #d55e00; width:1px; height:14px; margin:0 10px 0 8px; vertical-align:-3px; }
 svg polyline.series { stroke-width:1.8; stroke-linejoin:round; }
 svg .budget { stroke-dasharray:6 4; stroke-width:1.5; }
 svg .budget-label { font-size:11px; fill:#c0392b; font-weight:600; }

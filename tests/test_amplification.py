@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_crawlmem.amplification import AmplificationMeter, StepClock, amplification_ratio
-from pytest_crawlmem.budgets import Budgets, check_budgets
+from pytest_crawlmem.budgets import BudgetError, Budgets, check_budgets, parse_budget
 from pytest_crawlmem.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.settings import ini_budgets
 
 PARSE_SPIDER = '''
 import scrapy
@@ -78,6 +79,7 @@ def test_it(crawl, fixture_site):
     outcome.assert_outcomes(passed=1)
     report = json.loads((suite.path / ".crawlmem" / "test_crawl.py__test_it" / "report.json").read_text())
     assert report["result"]["parse_amplification"]["count"] == 6
+    assert "parse amplification" in (suite.path / ".crawlmem" / "test_crawl.py__test_it" / "report.html").read_text()
     outcome.stdout.fnmatch_lines(["*parse amp p95/max*", "*test_crawl.py::test_it*x/*x*passed*"])
 
 
@@ -179,3 +181,13 @@ def run_to_end(coroutine: Coroutine[Any, Any, list[int]]) -> list[int]:
 def test_max_amplification_passes_when_nothing_was_measured():
     result = CrawlResult("s", (), 0, 0, 0, None, 1, 0, 0.1, "finished", Peaks(), Growth("steady", ""))
     assert check_budgets(Budgets(max_amplification=1.0), result) == []
+
+
+def test_max_amplification_from_the_ini_file_and_bad_values_name_their_source():
+    assert ini_budgets({"crawlmem_max_amplification": "12x", "crawlmem_billed_mismatch": "0",
+                        "crawlmem_snapshot_at": "300 MiB"}.get) == {
+        "max_amplification": 12.0, "billed_mismatch": 0, "snapshot_at": 300 * 2**20}
+    with pytest.raises(ValueError, match="invalid ratio 'lots' for max_amplification in ini crawlmem_max_amplification"):
+        ini_budgets({"crawlmem_max_amplification": "lots"}.get)
+    with pytest.raises(BudgetError, match=r"invalid ratio -2 for max_amplification in crawl_memory marker of t\.py::t"):
+        parse_budget("max_amplification", -2, source="crawl_memory marker of t.py::t")

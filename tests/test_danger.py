@@ -80,7 +80,7 @@ def test_it(crawl, fixture_site):
     danger = result.danger
     assert danger.threshold_bytes == int(KILL_AT * 0.8)  # the default: 80% of kill_at
     assert danger.rss_bytes >= danger.threshold_bytes and danger.responses < result.responses
-    assert danger.window_responses > 0 and danger.window_seconds > 0
+    assert danger.window_responses >= 10 and danger.window_seconds >= 1.0  # the window waits for 10 responses
     assert danger.sites[0].location == "danger_spiders.py:{kept_line()}", danger.sites
     assert danger.sites[0].size_diff_bytes >= 65536 and danger.sites[0].count_diff >= 1
     saved = json.loads((result.report_dir / "danger.json").read_text())
@@ -96,8 +96,11 @@ def test_it(crawl, fixture_site):
         f" RSS * MiB crossed snapshot_at=* MiB after * responses*; top site in the next * s: danger_spiders.py:{kept_line()}"
         " +* KiB (danger.json)*",
     ])
-    report = json.loads((suite.path / ".crawlmem" / "test_crawl.py__test_it" / "report.json").read_text())
+    report_dir = suite.path / ".crawlmem" / "test_crawl.py__test_it"
+    report = json.loads((report_dir / "report.json").read_text())
     assert report["result"]["danger"]["sites"][0]["location"] == f"danger_spiders.py:{kept_line()}"
+    page = (report_dir / "report.html").read_text()
+    assert 'class="marker danger"' in page and "Parse, captures, danger" in page  # on the timeline, and in a table
 
 
 def test_a_spike_on_a_few_huge_pages_is_caught_and_named_in_the_peak_rss_failure(suite):
