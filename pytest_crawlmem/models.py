@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .units import format_size
+
 SCHEMA_VERSION = 1
 
 
@@ -383,14 +385,13 @@ class DangerSnapshot:
 
     def describe(self) -> str:
         """One line: when, how high, the queues, the most numerous live objects and the top site."""
-        mib = 2**20
         text = (
-            f"danger snapshot at {self.t_seconds:.1f} s: RSS {self.rss_bytes / mib:,.1f} MiB crossed"
-            f" snapshot_at={self.threshold_bytes / mib:,.1f} MiB after {self.responses:,} responses"
+            f"danger snapshot at {self.t_seconds:.1f} s: RSS {format_size(self.rss_bytes)} crossed"
+            f" snapshot_at={format_size(self.threshold_bytes)} after {self.responses:,} responses"
         )
         queues = [f"{v:,} {name}" for name, v in (("scheduled", self.scheduled), ("in flight", self.inflight)) if v is not None]
         if self.active_size_bytes is not None:
-            queues.append(f"active {self.active_size_bytes / mib:,.1f} MiB{' (backout)' if self.backout else ''}")
+            queues.append(f"active {format_size(self.active_size_bytes)}{' (backout)' if self.backout else ''}")
         if queues:
             text += " with " + ", ".join(queues)
         alive = sorted(self.live_refs.items(), key=lambda pair: -pair[1])[:2]
@@ -398,7 +399,7 @@ class DangerSnapshot:
             text += "; alive: " + ", ".join(f"{count:,} {name}" for name, count in alive)
         if self.sites:
             top = self.sites[0]
-            text += f"; top site in the next {self.window_seconds:.1f} s: {top.location} +{top.size_diff_bytes / 1024:,.1f} KiB"
+            text += f"; top site in the next {self.window_seconds:.1f} s: {top.location} +{format_size(top.size_diff_bytes)}"
         return text
 
     def to_json(self) -> dict[str, Any]:
