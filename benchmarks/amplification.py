@@ -13,6 +13,7 @@ p50/p95/max of held bytes over body bytes per kind of page.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import tempfile
 from pathlib import Path
@@ -94,6 +95,38 @@ def run_figures(site: RunningSite, *, kb: int, copies: int = 4) -> dict[str, Any
     return figures
 
 
+def step_cost(steps: int = 200_000) -> dict[str, float]:
+    """Microseconds the meter adds to one step of a callback's output (a pass-through of the same generator without it)."""
+    import time
+
+    from pytest_crawlmem.amplification import StepClock
+    from pytest_crawlmem.probes import read_malloc_in_use_bytes
+
+    async def callback() -> Any:
+        for i in range(steps):
+            yield i
+
+    async def plain() -> None:
+        async for _ in callback():
+            pass
+
+    async def metered() -> None:
+        async for _ in StepClock(read_malloc_in_use_bytes).measure(callback(), [0, 0]):
+            pass
+
+    def drive(coroutine: Any) -> float:
+        started = time.perf_counter()
+        with contextlib.suppress(StopIteration):
+            coroutine.send(None)
+        return time.perf_counter() - started
+
+    plain_seconds = min(drive(plain()) for _ in range(3))
+    metered_seconds = min(drive(metered()) for _ in range(3))
+    return {"steps": steps, "plain_us_per_step": round(plain_seconds / steps * 1e6, 3),
+            "metered_us_per_step": round(metered_seconds / steps * 1e6, 3),
+            "added_us_per_step": round((metered_seconds - plain_seconds) / steps * 1e6, 3)}
+
+
 def main() -> None:
     """Run both parts and print (and optionally save) the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -102,6 +135,8 @@ def main() -> None:
     parser.add_argument("--kb", type=int, default=512, help="size of the large and nested pages")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    steps = step_cost()
+    progress(f"per step: {json.dumps(steps)}")
     with start_site() as site:
         figures = run_figures(site, kb=args.kb)
         cost = run_cost(site, pairs=args.pairs, pages=args.pages)
@@ -110,7 +145,8 @@ def main() -> None:
     amp = cost["catalog_amplification"]
     progress(f"catalog pages: p50 {amp.get('p50_ratio')}x, p95 {amp.get('p95_ratio')}x, max {amp.get('max_ratio')}x")
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine_info(), "cost": cost, "figures": figures}, indent=2))
+        args.json.write_text(json.dumps({"machine": machine_info(), "step_cost": steps, "cost": cost, "figures": figures},
+                                             indent=2))
 
 
 if __name__ == "__main__":

@@ -23,14 +23,14 @@ import scrapy
 
 #: (page, format, timeout_ms): one capture per verdict the site can give, clean in every format.
 CAPTURES = [
-    ("/catalog/product/1", "png", 10000),
-    ("/large/1?kb=64", "jpeg", 10000),
-    ("/large/2?kb=64", "webp", 10000),
-    ("/catalog/product/2", "pdf", 10000),
-    ("/blank/1", "png", 10000),
-    ("/botcheck/1", "png", 10000),
+    ("/catalog/product/1", "png", 30000),
+    ("/large/1?kb=64", "jpeg", 30000),
+    ("/large/2?kb=64", "webp", 30000),
+    ("/catalog/product/2", "pdf", 30000),
+    ("/blank/1", "png", 30000),
+    ("/botcheck/1", "png", 30000),
     ("/slow/1?ms=8000", "png", 1000),
-    ("/status/500", "png", 10000),
+    ("/status/500", "png", 30000),
 ]
 
 
@@ -51,7 +51,7 @@ class Shots(scrapy.Spider):
     def parse(self, response):
         verdict = response.headers.get("X-Page-Verdict", b"").decode()
         if response.meta["page"] == "/catalog/product/1" and verdict == "clean":
-            yield self.shot("/catalog/product/1", "png", 10000)  # the same capture again: served from the cache
+            yield self.shot("/catalog/product/1", "png", 30000)  # the same capture again: served from the cache
         yield {"page": response.meta["page"], "verdict": verdict, "bytes": len(response.body)}
 '''
 
