@@ -64,9 +64,9 @@ class AmplificationMeter:
             heapq.heapreplace(self._worst, entry)
 
     def summary(self) -> AmplificationSummary | None:
-        """The distribution, or ``None`` when no callback was measured."""
+        """The distribution; ``None`` when no callback ran (only async ones: count 0 and ``unmeasured``)."""
         if not self.ratios.count:
-            return None
+            return AmplificationSummary(unmeasured=self.unmeasured) if self.unmeasured else None
 
         def ratio(q: float) -> float | None:
             value = self.ratios.percentile(q)

@@ -36,7 +36,11 @@ MIN_SITE_BYTES = 1024
 def window_sites(
     first: tracemalloc.Snapshot | None, last: tracemalloc.Snapshot, responses: int, *, limit: int = SITES_KEPT,
 ) -> tuple[GrowthSite, ...]:
-    """Sites whose live traced memory grew from ``first`` (``None``: tracing started empty) to ``last``, largest first."""
+    """Sites whose live traced memory grew from ``first`` (``None``: tracing started empty) to ``last``.
+
+    Sites in the user's code first, then those without a user frame (a library's line), each by growth,
+    as :func:`snapshots.growing_sites` orders them.
+    """
     before, after = group_by_site(first), group_by_site(last)
     grown = []
     for site, group in after.items():
@@ -44,13 +48,14 @@ def window_sites(
         size_diff = group.size - (previous.size if previous else 0)
         if size_diff >= MIN_SITE_BYTES:
             count_diff = group.count - (previous.count if previous else 0)
-            grown.append((size_diff, count_diff, site, group.traceback))
-    grown.sort(key=lambda entry: entry[0], reverse=True)
+            grown.append((group.in_user_code, size_diff, count_diff, site, group.traceback))
+    grown.sort(key=lambda entry: (entry[0], entry[1]), reverse=True)
     cached = set(linecache.cache)  # drop the source files read for the tracebacks: the crawl must not grow for it
     sites = tuple(
         GrowthSite(site, size_diff, count_diff, round(size_diff / max(responses, 1), 1),
-                   tuple(line.strip() for line in traceback.format(most_recent_first=True)[:16]) if traceback else ())
-        for size_diff, count_diff, site, traceback in grown[:limit]
+                   tuple(line.strip() for line in traceback.format(most_recent_first=True)[:16]) if traceback else (),
+                   in_user_code=in_user_code)
+        for in_user_code, size_diff, count_diff, site, traceback in grown[:limit]
     )
     for filename in set(linecache.cache) - cached:
         linecache.cache.pop(filename, None)

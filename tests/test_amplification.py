@@ -107,7 +107,8 @@ from parse_spiders import AsyncLinks
 def test_it(crawl, fixture_site):
     result = crawl(AsyncLinks, start_urls=[fixture_site.url("/large/1?kb=64"), fixture_site.url("/large/2?kb=64")])
     assert result.items_scraped == 2
-    assert result.parse_amplification is None
+    assert result.parse_amplification.count == 0 and result.parse_amplification.unmeasured == 2
+    assert result.parse_amplification.describe() == "no callback was measured"
 """)
     run(suite).assert_outcomes(passed=1)
 
@@ -189,5 +190,5 @@ def test_max_amplification_from_the_ini_file_and_bad_values_name_their_source():
         "max_amplification": 12.0, "billed_mismatch": 0, "snapshot_at": 300 * 2**20}
     with pytest.raises(ValueError, match="invalid ratio 'lots' for max_amplification in ini crawlmem_max_amplification"):
         ini_budgets({"crawlmem_max_amplification": "lots"}.get)
-    with pytest.raises(BudgetError, match=r"invalid ratio -2 for max_amplification in crawl_memory marker of t\.py::t"):
-        parse_budget("max_amplification", -2, source="crawl_memory marker of t.py::t")
+    with pytest.raises(BudgetError, match=r"invalid ratio 0 for max_amplification in crawl_memory marker of t\.py::t"):
+        parse_budget("max_amplification", 0, source="crawl_memory marker of t.py::t")
