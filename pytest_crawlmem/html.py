@@ -269,15 +269,30 @@ def _measured(name: str, result: Mapping[str, Any], growth: Mapping[str, Any]) -
     if name == "leak_per_response":
         per = _number(growth.get("per_response_bytes"))
         return "-" if per is None else f"{format_size(per)}/{_unit(result)[:-1]}"
-    return "-"
+    return _issue19_measured(name, result)
+
+
+def _issue19_measured(name: str, result: Mapping[str, Any]) -> str:
+    """The figures of snapshot_at, max_amplification and billed_mismatch (``-`` when not measured)."""
+    figure = {"snapshot_at": ("danger", "rss_bytes"), "max_amplification": ("parse_amplification", "max_ratio"),
+              "billed_mismatch": ("shots", "billed_mismatch")}.get(name)
+    part = result.get(figure[0]) if figure else None
+    value = part.get(figure[1]) if figure and isinstance(part, Mapping) else None
+    if name == "snapshot_at":
+        return "not reached" if value is None else f"reached ({size(value)})"
+    if value is None:
+        return "-"
+    return f"{_number(value) or 0:.1f}x" if name == "max_amplification" else count(value)
 
 
 def _limit(name: str, value: object) -> str:
-    if name in SIZE_BUDGETS or name == "browser_pss":
+    if name in SIZE_BUDGETS or name in ("browser_pss", "snapshot_at"):
         return size(value)
+    if name == "max_amplification":
+        return f"{value}x"
     if name == "leak_per_response":
         return f"{size(value)}/response"
-    if name in COUNT_BUDGETS or name == "max_open_pages":
+    if name in COUNT_BUDGETS or name in ("max_open_pages", "billed_mismatch"):
         return count(value)
     if name == "timeout":
         number = _number(value)
