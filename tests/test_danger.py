@@ -128,6 +128,21 @@ def test_it(crawl, fixture_site):
     ])
 
 
+def test_an_isolated_crawl_brings_its_danger_snapshot_back(suite):
+    suite.makepyfile(test_crawl="""
+import pytest
+from danger_spiders import BASE, Creeper
+
+@pytest.mark.crawl_memory(snapshot_at=BASE + 8 * 2**20, leak="off")
+def test_it(crawl, fixture_site):
+    result = crawl(Creeper, start_urls=[fixture_site.url("/catalog/?pages=8&per_page=40")], isolate=True)
+    assert result.danger is not None and result.danger.threshold_bytes == BASE + 8 * 2**20
+    assert result.danger.window_seconds > 0
+    assert (result.report_dir / "danger.json").is_file()
+""")
+    run(suite).assert_outcomes(passed=1)
+
+
 # -- pure parts and the window, in this process ---------------------------------------------------
 
 
