@@ -113,6 +113,49 @@ def test_it(crawl, fixture_site):
     run(suite).assert_outcomes(passed=1)
 
 
+RECOVERY = '''
+import scrapy
+
+
+class Recover:
+    """A user spider middleware that turns a callback's exception into an item."""
+
+    def process_spider_exception(self, response, exception):
+        return [{"recovered": type(exception).__name__}]
+
+
+class Raising(scrapy.Spider):
+    name = "raising"
+    custom_settings = {"SPIDER_MIDDLEWARES": {"recovery.Recover": 500}}
+
+    async def start(self):
+        yield scrapy.Request(self.url)
+
+    def parse(self, response):
+        yield {"first": response.url}
+        raise ValueError("broken page")
+
+
+def collected(result):
+    return result.items_scraped, result.stats.get("spider_exceptions/ValueError")
+'''
+
+
+def test_the_meter_changes_nothing_the_spider_sees_items_exceptions_and_recovery(pytester):
+    pytester.makepyfile(recovery=RECOVERY)
+    pytester.makepyfile(test_crawl="""
+from recovery import Raising, collected
+
+def test_it(crawl, fixture_site):
+    url = fixture_site.url("/catalog/product/1")
+    measured = crawl(Raising, url=url)
+    plain = crawl(Raising, url=url, settings={"CRAWLMEM_AMPLIFICATION": False})
+    assert collected(measured) == collected(plain) == (2, None)  # the first item and the recovered one; no unhandled error
+    assert measured.parse_amplification.count == 1 and plain.parse_amplification is None
+""")
+    run(pytester).assert_outcomes(passed=1)
+
+
 # -- pure parts ------------------------------------------------------------------------------
 
 
