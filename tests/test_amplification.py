@@ -6,10 +6,12 @@ import json
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, cast
 
+import lxml.html
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fixture_sites.nested import nested_chunks
 from pytest_crawlmem.amplification import AmplificationMeter, StepClock, amplification_ratio
 from pytest_crawlmem.budgets import BudgetError, Budgets, check_budgets, parse_budget
 from pytest_crawlmem.models import CrawlResult, Growth, Peaks
@@ -235,3 +237,13 @@ def test_max_amplification_from_the_ini_file_and_bad_values_name_their_source():
         ini_budgets({"crawlmem_max_amplification": "lots"}.get)
     with pytest.raises(BudgetError, match=r"invalid ratio 0 for max_amplification in crawl_memory marker of t\.py::t"):
         parse_budget("max_amplification", 0, source="crawl_memory marker of t.py::t")
+
+
+@given(st.integers(1, 60), st.integers(1, 40))
+def test_nested_pages_have_the_exact_size_and_depth_asked(depth, kb):
+    body = b"".join(nested_chunks(3, depth, kb * 1024, 4096))
+    assert len(body) == kb * 1024
+    root = lxml.html.fromstring(body)
+    leaves = root.xpath("//a[@class='leaf']")
+    if leaves:  # a block fits: the leaf sits under exactly `depth` nested divs
+        assert len(leaves[0].xpath("ancestor::div[@class='n']")) == depth
