@@ -96,6 +96,15 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "~0.2-0.45 ms of crawl CPU a response (benchmarks/replay_throughput.py)", tests="crawl(replay=...)"),
     SettingSpec("CRAWLMEM_REPLAY_COPIES", 1, int, "copies of the recording the replay copies middleware starts",
                 tests="crawl(replay_copies=...)", minimum=1),
+    SettingSpec("CRAWLMEM_SNAPSHOT_AT_BYTES", 0, int,
+                "take the danger snapshot (danger.json beside CRAWLMEM_JSONL) when RSS first reaches this (0: off)",
+                "nothing until then; then a trackref count and a traced window", tests="budget snapshot_at", minimum=0.0),
+    SettingSpec("CRAWLMEM_DANGER_WINDOW_SECONDS", 1.0, float,
+                "length of the danger snapshot's traced window (and at least 10 responses, at most 10 times as long)",
+                "tracemalloc at CRAWLMEM_ATTRIBUTION_FRAMES for that window", minimum=0.001),
+    SettingSpec("CRAWLMEM_AMPLIFICATION", True, bool,
+                "measure parse amplification (needs the spider middleware the test runner adds)",
+                "15 us a callback step (two mallinfo2 reads): about 1.7% of a catalog crawl's CPU"),
 )
 
 #: The defaults by name, as Scrapy's ``default_settings`` (``None``: derived from other settings, or off).

@@ -207,6 +207,9 @@ def timeline(document: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], 
     if warm is not None:
         rule = "a quarter of the pages, after the browser's launch" if browser_job else "max(150, N/4)"
         markers.append(Marker(warm, "warmup", f"warm-up ends at {warm_units:,} {unit}: {rule}"))
+    danger = result.get("danger")  # the danger snapshot (danger.json): where RSS crossed snapshot_at
+    if isinstance(danger, Mapping) and is_number(danger.get(x_key)):
+        markers.append(Marker(float(danger[x_key]), "danger", str(danger.get("summary") or "danger snapshot")))
     by_responses = x_key == "responses"
     axis = XAxis(f"{unit} processed" if by_responses else "seconds since the start",
                  count_tick if by_responses else seconds_tick, shade_until=warm, markers=markers)
@@ -230,8 +233,9 @@ def chart_section(document: Mapping[str, Any], samples: Sequence[Mapping[str, An
         f'<ul class="legend"><li><span class="swatch warmup"></span>{esc(warm)}</li>'
         '<li><span class="swatch checkpoint"></span>drained checkpoint (hover a dot for its figures)</li>'
         '<li><span class="swatch undrained"></span>checkpoint that did not drain in time</li>'
-        '<li><span class="swatch budget"></span>budget</li></ul>'
-        f'<p class="note">{esc(zoom)}</p>'
+        '<li><span class="swatch budget"></span>budget</li>'
+        + ('<li><span class="swatch danger"></span>danger snapshot (danger.json)</li>' if result.get("danger") else "")
+        + f'</ul><p class="note">{esc(zoom)}</p>'
     )
     body = (
         '<div class="chart">'
@@ -266,15 +270,30 @@ def _measured(name: str, result: Mapping[str, Any], growth: Mapping[str, Any]) -
     if name == "leak_per_response":
         per = _number(growth.get("per_response_bytes"))
         return "-" if per is None else f"{format_size(per)}/{_unit(result)[:-1]}"
-    return "-"
+    return _issue19_measured(name, result)
+
+
+def _issue19_measured(name: str, result: Mapping[str, Any]) -> str:
+    """The figures of snapshot_at, max_amplification and billed_mismatch (``-`` when not measured)."""
+    figure = {"snapshot_at": ("danger", "rss_bytes"), "max_amplification": ("parse_amplification", "max_ratio"),
+              "billed_mismatch": ("shots", "billed_mismatch")}.get(name)
+    part = result.get(figure[0]) if figure else None
+    value = part.get(figure[1]) if figure and isinstance(part, Mapping) else None
+    if name == "snapshot_at":
+        return "not reached" if value is None else f"reached ({size(value)})"
+    if value is None:
+        return "-"
+    return f"{_number(value) or 0:.1f}x" if name == "max_amplification" else count(value)
 
 
 def _limit(name: str, value: object) -> str:
-    if name in SIZE_BUDGETS or name == "browser_pss":
+    if name in SIZE_BUDGETS or name in ("browser_pss", "snapshot_at"):
         return size(value)
+    if name == "max_amplification":
+        return f"{value}x"
     if name == "leak_per_response":
         return f"{size(value)}/response"
-    if name in COUNT_BUDGETS or name == "max_open_pages":
+    if name in COUNT_BUDGETS or name in ("max_open_pages", "billed_mismatch"):
         return count(value)
     if name == "timeout":
         number = _number(value)
@@ -711,6 +730,29 @@ def _head(document: Mapping[str, Any], header: Mapping[str, Any], problems: Sequ
     return Safe("".join(parts))
 
 
+def parse_and_captures_section(result: Mapping[str, Any]) -> Safe:
+    """Parse amplification, screenshot captures and the danger snapshot, when the crawl has them (issue 19)."""
+    rows: list[list[object]] = []
+    amp = result.get("parse_amplification")
+    if isinstance(amp, Mapping) and amp.get("count"):
+        worst = (amp.get("worst") or [{}])[0]
+        ratios = f"p50 {amp.get('p50_ratio')}x, p95 {amp.get('p95_ratio')}x, max {amp.get('max_ratio')}x"
+        held = f"held up to {size(amp.get('max_held_bytes'))}"
+        rows.append(["parse amplification", f"{ratios} over {count(amp.get('count'))} callbacks; {held}",
+                     f"{worst.get('url', '')} ({size(worst.get('body_bytes'))} body)"])
+    shots = result.get("shots")
+    if isinstance(shots, Mapping):
+        verdicts = ", ".join(f"{count(n)} {v}" for v, n in (shots.get("by_verdict") or {}).items())
+        rows.append(["screenshot captures", f"{count(shots.get('captures'))}: {verdicts}; {count(shots.get('billed'))} billed,"
+                     f" {size(shots.get('bytes_total'))}", f"{count(shots.get('billed_mismatch'))} billed wrongly"])
+    danger = result.get("danger")
+    if isinstance(danger, Mapping):
+        rows.append(["danger snapshot", str(danger.get("summary", "")), "danger.json, danger-diff.txt"])
+    if not rows:
+        return Safe("")
+    return section("Parse, captures, danger", table(["figure", "value", "where"], rows))
+
+
 def render_html(
     document: Mapping[str, Any],
     samples: Sequence[Mapping[str, Any]],
@@ -744,6 +786,7 @@ def render_html(
         counts_section("Responses by status", result.get("status_counts"), ["status", "responses"], "None recorded."),
         dropped_section(result),
         backpressure_section(result),
+        parse_and_captures_section(result),
         environment_section(document, header or {}),
     ]
     return page(f"crawlmem: {title}", "\n".join(body))
@@ -818,6 +861,8 @@ svg .warmup-label { font-size:11px; fill:#7a8594; }
 svg .marker { stroke:#9aa5b1; stroke-width:1; }
 svg .marker.undrained { stroke:#e69f00; stroke-dasharray:4 3; }
 svg .marker.warmup { stroke:#5f6b7a; stroke-dasharray:5 3; stroke-width:1.5; }
+svg .marker.danger { stroke:#d55e00; stroke-width:2; }
+.swatch.danger { border-left:2px solid #d55e00; width:1px; height:14px; margin:0 10px 0 8px; vertical-align:-3px; }
 svg polyline.series { stroke-width:1.8; stroke-linejoin:round; }
 svg .budget { stroke-dasharray:6 4; stroke-width:1.5; }
 svg .budget-label { font-size:11px; fill:#c0392b; font-weight:600; }

@@ -25,6 +25,7 @@ from typing import Any
 
 import psutil
 
+from .danger import load_danger
 from .extension import interrupt_running_crawls
 from .growth import analyze
 from .interrupts import graceful_sigint
@@ -156,6 +157,7 @@ def result_from_stream(spec: IsolatedSpec, why: str, duration: float, stderr_tai
         errors=(why, *(stream.problems if stream else ()), *stderr_tail),
         stopped_because=why,
         report_dir=report_dir,
+        danger=load_danger(report_dir),  # written by the child when RSS crossed snapshot_at
     )
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import probes
+from .amplification import SPIDER_MIDDLEWARE_ORDER, SPIDER_MIDDLEWARE_PATH
 from .browser import is_playwright_crawl, launch_options
 from .distribution import Histogram
 from .dropped import MEDIA_FAILED, suggest_maxsize
@@ -62,7 +63,7 @@ FORCED_SETTINGS: dict[str, Any] = {
 #: test's settings nor a spider's custom_settings or update_settings() can switch it off.
 MEASURING_PRIORITY = 50
 #: The component settings the plugin adds entries to (never replaces).
-COMPONENT_SETTINGS = ("EXTENSIONS", "DOWNLOADER_MIDDLEWARES")
+COMPONENT_SETTINGS = ("EXTENSIONS", "DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES")
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class CrawlOptions:
     timeout_seconds: float | None = None
     project_settings: str | None = None  # the Scrapy project's settings module the crawl starts from
     replay: ReplayTarget | None = None  # a running replay site: the crawl downloads from it
+    snapshot_at_bytes: int | None = None  # RSS at which the danger snapshot is taken (danger.json)
 
 
 def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> Any:
@@ -112,6 +114,7 @@ def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
         "CRAWLMEM_TIMEOUT_SECONDS": options.timeout_seconds or 0.0,
         "CRAWLMEM_MEDIA_FAILURES": True,
         "CRAWLMEM_GC_FREEZE": True,  # checkpoints walk the crawl's objects only (production leaves it off)
+        "CRAWLMEM_SNAPSHOT_AT_BYTES": options.snapshot_at_bytes or 0,
     }
 
 
@@ -128,6 +131,7 @@ def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
     ours = {
         "EXTENSIONS": {EXTENSION_PATH: 0},
         "DOWNLOADER_MIDDLEWARES": counting_middlewares(settings.getdict("DOWNLOADER_MIDDLEWARES"), base),
+        "SPIDER_MIDDLEWARES": {SPIDER_MIDDLEWARE_PATH: SPIDER_MIDDLEWARE_ORDER},  # parse amplification
     }
     for name in COMPONENT_SETTINGS:
         settings.set(name, {**settings.getdict(name), **ours[name]}, priority=MEASURING_PRIORITY)
@@ -358,6 +362,9 @@ def _build_result(
         download_latency=latency_distribution(ext.latency_us),
         browser=ext.browser_summary(),
         media=ext.media,
+        shots=ext.shots.summary(),
+        parse_amplification=ext.amplification.summary(),
+        danger=ext.danger.snapshot if ext.danger else None,
     )
 
 
