@@ -51,6 +51,9 @@ SPECS: dict[str, BudgetSpec] = {
         BudgetSpec("max_open_pages", parse_count, "most browser pages open at once"),
         BudgetSpec("kill_at", parse_size, "hard ceiling: RSS at which the crawl is stopped at once (the test fails)"),
         BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped (the test fails)"),
+        BudgetSpec("lost", parse_count, "crawl_cluster: most requests scheduled and never processed"),
+        BudgetSpec("redis_memory", parse_size, "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger left out)"),
+        BudgetSpec("cluster_rss", parse_size, "crawl_cluster: the workers' peak RSS summed"),
         BudgetSpec("compare_fail", parse_compare_fail, "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'"),
     )
 }
@@ -75,6 +78,9 @@ class Budgets:
     kill_at: int | None = None
     timeout: float | None = None
     compare_fail: str | None = None
+    lost: int | None = None
+    redis_memory: int | None = None
+    cluster_rss: int | None = None
 
     def set_values(self) -> dict[str, object]:
         """Return the budgets that are set, by name."""
