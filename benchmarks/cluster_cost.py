@@ -97,13 +97,59 @@ def run_measured(url: str, report_dir: Path) -> dict[str, Any]:
             "peak_rss": result.cluster_rss}
 
 
+def micro(requests: int) -> dict[str, Any]:
+    """The ledger's own cost per request, without a crawl around it: push, pop and finish ``requests`` requests
+    through scrapy-redis's PriorityQueue, bare and wrapped in the ledger, interleaved over 3 rounds (medians)."""
+    import scrapy
+    from scrapy_redis.queue import PriorityQueue
+
+    from pytest_crawlmem.cluster_worker import LedgerQueue, LedgerRecorder
+
+    spider = scrapy.Spider(name="bench")
+    made = [scrapy.Request(f"http://127.0.0.1/catalog/product/{i}") for i in range(requests)]
+    timings: dict[str, list[float]] = {"bare": [], "ledger": []}
+    ledger_bytes = 0
+    for _ in range(3):
+        for mode in timings:
+            server = start_redis()
+            try:
+                client = server.client()
+                queue: Any = PriorityQueue(client, spider, "bench:requests")
+                recorder = LedgerRecorder(client, 0, LedgerKeys())
+                if mode == "ledger":
+                    queue = LedgerQueue(queue, recorder)
+                started = time.perf_counter()
+                for request in made:
+                    queue.push(request)
+                for _ in made:
+                    popped = queue.pop()
+                    if mode == "ledger":
+                        recorder.finished(popped)
+                timings[mode].append(time.perf_counter() - started)
+                if mode == "ledger":
+                    ledger_bytes = sum(int(client.memory_usage(k) or 0) for k in LedgerKeys().all_keys(1) if client.exists(k))
+            finally:
+                server.close()
+    bare, ledger = statistics.median(timings["bare"]), statistics.median(timings["ledger"])
+    return {"requests": requests, "bare_us_per_request": bare / requests * 1e6, "ledger_us_per_request": ledger / requests * 1e6,
+            "extra_us_per_request": (ledger - bare) / requests * 1e6, "redis_bytes_per_request": ledger_bytes / requests}
+
+
 def main() -> None:
     """Interleave the modes, print and save the medians."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--responses", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "cluster_cost.json")
+    parser.add_argument("--micro", type=int, default=5000, help="requests of the ledger micro-benchmark (0: skip it)")
     args = parser.parse_args()
+    micro_result = micro(args.micro) if args.micro else None
+    if micro_result:
+        print("micro", json.dumps({k: round(v, 2) for k, v in micro_result.items()}), flush=True)
+    if not args.rounds:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "ledger_micro": micro_result}, indent=2))
+        return
     site = start_site()
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     try:
@@ -134,6 +180,7 @@ def main() -> None:
         (summary["ledger"]["cpu_seconds"] - bare["cpu_seconds"]) / statistics.median(r["scheduled"] for r in ledger_runs) * 1e6)
     summary["ledger"]["redis_bytes_per_request"] = statistics.median(r["ledger_bytes"] / r["scheduled"] for r in ledger_runs)
     summary["cluster"]["coordinator_cpu_seconds"] = statistics.median(r["coordinator_cpu_seconds"] for r in runs["cluster"])
+    summary["ledger_micro"] = micro_result
     print(json.dumps(summary, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "summary": summary, "runs": runs}, indent=2))

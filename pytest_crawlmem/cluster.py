@@ -105,7 +105,7 @@ class ClusterResult:
     kill: KillPlan | None = None
     redis_peak_memory: int = 0
     report_dir: Path | None = None
-    errors: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()  # what went wrong with the cluster itself (a planned failure that never fired, the deadline)
     settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -10,7 +10,7 @@ import pytest
 from .cluster import ClusterError, ClusterResult, check_cluster, check_worker, parse_kill
 from .cluster_report import write_cluster_report
 from .cluster_run import ClusterOptions, run_cluster
-from .fixtures import _interrupt_crawls
+from .fixtures import _fail_if_site_died, _interrupt_crawls
 from .interrupts import INTERRUPTED_MESSAGE, graceful_sigint
 from .models import CrawlResult, Growth, Peaks
 from .redisserver import RedisStartError
@@ -103,9 +103,23 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
         _record_cluster(item.nodeid, result, budgets, records)
         if interrupt.interrupted:
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
+        _fail_if_site_died(request, cluster_summary(result))
+        _fail_if_a_worker_failed(result)
         return result
 
     return run
+
+
+def _fail_if_a_worker_failed(result: ClusterResult) -> None:
+    """A worker that crashed, a planned failure that never happened, a cluster stopped at its deadline: fail saying so."""
+    problems = []
+    for end in result.ends:
+        if end.how == "crashed":
+            tail = [line for line in result.workers[end.worker].errors[-6:] if line]
+            problems.append(f"worker {end.worker} of the cluster crashed ({end.detail})" + "".join(f"\n{t}" for t in tail))
+    problems += result.errors
+    if problems:
+        pytest.fail("\n".join(problems) + f"\nreport: {result.report_dir}", pytrace=False)
 
 
 def _record_cluster(nodeid: str, result: ClusterResult, budgets: Any, records: list[CrawlRecord]) -> None:

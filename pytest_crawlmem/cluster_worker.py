@@ -58,6 +58,13 @@ redis.call('INCR', KEYS[4])
 return data
 """
 
+_FINISH = """
+redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
+if ARGV[3] == '1' then redis.call('SADD', KEYS[3], ARGV[1]) end
+redis.call('INCR', KEYS[4])
+"""
+
 
 def queue_kind(queue: Any) -> str | None:
     """``zset``/``fifo``/``lifo`` for scrapy-redis's own queue classes (push and pop not overridden), else ``None``."""
@@ -132,6 +139,7 @@ class LedgerRecorder:
         self.worker = worker
         self.keys = keys
         self.entries: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # request -> entry, while in progress
+        self._finish = server.register_script(_FINISH)
 
     def scheduled(self, entry: str, url: str) -> None:
         """Record a push made outside the scripts."""
@@ -152,11 +160,9 @@ class LedgerRecorder:
         entry = self.entries.pop(request, None)
         if entry is None:
             return
-        pipe = self.server.pipeline(transaction=True)
-        pipe.hincrby(self.keys.processed(self.worker), entry, 1).hincrby(self.keys.counts, f"processed:{self.worker}", 1)
-        if request.meta.get("retry_times"):
-            pipe.sadd(self.keys.retries, entry)
-        pipe.incr(self.keys.events).execute()
+        keys = self.keys
+        self._finish(keys=[keys.processed(self.worker), keys.counts, keys.retries, keys.events],
+                     args=[entry, f"processed:{self.worker}", "1" if request.meta.get("retry_times") else "0"])
 
     def flushed(self, held: int) -> None:
         """Record that this worker's scheduler deleted the queue while it held ``held`` elements."""

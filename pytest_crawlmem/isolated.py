@@ -161,7 +161,8 @@ def check_child(child: IsolatedChild, grace: float) -> bool:
 def result_from_stream(spec: IsolatedSpec, why: str, duration: float, stderr_tail: tuple[str, ...]) -> CrawlResult:
     """A result from what the child streamed before it died: samples and checkpoints, no exact peak."""
     report_dir = spec.options.report_dir
-    stream = read_samples_jsonl(report_dir / "samples.jsonl") if report_dir else None
+    stream_path = report_dir / "samples.jsonl" if report_dir else None  # absent when the child died before the crawl opened
+    stream = read_samples_jsonl(stream_path) if stream_path is not None and stream_path.exists() else None
     samples = tuple(Sample.from_json(s) for s in stream.samples) if stream else ()
     checkpoints = [checkpoint_from_json(c) for c in stream.checkpoints] if stream else []
     rss = [s.rss_bytes for s in samples] or [0]
@@ -196,7 +197,8 @@ def _reactor_wait(deferred: Any) -> Any:
 
     def done(value: Any) -> None:
         outcome.append(value)
-        reactor.stop()
+        if reactor.running:  # a crawl that fails at once fires before the reactor runs: its error, not ReactorNotRunning
+            reactor.stop()
 
     deferred.addBoth(done)
     if not outcome:

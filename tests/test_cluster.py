@@ -27,6 +27,28 @@ from scrapy_redis.spiders import RedisSpider
 
 ''' + CATALOG_SPIDER + '''
 
+class Hoarder(Catalog):
+    """Keeps 4 KiB per product page."""
+
+    name = "hoarder"
+    kept = []
+
+    def parse_product(self, response):
+        self.kept.append(b"x" * 4096 + response.url.encode())
+        yield from super().parse_product(response)
+
+
+class Fragile(Catalog):
+    """Only the worker given the start URLs can start."""
+
+    name = "fragile"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not self.start_urls:
+            raise RuntimeError("no start URLs here")
+
+
 class RedisCatalog(RedisSpider):
     name = "redis_catalog"
 
@@ -126,6 +148,47 @@ def test_sigterm_deletes_the_shared_queue_unless_the_scheduler_persists(pytester
         assert all(r.where == "queue" for r in ledger.lost_urls)
 """)
     outcome.assert_outcomes(passed=1)
+
+
+@needs_redis
+def test_a_leak_is_judged_per_worker_without_the_shared_queue(pytester):
+    outcome = run(pytester, """
+    url = fixture_site.url("/catalog/?pages=30&per_page=40")  # 1,230 responses: one of two workers gets 615 or more
+    result = crawl_cluster(Hoarder, workers=2, start_urls=[url], settings={"CONCURRENT_REQUESTS": 8})
+    assert result.verdict == "retained-objects" and result.reason.startswith("worker ")
+    judged = [w for w in result.workers if w.responses >= 615]
+    assert judged and all(w.verdict == "retained-objects" for w in judged)
+    assert "scheduler's growing queue explains 0.0 KiB" in judged[0].growth.reason
+""", '@pytest.mark.crawl_memory(leak="warn")')
+    outcome.assert_outcomes(passed=1)
+    outcome.stdout.fnmatch_lines(["*test_cl.py::test_it ?cluster?*1,230*retained-objects*"])
+
+
+@needs_redis
+def test_a_worker_that_crashes_fails_the_test_with_its_error(pytester):
+    outcome = run(pytester, """
+    crawl_cluster(Fragile, workers=2, start_urls=[fixture_site.url("/catalog/?pages=2&per_page=5")])
+""")
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines(["*worker 1 of the cluster crashed (exit code 1)*", "*RuntimeError: no start URLs here*"])
+
+
+@needs_redis
+def test_clusters_run_side_by_side_under_xdist_each_on_its_own_redis(pytester):
+    pytester.makepyfile(spiders=SPIDERS)
+    pytester.makepyfile(test_cl="""
+import pytest
+from spiders import Catalog
+
+@pytest.mark.parametrize("pages", [2, 3, 4])
+def test_it(crawl_cluster, fixture_site, pages):
+    result = crawl_cluster(Catalog, workers=2, start_urls=[fixture_site.url(f"/catalog/?pages={pages}&per_page=10")])
+    assert result.processed == pages * 11 and result.lost == 0 and result.processed_twice == 0
+""")
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", timeout=300)
+    outcome.assert_outcomes(passed=3)
+    rows = [line for line in outcome.stdout.lines if line.startswith("test_cl.py::test_it[")]
+    assert len(rows) == 9, outcome.stdout.str()  # a cluster row and two worker rows per test, merged on the controller
 
 
 def test_a_bad_kill_plan_is_a_clear_error():
