@@ -51,6 +51,8 @@ SPECS: dict[str, BudgetSpec] = {
         BudgetSpec("max_open_pages", parse_count, "most browser pages open at once"),
         BudgetSpec("kill_at", parse_size, "hard ceiling: RSS at which the crawl is stopped at once (the test fails)"),
         BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped (the test fails)"),
+        BudgetSpec("min_responses", parse_count, "fewest responses a crawl must get (default 1: a crawl that measured"
+                   " nothing fails; 0 lets it pass)"),
         BudgetSpec("lost", parse_count, "crawl_cluster: most requests scheduled and never processed"),
         BudgetSpec("redis_memory", parse_size, "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger left out)"),
         BudgetSpec("cluster_rss", parse_size, "crawl_cluster: the workers' peak RSS summed"),
@@ -77,6 +79,7 @@ class Budgets:
     max_open_pages: int | None = None
     kill_at: int | None = None
     timeout: float | None = None
+    min_responses: int | None = None
     compare_fail: str | None = None
     lost: int | None = None
     redis_memory: int | None = None
@@ -160,6 +163,7 @@ def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
         _leak_check(budgets, result),
         _stop_check("kill_at", budgets.kill_at, result, "crawlmem_kill_at"),
         _stop_check("timeout", budgets.timeout, result, "crawlmem_timeout"),
+        nothing_measured(budgets.min_responses, result),
     ]
     return [v for v in checks if v is not None]
 
@@ -223,3 +227,35 @@ def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:
     per_response = growth.per_response_bytes or 0.0
     limit = float(budgets.leak_per_response or DEFAULT_LEAK_PER_RESPONSE)
     return Violation("leak", per_response, limit, f"{growth.verdict}: {growth.reason}", fails=budgets.leak == "fail")
+
+
+#: A crawl with fewer responses than this measured nothing: it fails unless ``min_responses`` says otherwise.
+DEFAULT_MIN_RESPONSES = 1
+
+
+def nothing_measured(minimum: int | None, result: CrawlResult) -> Violation | None:
+    """The crawl got fewer responses than ``minimum`` (default 1): say so, with what went wrong instead."""
+    limit = DEFAULT_MIN_RESPONSES if minimum is None else minimum
+    if result.responses >= limit:
+        return None
+    prefix = "downloader/exception_type_count/"
+    errors = {k[len(prefix):].rsplit(".", 1)[-1]: v for k, v in result.stats.items() if k.startswith(prefix)}
+    why = ", ".join(f"{count:,} {name}" for name, count in sorted(errors.items())) or "no download error"
+    message = (
+        f"the crawl got {result.responses:,} responses, fewer than min_responses={limit:,}, so nothing was measured"
+        f" (download errors: {why}; finish reason {result.finish_reason or 'unknown'!r}); check the start URLs, or"
+        " set crawl_memory(min_responses=0) if a crawl without responses is what this test expects"
+    )
+    return Violation("min_responses", result.responses, limit, message)
+
+
+def only_errors(result: CrawlResult) -> str | None:
+    """A sentence when every response of the crawl had an HTTP error status (its figures describe error pages)."""
+    statuses = result.status_counts
+    if not statuses or any(status < 400 for status in statuses):
+        return None
+    counts = ", ".join(f"{count:,} x {status}" for status, count in sorted(statuses.items()))
+    return (
+        f"every response of the crawl was an HTTP error ({counts}): its memory figures describe error pages,"
+        " not the pages the spider is written for"
+    )

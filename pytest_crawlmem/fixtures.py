@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 
 from .browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
-from .budgets import check_budgets
+from .budgets import Budgets, check_budgets, nothing_measured, only_errors
 from .extension import interrupt_running_crawls
 from .interrupts import INTERRUPTED_MESSAGE, graceful_sigint
 from .isolated import interrupt_children, run_isolated, spec_for
 from .models import CrawlResult
+from .project import ProjectError, find_project, import_settings_module
 from .report import write_reports
 from .runner import CrawlOptions, run_crawl
-from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlRecord
+from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .site import RunningSite, SiteStartError, start_site
 
 
@@ -29,6 +31,7 @@ class CrawlFunction(Protocol):
         start_urls: list[str] | None = None,
         settings: Mapping[str, Any] | None = None,
         isolate: bool = False,
+        project_settings: bool | str | None = None,
         **spider_kwargs: Any,
     ) -> CrawlResult: ...
 
@@ -93,6 +96,47 @@ def _fail_if_every_callback_raised(result: CrawlResult) -> None:
         )
 
 
+def _project_settings(item: pytest.Item, session: CrawlMemSession, wanted: bool | str | None) -> str | None:
+    """The settings module the crawl starts from: ``wanted`` (a module, or False for none), else the project's.
+
+    The project is the one ``scrapy crawl`` would use from the test file's directory, then from the
+    working directory (``SCRAPY_SETTINGS_MODULE`` first); the ``crawlmem_project_settings`` ini
+    value (or ``--crawlmem-project-settings``) turns the lookup off or names a module.
+    """
+    choice = session.settings.project_settings if wanted is None or wanted is True else wanted
+    if choice is False or choice in ("false", "off", "no", "0", ""):
+        return None
+    try:
+        if isinstance(choice, str) and choice not in ("true", "on", "yes", "1", "auto"):
+            project = find_project((), {"SCRAPY_SETTINGS_MODULE": choice})
+        else:
+            project = find_project((Path(str(item.path)).parent, Path.cwd()))
+        if project is None:
+            return None
+        import_settings_module(project)
+    except ProjectError as exc:
+        problem = f"{exc} (to crawl without the project's settings: crawl(..., project_settings=False))"
+    else:
+        return project.settings_module
+    pytest.fail(problem, pytrace=False)
+
+
+def _fail_if_nothing_measured(result: CrawlResult, budgets: Budgets | None, session: CrawlMemSession) -> None:
+    """A crawl that got no response measured nothing: fail now, unless min_responses allows it."""
+    minimum = budgets.min_responses if budgets is not None else session.settings.budget_defaults.get("min_responses")
+    violation = nothing_measured(minimum if isinstance(minimum, int) else None, result)
+    if violation is not None:
+        pytest.fail(f"{violation.message}; report: {result.report_dir}", pytrace=False)
+
+
+def _warn_if_only_errors(item: pytest.Item, result: CrawlResult, session: CrawlMemSession) -> None:
+    """Every response was an HTTP error: warn, and say so in the summary."""
+    message = only_errors(result)
+    if message is not None:
+        item.warn(CrawlMemWarning(message))
+        session.notes.append(f"{item.nodeid}: {message}")
+
+
 def _interrupt_crawls() -> None:
     """First Ctrl-C during a crawl: close it (in-process or isolated) so its report is written."""
     interrupt_running_crawls()
@@ -128,9 +172,11 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         start_urls: list[str] | None = None,
         settings: Mapping[str, Any] | None = None,
         isolate: bool = False,
+        project_settings: bool | str | None = None,
         **spider_kwargs: Any,
     ) -> CrawlResult:
         _refuse_reactor_greenlet()
+        project = _project_settings(item, session, project_settings)
         frames = session.settings.tracemalloc_frames
         if budgets is not None and budgets.traced_peak is not None:
             frames = max(frames, 1)
@@ -141,6 +187,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             leak_per_response=budgets.leak_per_response if budgets else None,
             kill_at_bytes=budgets.kill_at if budgets else None,
             timeout_seconds=budgets.timeout if budgets else None,
+            project_settings=project,
         )
         with graceful_sigint(_interrupt_crawls) as interrupt:
             if isolate or session.settings.isolate:
@@ -156,7 +203,9 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         if interrupt.interrupted:  # the report is written: now stop the session as Ctrl-C asked
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
         _fail_if_site_died(request, result)
+        _fail_if_nothing_measured(result, budgets, session)
         _fail_if_every_callback_raised(result)
+        _warn_if_only_errors(item, result, session)
         if budgets is None:  # with a marker, the budget check reports it
             _fail_if_pages_left_open(result)
         return result

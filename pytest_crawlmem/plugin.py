@@ -104,9 +104,21 @@ def pytest_runtest_makereport(
     report = yield
     if call.when == "call":
         records: list[CrawlRecord] = item.stash.get(RECORDS_KEY, [])
+        if not records and BUDGETS_KEY in item.stash and report.passed:
+            _warn_marker_without_crawl(item)
         item.config.stash[SESSION_KEY].finish_test(item, report, records)
         item.stash[RECORDS_KEY] = []  # items live for the session: don't keep every crawl's samples alive
     return report
+
+
+def _warn_marker_without_crawl(item: pytest.Item) -> None:
+    """A crawl_memory marker on a test that ran no crawl checked nothing: warn, and say so in the summary."""
+    message = (
+        "the crawl_memory marker's budgets checked nothing: the test ran no crawl (call the `crawl` or"
+        " `browser_job` fixture in it, or remove the marker)"
+    )
+    item.warn(CrawlMemWarning(message))
+    item.config.stash[SESSION_KEY].notes.append(f"{item.nodeid}: {message}")
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -6,11 +6,9 @@ Free of pytest: the caller passes ``wait``, which blocks until a Deferred fires
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from .distribution import Histogram
 from .dropped import MEDIA_FAILED, suggest_maxsize
 from .extension import CrawlMemExtension
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
+from .logcapture import spilled_log_capture
 from .media import media_evidence
 from .middleware import (
     COUNTING_HTTPCOMPRESSION_PATH,
@@ -43,7 +42,7 @@ from .retention import retention_path
 
 EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
 
-#: Settings every test crawl gets; the user's settings override all but the forced ones.
+#: Settings every test crawl starts from, below the project's and the test's own.
 DEFAULT_SETTINGS: dict[str, Any] = {
     "LOG_LEVEL": "INFO",
     "ROBOTSTXT_OBEY": False,
@@ -55,6 +54,11 @@ FORCED_SETTINGS: dict[str, Any] = {
     "TELNETCONSOLE_ENABLED": False,
     "REMOTE_CONTROL_ENABLED": False,
 }
+#: The priority of what the measurement needs: above Scrapy's "cmdline" (40), so neither the
+#: test's settings nor a spider's custom_settings or update_settings() can switch it off.
+MEASURING_PRIORITY = 50
+#: The component settings the plugin adds entries to (never replaces).
+COMPONENT_SETTINGS = ("EXTENSIONS", "DOWNLOADER_MIDDLEWARES")
 
 
 @dataclass(frozen=True)
@@ -68,86 +72,85 @@ class CrawlOptions:
     leak_per_response: int | None = None
     kill_at_bytes: int | None = None
     timeout_seconds: float | None = None
+    project_settings: str | None = None  # the Scrapy project's settings module the crawl starts from
 
 
-class _DetachRecord(logging.Filter):
-    """Render a log record's message at once and drop its references to crawl objects.
+def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> Any:
+    """The settings a measured crawl starts from, as ``scrapy crawl -s NAME=VALUE`` builds them.
 
-    pytest's log capture keeps every record until the test phase ends; a record's
-    ``args`` (items, responses), ``exc_info`` (frames) and Scrapy's ``extra={"spider": ...}``
-    would otherwise keep the crawl alive and look like a leak.
+    Scrapy's defaults < the plugin's defaults < the project's settings module < the test's
+    ``settings`` (at Scrapy's "cmdline" priority, like ``-s``) < what the measurement needs.
+    The spider's ``custom_settings`` and ``update_settings()`` come in between when the
+    crawler is created; :func:`add_measuring_components` then adds the plugin's components.
     """
+    from scrapy.settings import Settings
 
-    _PINNING = ("spider", "crawler", "response", "request", "item")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.args or not isinstance(record.msg, str):  # a message can be any object: a Failure, a response
-            try:
-                record.msg = record.getMessage()
-            except Exception:
-                record.msg = str(record.msg)
-            record.args = None
-        if record.exc_info:
-            record.exc_text = logging.Formatter().formatException(record.exc_info)
-            record.exc_info = None
-        for name in self._PINNING:
-            if name in record.__dict__:
-                record.__dict__[name] = repr(record.__dict__[name])[:200]
-        return True
-
-
-@contextlib.contextmanager
-def detached_log_records() -> Iterator[None]:
-    """While the crawl runs, keep log handlers on the root logger from pinning crawl objects."""
-    detach = _DetachRecord()
-    handlers = list(logging.getLogger().handlers)
-    for handler in handlers:
-        handler.addFilter(detach)
-    try:
-        yield
-    finally:
-        for handler in handlers:
-            handler.removeFilter(detach)
-
-
-def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> dict[str, Any]:
-    """Return the settings of a measured test crawl: defaults < user settings < forced < ours."""
-    settings: dict[str, Any] = {**DEFAULT_SETTINGS, **(user_settings or {}), **FORCED_SETTINGS}
-    extensions = dict(settings.get("EXTENSIONS") or {})
-    extensions[EXTENSION_PATH] = 0
-    settings["EXTENSIONS"] = extensions
-    settings["DOWNLOADER_MIDDLEWARES"] = counting_middlewares(settings.get("DOWNLOADER_MIDDLEWARES"))
-    settings.update(
-        CRAWLMEM_ENABLED=True,
-        CRAWLMEM_INTERVAL_SECONDS=options.interval_seconds,
-        CRAWLMEM_TRACEMALLOC_FRAMES=options.tracemalloc_frames,
-        CRAWLMEM_CHECKPOINTS=options.checkpoints,
-        CRAWLMEM_LEAK_PER_RESPONSE=options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE,
-        CRAWLMEM_JSONL=str(options.report_dir / "samples.jsonl") if options.report_dir else None,
-        CRAWLMEM_KILL_AT_BYTES=options.kill_at_bytes or 0,
-        CRAWLMEM_TIMEOUT_SECONDS=options.timeout_seconds or 0.0,
-        CRAWLMEM_MEDIA_FAILURES=True,
-    )
-    if is_playwright_crawl(settings):  # the installed Chromium with CI-safe flags; never a browser download
-        settings["PLAYWRIGHT_LAUNCH_OPTIONS"] = launch_options(settings.get("PLAYWRIGHT_LAUNCH_OPTIONS"))
-    if options.timeout_seconds:  # a response that never completes must not outlive the budget
-        settings["DOWNLOAD_TIMEOUT"] = min(float(settings.get("DOWNLOAD_TIMEOUT", 180)), options.timeout_seconds)
+    settings = Settings()
+    settings.setdict(DEFAULT_SETTINGS, priority="default")
+    if options.project_settings:
+        settings.setmodule(options.project_settings, priority="project")
+    settings.setdict(dict(user_settings or {}), priority="cmdline")
+    settings.setdict({**FORCED_SETTINGS, **measuring_settings(options)}, priority=MEASURING_PRIORITY)
     return settings
 
 
-def counting_middlewares(user_middlewares: Mapping[str, Any] | None) -> dict[str, Any]:
+def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
+    """The ``CRAWLMEM_*`` settings of a measured crawl."""
+    return {
+        "CRAWLMEM_ENABLED": True,
+        "CRAWLMEM_INTERVAL_SECONDS": options.interval_seconds,
+        "CRAWLMEM_TRACEMALLOC_FRAMES": options.tracemalloc_frames,
+        "CRAWLMEM_CHECKPOINTS": options.checkpoints,
+        "CRAWLMEM_LEAK_PER_RESPONSE": options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE,
+        "CRAWLMEM_JSONL": str(options.report_dir / "samples.jsonl") if options.report_dir else None,
+        "CRAWLMEM_KILL_AT_BYTES": options.kill_at_bytes or 0,
+        "CRAWLMEM_TIMEOUT_SECONDS": options.timeout_seconds or 0.0,
+        "CRAWLMEM_MEDIA_FAILURES": True,
+    }
+
+
+def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
+    """Add the plugin's extension and counters to a crawler's settings, after the spider's own.
+
+    Scrapy replaces a dict setting set at a higher priority wholesale, so the plugin's entries
+    are merged into whatever EXTENSIONS / DOWNLOADER_MIDDLEWARES the crawl ended up with: the
+    user's components run exactly as declared, plus the plugin's. The merged dict is set at
+    MEASURING_PRIORITY, so ``CrawlerRunner.crawl()``, which merges the runner's settings into
+    the crawler again, cannot put the dict without the plugin's entries back.
+    """
+    base = settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")
+    ours = {
+        "EXTENSIONS": {EXTENSION_PATH: 0},
+        "DOWNLOADER_MIDDLEWARES": counting_middlewares(settings.getdict("DOWNLOADER_MIDDLEWARES"), base),
+    }
+    for name in COMPONENT_SETTINGS:
+        settings.set(name, {**settings.getdict(name), **ours[name]}, priority=MEASURING_PRIORITY)
+    if is_playwright_crawl({"DOWNLOAD_HANDLERS": settings.getdict("DOWNLOAD_HANDLERS")}):
+        # the installed Chromium with CI-safe flags; never a browser download
+        options_now = settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
+        settings.set("PLAYWRIGHT_LAUNCH_OPTIONS", launch_options(options_now), priority=MEASURING_PRIORITY)
+    if options.timeout_seconds:  # a response that never completes must not outlive the budget
+        timeout = min(settings.getfloat("DOWNLOAD_TIMEOUT", 180), options.timeout_seconds)
+        settings.set("DOWNLOAD_TIMEOUT", timeout, priority=MEASURING_PRIORITY)
+
+
+def counting_middlewares(user_middlewares: Mapping[str, Any] | None, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The user's DOWNLOADER_MIDDLEWARES plus the plugin's counters of dropped data.
 
     Scrapy's HttpCompressionMiddleware is swapped for its counting subclass at the same
-    order, unless the user configured it (disabled it, moved it or replaced it).
+    order, unless the user configured it (disabled it, moved it or replaced it) or the
+    crawl's DOWNLOADER_MIDDLEWARES_BASE (``base``, Scrapy's by default) does not have it.
     """
-    middlewares = dict(user_middlewares or {})
-    middlewares.setdefault(DOWNLOADER_MIDDLEWARE_PATH, DOWNLOADER_MIDDLEWARE_ORDER)
-    if HTTPCOMPRESSION_PATH not in middlewares and COUNTING_HTTPCOMPRESSION_PATH not in middlewares:
+    if base is None:
         from scrapy.settings.default_settings import DOWNLOADER_MIDDLEWARES_BASE
 
+        base = DOWNLOADER_MIDDLEWARES_BASE
+    middlewares = dict(user_middlewares or {})
+    middlewares.setdefault(DOWNLOADER_MIDDLEWARE_PATH, DOWNLOADER_MIDDLEWARE_ORDER)
+    configured = HTTPCOMPRESSION_PATH in middlewares or COUNTING_HTTPCOMPRESSION_PATH in middlewares
+    if not configured and base.get(HTTPCOMPRESSION_PATH) is not None:
         middlewares[HTTPCOMPRESSION_PATH] = None
-        middlewares[COUNTING_HTTPCOMPRESSION_PATH] = DOWNLOADER_MIDDLEWARES_BASE.get(HTTPCOMPRESSION_PATH, 590)
+        middlewares[COUNTING_HTTPCOMPRESSION_PATH] = base[HTTPCOMPRESSION_PATH]
     return middlewares
 
 
@@ -166,14 +169,14 @@ def run_crawl(
     if options.report_dir is not None:
         options.report_dir.mkdir(parents=True, exist_ok=True)
         (options.report_dir / "samples.jsonl").unlink(missing_ok=True)
-    all_settings = crawl_settings(settings, options)
     kwargs = dict(spider_kwargs or {})
     if start_urls is not None:
         kwargs["start_urls"] = list(start_urls)
-    runner = CrawlerRunner(all_settings)
-    crawler = runner.create_crawler(spider_cls)
+    runner = CrawlerRunner(crawl_settings(settings, options))
+    crawler = runner.create_crawler(spider_cls)  # the spider's custom_settings / update_settings() are in now
+    add_measuring_components(crawler.settings, options)
     started = time.monotonic()
-    with detached_log_records():
+    with spilled_log_capture():
         wait(runner.crawl(crawler, **kwargs))
     duration = time.monotonic() - started
     del runner

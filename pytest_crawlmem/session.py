@@ -195,7 +195,7 @@ class CrawlMemSession:
 
     def summarize(self, terminalreporter: Any, *, verbose: bool) -> None:
         """Write the crawl table to the terminal."""
-        if not self.rows:
+        if not self.rows and not self.notes:
             return
         terminalreporter.write_sep("=", "crawl memory")
         header = ["test", "responses", "peak RSS", "growth/resp", "verdict", "outcome"]

@@ -44,6 +44,13 @@ OPTIONS = (
     ),
     Option("isolate", "run every crawl in a fresh process, as crawl(..., isolate=True) does (ini: true/false)",
            None, "", switch=True),
+    Option(
+        "project-settings",
+        "start crawls from the Scrapy project's settings, as scrapy crawl does (SCRAPY_SETTINGS_MODULE, else the"
+        " scrapy.cfg nearest the test file or the working directory): true, false, or a settings module (default: true)",
+        "true",
+        "true|false|MODULE",
+    ),
     Option("save", "append every crawl's figures to the baseline NAME (<report dir>/baselines/<machine>/NAME.json)",
            None, "NAME"),
     Option("compare", "compare every crawl to the baseline NAME (or a path to a baseline file); a regression fails the test",
@@ -65,6 +72,7 @@ class PluginSettings:
     compare_name: str | None = None
     compare_fail: str = DEFAULT_TOLERANCES
     isolate: bool = False
+    project_settings: str = "true"  # "true" (look the project up), "false", or a settings module
 
 
 def resolve_settings(
@@ -108,6 +116,21 @@ def resolve_settings(
         compare_name=_name(value(by_name["compare"])[0]),
         compare_fail=compare_fail,
         isolate=_switch(*value(by_name["isolate"])),
+        project_settings=_project_choice(*value(by_name["project-settings"])),
+    )
+
+
+def _project_choice(value: object, source: str) -> str:
+    """``true``, ``false`` or a dotted settings module name; anything else is an error naming its source."""
+    text = str(value).strip()
+    if text.lower() in ("1", "true", "yes", "on", "auto"):
+        return "true"
+    if text.lower() in ("", "0", "false", "no", "off", "none"):
+        return "false"
+    if all(part.isidentifier() for part in text.split(".")):
+        return text
+    raise ValueError(
+        f"invalid value {value!r} from {source}: expected true, false or a settings module such as myproject.settings"
     )
 
 

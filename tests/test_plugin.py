@@ -252,7 +252,7 @@ def test_kill_at_stops_a_runaway_crawl_within_a_second_and_keeps_its_data(suite)
 def test_timeout_ends_a_crawl_that_would_hang(suite):
     write_test(suite, "@pytest.mark.crawl_memory(timeout=2)", """
     result = crawl(NeverEnding, base=fixture_site.base_url)
-    assert result.duration_seconds < 10
+    assert result.finish_reason == "crawlmem_timeout"  # stopped by the budget, whatever the machine's load
 """)
     outcome = run(suite)
     outcome.assert_outcomes(failed=1)
