@@ -10,7 +10,7 @@ import pytest
 from .cluster import ClusterError, ClusterResult, check_cluster, check_worker, parse_kill
 from .cluster_report import write_cluster_report
 from .cluster_run import ClusterOptions, run_cluster
-from .fixtures import _fail_if_site_died, _interrupt_crawls
+from .fixtures import _fail_if_nothing_measured, _fail_if_site_died, _interrupt_crawls, _project_settings
 from .interrupts import INTERRUPTED_MESSAGE, graceful_sigint
 from .models import CrawlResult, Growth, Peaks
 from .redisserver import RedisStartError
@@ -30,6 +30,7 @@ class ClusterFunction(Protocol):
         start_urls: list[str] | None = None,
         settings: Mapping[str, Any] | None = None,
         kill: Mapping[str, Any] | None = None,
+        project_settings: bool | str | None = None,
         **spider_kwargs: Any,
     ) -> ClusterResult: ...
 
@@ -75,6 +76,7 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
         start_urls: list[str] | None = None,
         settings: Mapping[str, Any] | None = None,
         kill: Mapping[str, Any] | None = None,
+        project_settings: bool | str | None = None,
         **spider_kwargs: Any,
     ) -> ClusterResult:
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
@@ -89,6 +91,7 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
                 leak_per_response=budgets.leak_per_response if budgets else None,
                 kill_at_bytes=budgets.kill_at if budgets else None,
                 timeout_seconds=budgets.timeout if budgets else None,
+                project_settings=_project_settings(item, session, project_settings),
             ),
             report_dir=report_dir,
             kill=plan,
@@ -103,7 +106,9 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
         _record_cluster(item.nodeid, result, budgets, records)
         if interrupt.interrupted:
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
-        _fail_if_site_died(request, cluster_summary(result))
+        summary = cluster_summary(result)
+        _fail_if_site_died(request, summary)
+        _fail_if_nothing_measured(summary, budgets, session)
         _fail_if_a_worker_failed(result)
         return result
 

@@ -78,22 +78,21 @@ def redis_keys(spider_cls: type, settings: Mapping[str, Any]) -> RedisKeys:
     return RedisKeys(queue, dupefilter, start, kind)
 
 
+#: Under the project's, the spider's and the test's settings: scrapy-redis unless they configure it themselves.
+BASE_SETTINGS = {"SCHEDULER": REDIS_SCHEDULER, "DUPEFILTER_CLASS": REDIS_DUPEFILTER}
+
+
 def worker_settings(user: Mapping[str, Any] | None, server: RedisServer, index: int) -> dict[str, Any]:
-    """The settings of worker ``index``: the user's, on the scrapy-redis scheduler, with the ledger extension."""
-    settings = dict(user or {})
-    scheduler = str(settings.get("SCHEDULER") or "")
-    if "scrapy_redis" not in scheduler:
-        if scheduler:
-            raise ValueError(f"crawl_cluster runs scrapy-redis: SCHEDULER {scheduler!r} in settings is not a scrapy-redis"
-                             " scheduler; leave it unset or use a subclass from scrapy_redis")
-        settings["SCHEDULER"] = REDIS_SCHEDULER
-    settings.setdefault("DUPEFILTER_CLASS", REDIS_DUPEFILTER)
-    for name in ("REDIS_HOST", "REDIS_PORT", "REDIS_PARAMS"):
-        settings.pop(name, None)
-    settings["REDIS_URL"] = server.url
-    settings["EXTENSIONS"] = {**dict(settings.get("EXTENSIONS") or {}), WORKER_EXTENSION: 0}
-    settings["CRAWLMEM_CLUSTER_WORKER"] = index
-    return settings
+    """The test's settings for worker ``index``, pointed at the cluster's private Redis (whatever the project says)."""
+    return {**dict(user or {}), "REDIS_URL": server.url, "REDIS_HOST": None, "REDIS_PORT": None,
+            "CRAWLMEM_CLUSTER_WORKER": index}
+
+
+def worker_options(options: ClusterOptions, index: int) -> CrawlOptions:
+    """How worker ``index`` is measured: the cluster's options, its own report dir, scrapy-redis and the ledger."""
+    return replace(options.worker_options, report_dir=_worker_dir(options.report_dir, index),
+                   base_settings={**options.worker_options.base_settings, **BASE_SETTINGS},
+                   extensions={**options.worker_options.extensions, WORKER_EXTENSION: 0})
 
 
 def seed(client: Any, keys: RedisKeys, start_urls: list[str]) -> None:
@@ -271,16 +270,15 @@ def run_cluster(
     children: list[IsolatedChild] = []
     errors: list[str] = []
     try:
-        keys = redis_keys(spider_cls, settings or {})
+        keys = redis_keys(spider_cls, {**(getattr(spider_cls, "custom_settings", None) or {}), **(settings or {})})
         urls = list(start_urls if start_urls is not None else getattr(spider_cls, "start_urls", []) or [])
         seeded = urls if keys.start is not None else []
         seed(server.client(), keys, seeded)
         with tempfile.TemporaryDirectory(prefix="crawlmem-cluster-") as tmp:
             for index in range(options.workers):
                 worker_urls = None if keys.start is not None else (urls if index == 0 else [])
-                worker_options = replace(options.worker_options, report_dir=_worker_dir(options.report_dir, index))
                 spec = spec_for(spider_cls, start_urls=worker_urls, settings=worker_settings(settings, server, index),
-                                spider_kwargs=spider_kwargs, options=worker_options)
+                                spider_kwargs=spider_kwargs, options=worker_options(options, index))
                 directory = Path(tmp) / f"worker-{index}"
                 directory.mkdir()
                 children.append(launch_isolated(spec, directory))
