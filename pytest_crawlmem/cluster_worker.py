@@ -62,6 +62,7 @@ _FINISH = """
 redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
 redis.call('HINCRBY', KEYS[2], ARGV[2], 1)
 if ARGV[3] == '1' then redis.call('SADD', KEYS[3], ARGV[1]) end
+redis.call('HSET', KEYS[2], ARGV[4], ARGV[5])
 redis.call('INCR', KEYS[4])
 """
 
@@ -139,6 +140,8 @@ class LedgerRecorder:
         self.worker = worker
         self.keys = keys
         self.entries: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()  # request -> entry, while in progress
+        self.responses = 0  # counted here, written with each finish and by the poll (not one write per response)
+        self._responses_written = 0
         self._finish = server.register_script(_FINISH)
 
     def scheduled(self, entry: str, url: str) -> None:
@@ -162,15 +165,23 @@ class LedgerRecorder:
             return
         keys = self.keys
         self._finish(keys=[keys.processed(self.worker), keys.counts, keys.retries, keys.events],
-                     args=[entry, f"processed:{self.worker}", "1" if request.meta.get("retry_times") else "0"])
+                     args=[entry, f"processed:{self.worker}", "1" if request.meta.get("retry_times") else "0",
+                           f"responses:{self.worker}", self.responses])
+        self._responses_written = self.responses
 
     def flushed(self, held: int) -> None:
         """Record that this worker's scheduler deleted the queue while it held ``held`` elements."""
         self.server.hincrby(self.keys.flushes, str(self.worker), held)
 
     def response(self) -> None:
-        """Count a response (the coordinator's ``after_responses`` trigger)."""
-        self.server.hincrby(self.keys.counts, f"responses:{self.worker}", 1)
+        """Count a response (the coordinator's ``after_responses`` trigger reads it once written)."""
+        self.responses += 1
+
+    def write_responses(self) -> None:
+        """Write the response count if it moved since the last write."""
+        if self.responses != self._responses_written:
+            self.server.hset(self.keys.counts, f"responses:{self.worker}", self.responses)
+            self._responses_written = self.responses
 
     def ready(self) -> None:
         """This worker's start requests are all out (its spider went idle once)."""
@@ -248,6 +259,7 @@ class ClusterWorkerExtension:
         if self.closing or self.recorder is None:
             return
         try:
+            self.recorder.write_responses()
             over = self.recorder.done() and probes.is_idle(self.crawler)
         except Exception as exc:  # Redis gone: the coordinator stopped it; the deadline closes us
             logger.warning("crawlmem cluster worker %d: cannot read the done key: %s", self.worker, exc)
