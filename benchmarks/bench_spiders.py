@@ -7,12 +7,14 @@ classes by name. Every URL is built against a running fixture site.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import scrapy
+from scrapy import signals
 
 #: Listing pages of the catalog carry this many product links (plus one ``a.next``).
 PER_PAGE = 40
@@ -65,10 +67,67 @@ class Leaky(Catalog):
         yield from super().parse_product(response)
 
 
+#: What SignalKeeper's receiver keeps (module level: a signal handler appending to a global list).
+RECEIVED: list[bytes] = []
+
+
+class SignalKeeper(Catalog):
+    """The catalog spider with a response_received receiver that keeps ``leak`` bytes per product response."""
+
+    name = "signal_keeper"
+    leak = 0
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
+        """Connect the keeping receiver (a closure, held by the signal manager and the module list)."""
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        size = int(spider.leak)
+        RECEIVED.clear()
+
+        def on_response(response: Any, request: Any, spider: Any) -> None:
+            if "/product/" in response.url:
+                RECEIVED.append(b"x" * size)
+
+        crawler.signals.connect(on_response, signal=signals.response_received, weak=False)
+        return spider
+
+
+@functools.cache
+def _render(url: str, size: int) -> bytes:
+    """An unbounded cache keyed by URL: every product adds an entry."""
+    return b"x" * size
+
+
+class CacheKeeper(Catalog):
+    """The catalog spider memoizing ``leak`` bytes per product URL in an unbounded ``lru_cache``."""
+
+    name = "cache_keeper"
+    leak = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _render.cache_clear()
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """Render through the cache, then scrape the product."""
+        _render(response.url, int(self.leak))
+        yield from super().parse_product(response)
+
+
+def _line_of(text: str) -> str:
+    return f"{Path(__file__).name}:" + str(
+        next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if text in line)
+    )
+
+
 #: Where Leaky allocates what it keeps: a leak is attributed when the top growth site is this line.
-LEAK_SITE = f"{Path(__file__).name}:" + str(
-    next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if 'b"x" * self.leak' in line)
-)
+LEAK_SITE = _line_of('b"x" * self.leak')
+#: The keepers of the detection grid: name -> (spider, the line that allocates what it keeps).
+KEEPERS: dict[str, tuple[type, str]] = {
+    "list": (Leaky, LEAK_SITE),
+    "signal": (SignalKeeper, _line_of("RECEIVED.append(")),
+    "cache": (CacheKeeper, _line_of("return b\"x\" * size")),
+}
 
 
 class BoundedCache(Catalog):

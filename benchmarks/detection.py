@@ -1,13 +1,18 @@
 """Detection power and false alarms of the leak verdict, over repeated real crawls.
 
     python benchmarks/detection.py [--runs 10] [--clean-runs 20] [--sizes 500 1000 2000]
-                                   [--leaks 512 1024 2048 5120 10240] [--json out.json]
+                                   [--leaks 512 1024 2048 5120 10240] [--keepers list signal cache]
+                                   [--clean-sizes 300 600] [--json out.json]
+    python benchmarks/detection.py --grid [--runs 10]   # issue 21's grid: 1-32 KiB x 300-2,500 responses x 3 keepers
 
 Every crawl runs in this one process against the fixture site, measured exactly as the
 ``crawl`` fixture measures it (``run_crawl``, default mode: drained checkpoints and the
-attribution window). Leaky crawls keep ``leak`` bytes per product response and should be
-called ``retained-objects`` with the leak's line as the top growth site; the clean scenarios
-(a catalog, large pages, a bounded cache, a slow pipeline, a scheduler backlog) must never be.
+attribution window). Leaky crawls keep ``leak`` bytes per product response, in one of three
+keepers (``list``: a list on the spider; ``signal``: a response_received receiver appending to a
+module-level list; ``cache``: an unbounded ``functools.lru_cache``), and should be called
+``retained-objects`` with the keeper's line as the top growth site; the clean scenarios (a catalog
+at every grid length, large pages, a bounded cache, a slow pipeline, a scheduler backlog) must never be.
+The grid is monotonic when no cell is flagged less often than a cell with a smaller leak or a shorter crawl.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench_spiders import LEAK_SITE, Leaky, catalog_path, clean_scenarios
+from bench_spiders import KEEPERS, Catalog, catalog_path, clean_scenarios
 from harness import Crawl, machine_info, measured, progress, stop_reactor
 
 from pytest_crawlmem.runner import CrawlOptions
@@ -29,15 +34,24 @@ SIZES = [500, 1000, 2000]
 #: Leaky crawls of another shape, ``LEAK@RESPONSES/PER_PAGE``: the matrix lists 20 products per page (the
 #: scheduler holds ~20 requests); at 40 per page (the overhead crawl) it holds up to ~900 and drains them late.
 EXTRA = ["2048@2050/40"]
+#: Issue 21's grid: leak sizes x crawl lengths x keepers.
+GRID_LEAKS, GRID_SIZES, GRID_KEEPERS = [1024, 2048, 8192, 32768], [300, 600, 1250, 2500], ["list", "signal", "cache"]
 #: The issue's target: this leak (bytes/response) at this crawl size is flagged in at least this share of runs.
 TARGET_LEAK, TARGET_SIZE, TARGET_RATE = 2048, 1000, 0.95
 
 
-def _crawl(crawl: Crawl) -> dict[str, Any]:
+def _crawl(crawl: Crawl, site_line: str = "") -> dict[str, Any]:
     result = measured(crawl, CrawlOptions(), reports=False)
     top = result.top_growth[0].location if result.top_growth else ""
-    return {"verdict": result.verdict, "attributed": top.endswith(LEAK_SITE), "responses": result.responses,
-            "per_response_bytes": result.growth.per_response_bytes, "seconds": result.duration_seconds}
+    return {"verdict": result.verdict, "attributed": bool(site_line) and top.endswith(site_line), "top": top,
+            "responses": result.responses, "per_response_bytes": result.growth.per_response_bytes,
+            "seconds": result.duration_seconds, "rule": result.growth.rule}
+
+
+def key_of(keeper: str, leak: int, size: int, per_page: int = 20) -> str:
+    """``2048@1000`` (the list keeper, 20 products per page), else ``signal:2048@1000`` / ``2048@2050/40``."""
+    key = f"{leak}@{size}" if per_page == 20 else f"{leak}@{size}/{per_page}"
+    return key if keeper == "list" else f"{keeper}:{key}"
 
 
 def parse_shape(text: str) -> tuple[int, int, int]:
@@ -49,21 +63,27 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 def run_detection(
     site: RunningSite, *, runs: int, clean_runs: int, sizes: list[int], leaks: list[int], extra: list[str] = EXTRA,
+    keepers: list[str] | None = None, clean_sizes: list[int] | None = None,
 ) -> dict[str, Any]:
-    """Run the leaky crawls (the matrix, then the ``extra`` shapes) and the clean scenarios; return every run and the rates."""
+    """Run the leaky crawls (per keeper, then the ``extra`` shapes) and the clean scenarios; return every run and the rates."""
     leaky: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    configs = [(leak, size, 20) for size in sizes for leak in leaks] + [parse_shape(e) for e in extra]
-    for leak, size, per_page in configs:
+    configs = [(keeper, leak, size, 20) for keeper in keepers or ["list"] for size in sizes for leak in leaks]
+    configs += [("list", *parse_shape(e)) for e in extra]
+    for keeper, leak, size, per_page in configs:
+        spider, line = KEEPERS[keeper]
         url = site.url(catalog_path(size, per_page=per_page))
-        key = f"{leak}@{size}" if per_page == 20 else f"{leak}@{size}/{per_page}"
+        key = key_of(keeper, leak, size, per_page)
         for _ in range(runs):
-            leaky[key].append(_crawl(Crawl(Leaky, {"start_urls": [url], "leak": leak}, {})))
+            leaky[key].append(_crawl(Crawl(spider, {"start_urls": [url], "leak": leak}, {}), line))
         flagged = sum(r["verdict"] == "retained-objects" for r in leaky[key])
         attributed = sum(r["attributed"] for r in leaky[key])
-        progress(f"  leak {leak:6} B/response at {size:5} responses, {per_page} per listing page:"
+        progress(f"  {keeper:6} leak {leak:6} B/response at {size:5} responses, {per_page} per listing page:"
                  f" flagged {flagged}/{runs}, attributed {attributed}/{runs}")
     clean: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for name, (spider, kwargs, settings) in clean_scenarios(site.base_url).items():
+    scenarios = clean_scenarios(site.base_url)
+    for size in clean_sizes or []:
+        scenarios[f"catalog_{size}"] = (Catalog, {"start_urls": [site.url(catalog_path(size, per_page=20))]}, {})
+    for name, (spider, kwargs, settings) in scenarios.items():
         for _ in range(clean_runs):
             clean[name].append(_crawl(Crawl(spider, kwargs, settings)))
         verdicts = [r["verdict"] for r in clean[name]]
@@ -72,13 +92,32 @@ def run_detection(
     return summarize(leaky, clean)
 
 
+def _parse_key(key: str) -> tuple[str, int, int, int]:
+    keeper, _, shape = key.rpartition(":")
+    leak, size, per_page = parse_shape(shape if "/" in shape else shape + "/20")
+    return keeper or "list", leak, size, per_page
+
+
+def monotonic_breaks(leaks: dict[str, dict[str, Any]]) -> list[str]:
+    """Cells flagged less often than a cell of the same keeper with a smaller (or equal) leak and a shorter (or equal) crawl."""
+    breaks = []
+    rows = [r for r in leaks.values() if r["per_page"] == 20]
+    for a in rows:
+        for b in rows:
+            if (a["keeper"] == b["keeper"] and b is not a and b["leak_bytes"] >= a["leak_bytes"] and b["size"] >= a["size"]
+                    and b["flagged_rate"] < a["flagged_rate"]):
+                breaks.append(f"{a['keeper']}: {a['leak_bytes']}@{a['size']} flagged {a['flagged_rate']:.0%} but"
+                              f" {b['leak_bytes']}@{b['size']} only {b['flagged_rate']:.0%}")
+    return breaks
+
+
 def summarize(leaky: dict[str, list[dict[str, Any]]], clean: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Rates per leak and size, false positives per clean scenario, and the two targets."""
     leaks = {}
     for key, rows in leaky.items():
         flagged = sum(r["verdict"] == "retained-objects" for r in rows)
-        leak, size, per_page = parse_shape(key if "/" in key else key + "/20")
-        leaks[key] = {"leak_bytes": leak, "size": size, "per_page": per_page, "runs": len(rows),
+        keeper, leak, size, per_page = _parse_key(key)
+        leaks[key] = {"keeper": keeper, "leak_bytes": leak, "size": size, "per_page": per_page, "runs": len(rows),
                       "responses": rows[0]["responses"] if rows else 0, "flagged": flagged,
                       "flagged_rate": round(flagged / len(rows), 3) if rows else None,
                       "attributed": sum(r["attributed"] for r in rows),
@@ -98,25 +137,31 @@ def summarize(leaky: dict[str, list[dict[str, Any]]], clean: dict[str, list[dict
         f"{TARGET_LEAK}@{TARGET_SIZE}": {"target": TARGET_RATE, "measured": target["flagged_rate"] if target else None,
                                         "met": target["flagged_rate"] >= TARGET_RATE if target else None},
     }
-    return {"leaks": leaks, "clean": scenarios, "targets": targets, "runs": {"leaky": leaky, "clean": clean}}
+    return {"leaks": leaks, "clean": scenarios, "targets": targets, "monotonic_breaks": monotonic_breaks(leaks),
+            "runs": {"leaky": leaky, "clean": clean}}
 
 
 def format_table(summary: dict[str, Any]) -> str:
-    """Plain-text tables: flagged (attributed) per leak and size; clean verdicts per scenario."""
+    """Plain-text tables: flagged (attributed) per keeper, leak and size; clean verdicts per scenario."""
+    lines = []
     matrix = [v for v in summary["leaks"].values() if v["per_page"] == 20]
-    leaks, sizes = sorted({v["leak_bytes"] for v in matrix}), sorted({v["size"] for v in matrix})
-    lines = ["leak B/resp " + "".join(f"{s:>18}" for s in sizes)]
-    for leak in leaks:
-        cells = []
-        for size in sizes:
-            row = summary["leaks"].get(f"{leak}@{size}")
-            cells.append(f"{row['flagged']}/{row['runs']} ({row['attributed']} attr)" if row else "-")
-        lines.append(f"{leak:>11} " + "".join(f"{c:>18}" for c in cells))
+    for keeper in sorted({v.get("keeper", "list") for v in matrix}):
+        rows = [v for v in matrix if v.get("keeper", "list") == keeper]
+        leaks, sizes = sorted({v["leak_bytes"] for v in rows}), sorted({v["size"] for v in rows})
+        lines.append(f"keeper {keeper}: leak B/resp " + "".join(f"{s:>18}" for s in sizes))
+        for leak in leaks:
+            cells = []
+            for size in sizes:
+                row = summary["leaks"].get(key_of(keeper, leak, size))
+                cells.append(f"{row['flagged']}/{row['runs']} ({row['attributed']} attr)" if row else "-")
+            lines.append(f"{'':8}{leak:>14} " + "".join(f"{c:>18}" for c in cells))
     for key, row in summary["leaks"].items():
         if row["per_page"] != 20:
             lines.append(f"leak {key}: {row['flagged']}/{row['runs']} flagged ({row['attributed']} attributed) {row['verdicts']}")
     for name, row in summary["clean"].items():
         lines.append(f"clean {name:14} {row['false_positives']}/{row['runs']} false positives  {row['verdicts']}")
+    breaks = summary.get("monotonic_breaks") or []
+    lines.append(f"monotonic: {'yes' if not breaks else 'NO: ' + '; '.join(breaks)}")
     return "\n".join(lines)
 
 
@@ -128,12 +173,18 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="responses per leaky crawl")
     parser.add_argument("--leaks", type=int, nargs="+", default=LEAKS, help="bytes kept per response")
     parser.add_argument("--extra", nargs="*", default=EXTRA, help="more leaky crawls, LEAK@RESPONSES/PER_PAGE")
+    parser.add_argument("--keepers", nargs="+", default=["list"], choices=sorted(KEEPERS), help="what keeps the leak")
+    parser.add_argument("--clean-sizes", type=int, nargs="*", default=[], help="clean catalog crawls of these lengths too")
+    parser.add_argument("--grid", action="store_true", help="issue 21's grid (sets --leaks, --sizes, --keepers, --clean-sizes)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.grid:
+        args.leaks, args.sizes, args.keepers, args.clean_sizes = GRID_LEAKS, GRID_SIZES, GRID_KEEPERS, GRID_SIZES
+        args.extra = [] if args.extra == EXTRA else args.extra
     try:
         with start_site() as site:
             summary = run_detection(site, runs=args.runs, clean_runs=args.clean_runs, sizes=args.sizes, leaks=args.leaks,
-                                    extra=args.extra)
+                                    extra=args.extra, keepers=args.keepers, clean_sizes=args.clean_sizes)
     finally:
         stop_reactor()
     print(format_table(summary))

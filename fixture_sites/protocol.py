@@ -107,7 +107,8 @@ def format_head(
     """Return the status line and headers of a response, ending with the blank line."""
     head = f"HTTP/1.1 {status} {status_reason(status)}\r\nServer: fixture-site\r\n{_date_header()}"
     if status not in _BODYLESS:
-        head += f"Content-Type: {content_type}\r\n"
+        if content_type:  # a replayed response recorded without one is served without one
+            head += f"Content-Type: {content_type}\r\n"
         if content_length is not None:
             head += f"Content-Length: {content_length}\r\n"
         elif chunked:

@@ -418,10 +418,10 @@ class Finding:
     def message(self) -> str:
         """One sentence with the new value, the baseline median, its spread and the tolerance."""
         spread = _span(self.figure, self.low, self.high)
-        runs = "1 run" if self.runs == 1 else f"{self.runs} runs"
+        runs = "in 1 run" if self.runs == 1 else f"over {self.runs} runs"
         head = (
             f"{self.figure} {'regressed' if self.regressed else 'improved'}: {_fmt(self.figure, self.value)} against a"
-            f" baseline median of {_fmt(self.figure, self.median)} ({spread} over {runs})"
+            f" baseline median of {_fmt(self.figure, self.median)} ({spread} {runs})"
         )
         if self.regressed:
             return f"{head}, over the tolerance {self.tolerance.describe()}"
@@ -436,12 +436,15 @@ def _fmt(figure: str, value: float) -> str:
 
 
 def _span(figure: str, low: float, high: float) -> str:
-    """``105.1-114.0 MiB`` when both ends share a unit, else ``900 B-1.2 KiB``."""
+    """``105.1 to 114.0 MiB`` when both ends share a unit, else ``900 B to 1.2 KiB`` (a hyphen would read as a minus)."""
     if FIGURES[figure] == "size":
         a, b = format_size(low), format_size(high)
+        if a == b:
+            return a
         unit_a, unit_b = a.rsplit(" ", 1)[1], b.rsplit(" ", 1)[1]
-        return f"{a.rsplit(' ', 1)[0]}-{b}" if unit_a == unit_b else f"{a}-{b}"
-    return f"{_fmt(figure, low)}-{_fmt(figure, high)}" if FIGURES[figure] == "count" else f"{low:.1f}-{high:.1f} s"
+        return f"{a.rsplit(' ', 1)[0]} to {b}" if unit_a == unit_b else f"{a} to {b}"
+    a, b = (_fmt(figure, low), _fmt(figure, high)) if FIGURES[figure] == "count" else (f"{low:.1f}", f"{high:.1f} s")
+    return b if a == b.removesuffix(" s") else f"{a} to {b}"
 
 
 def _number(value: Any) -> float | None:
@@ -467,3 +470,22 @@ def compare_run(
                 Finding(figure, value, median, min(past), max(past), len(past), tolerance, regressed=value > median)
             )
     return findings
+
+
+def within_tolerance(
+    figures: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], tolerances: Mapping[str, Tolerance]
+) -> str | None:
+    """The sentence for a run that kept every tolerance (``None`` when no figure could be compared, or one did not)."""
+    if compare_run(figures, runs, tolerances):
+        return None
+    parts = []
+    for figure, tolerance in tolerances.items():
+        value = _number(figures.get(figure))
+        past = [v for v in (_number(r.get(figure)) for r in runs) if v is not None]
+        if value is not None and past:
+            median = statistics.median(past)
+            parts.append(f"{figure} {_fmt(figure, value)} (median {_fmt(figure, median)}, {tolerance.describe()})")
+    if not parts:
+        return None
+    count = "1 run" if len(runs) == 1 else f"{len(runs)} runs"
+    return f"within tolerance of {count}: " + ", ".join(parts)

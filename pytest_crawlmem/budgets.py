@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 
@@ -49,6 +50,7 @@ SPECS: dict[str, BudgetSpec] = {
         BudgetSpec("jobdir_disk", parse_size, "most disk used by JOBDIR (file sizes summed; crawls without JOBDIR pass)"),
         BudgetSpec("browser_pss", parse_size, "peak summed PSS of the browser process tree (Playwright driver and Chromium)"),
         BudgetSpec("max_open_pages", parse_count, "most browser pages open at once"),
+        BudgetSpec("max_replay_misses", parse_count, "most requests a replayed crawl found nowhere in its recording (404)"),
         BudgetSpec("kill_at", parse_size, "hard ceiling: RSS at which the crawl is stopped at once (the test fails)"),
         BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped (the test fails)"),
         BudgetSpec("min_responses", parse_count, "fewest responses a crawl must get (default 1: a crawl that measured"
@@ -77,6 +79,7 @@ class Budgets:
     jobdir_disk: int | None = None
     browser_pss: int | None = None
     max_open_pages: int | None = None
+    max_replay_misses: int | None = None
     kill_at: int | None = None
     timeout: float | None = None
     min_responses: int | None = None
@@ -94,17 +97,30 @@ def parse_budget(name: str, value: object, *, source: str) -> object:
     """Parse one budget value; raise :class:`BudgetError` naming ``source`` if it is wrong."""
     spec = SPECS.get(name)
     if spec is None:
-        known = ", ".join(sorted(SPECS))
-        raise BudgetError(f"unknown budget {name!r} in {source}; known budgets: {known}")
+        known = ", ".join(sorted(n for n, s in SPECS.items() if s.enforced))
+        close = difflib.get_close_matches(name, [n for n, s in SPECS.items() if s.enforced], n=1, cutoff=0.6)
+        hint = f": did you mean {close[0]!r}?" if close else ""
+        raise BudgetError(f"unknown budget {name!r} in {source}{hint} (known budgets: {known})")
     if not spec.enforced:
         raise BudgetError(
             f"budget {name!r} in {source} is not enforced by this version of pytest-crawlmem yet;"
             " remove it rather than rely on a limit that is not checked"
         )
+    if _negative(value):
+        raise BudgetError(f"invalid {name} {value!r} in {source}: must not be negative")
     try:
         return spec.parse(value, source=f"{name} in {source}")
     except UnitError as exc:
         raise BudgetError(str(exc)) from exc
+
+
+def _negative(value: object) -> bool:
+    """A negative number, or a string that starts with a minus sign (``"-5 MiB"``)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return value < 0
+    return isinstance(value, str) and value.strip().startswith("-")
 
 
 def resolve_budgets(
@@ -133,17 +149,30 @@ class Violation:
     fails: bool = True
 
 
+#: Why a queue budget breaks and what to change, appended to its message (the terminal and report.html show both).
+CAUSES = {
+    "max_scheduled": "the spider discovers requests faster than they are downloaded, and the scheduler keeps every"
+    " one in memory; fix: yield requests lazily from start() as they are needed, keep the queue on disk with JOBDIR,"
+    " or bound the frontier (DEPTH_LIMIT, CLOSESPIDER_ITEMCOUNT)",
+    "max_inflight": "CONCURRENT_REQUESTS (and CONCURRENT_REQUESTS_PER_DOMAIN) allow this many downloads at once, each"
+    " buffering its body; fix: lower them, or raise the budget if the memory is affordable",
+    "max_active_size": "responses pile up behind slow callbacks or pipelines (Scrapy backs out softly at"
+    " SCRAPER_SLOT_MAX_ACTIVE_SIZE); fix: make callbacks and pipelines cheaper, or lower CONCURRENT_REQUESTS",
+}
+
+
 def _size_check(name: str, what: str, measured: int | None, limit: int | None) -> Violation | None:
     if limit is None or measured is None or measured <= limit:
         return None
     message = f"{what} was {format_size(measured)}, over the budget {name}={format_size(limit)}"
-    return Violation(name, measured, limit, message)
+    return Violation(name, measured, limit, message + (f": {CAUSES[name]}" if name in CAUSES else ""))
 
 
 def _count_check(name: str, what: str, measured: int, limit: int | None) -> Violation | None:
     if limit is None or measured <= limit:
         return None
-    return Violation(name, measured, limit, f"{what} reached {measured:,}, over the budget {name}={limit:,}")
+    message = f"{what} reached {measured:,}, over the budget {name}={limit:,}"
+    return Violation(name, measured, limit, message + (f": {CAUSES[name]}" if name in CAUSES else ""))
 
 
 def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
@@ -160,6 +189,7 @@ def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
         _size_check("browser_pss", "the browser tree's peak PSS", result.browser_pss, budgets.browser_pss),
         _count_check("max_open_pages", "open browser pages", result.max_open_pages, budgets.max_open_pages),
         _unclosed_pages_check(result),
+        _replay_misses_check(budgets.max_replay_misses, result),
         _leak_check(budgets, result),
         _stop_check("kill_at", budgets.kill_at, result, "crawlmem_kill_at"),
         _stop_check("timeout", budgets.timeout, result, "crawlmem_timeout"),
@@ -179,6 +209,17 @@ def _dropped_check(limit: int | None, result: CrawlResult, shown: int = 3) -> Vi
     tail = f" and {more:,} more" if more > 0 else ""
     message = f"{measured:,} responses were dropped, over the budget max_dropped={limit:,}: {urls}{tail}"
     return Violation("max_dropped", measured, limit, message)
+
+
+def _replay_misses_check(limit: int | None, result: CrawlResult, shown: int = 3) -> Violation | None:
+    """More requests of a replayed crawl missed the recording than ``max_replay_misses`` allows; names the first few."""
+    if limit is None or result.replay_misses <= limit:
+        return None
+    urls = ", ".join(result.replay_missed_urls[:shown])
+    more = result.replay_misses - min(shown, len(result.replay_missed_urls))
+    message = (f"{result.replay_misses:,} requests were not in the replay recording (answered 404), over the budget"
+               f" max_replay_misses={limit:,}: {urls}" + (f" and {more:,} more" if more > 0 else ""))
+    return Violation("max_replay_misses", result.replay_misses, limit, message)
 
 
 def _unclosed_pages_check(result: CrawlResult) -> Violation | None:
@@ -222,6 +263,9 @@ def _stop_check(name: str, limit: float | None, result: CrawlResult, reason: str
 
 def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:
     growth = result.growth
+    if budgets.leak == "fail" and growth.verdict == "inconclusive":  # never a silent pass: a warning that says why
+        message = f"leak=\"fail\" could not judge this crawl's memory: {growth.reason}"
+        return Violation("leak", growth.per_response_bytes or 0.0, 0.0, message, fails=False)
     if budgets.leak == "off" or growth.verdict not in LEAK_VERDICTS:
         return None
     per_response = growth.per_response_bytes or 0.0
@@ -234,9 +278,12 @@ DEFAULT_MIN_RESPONSES = 1
 
 
 def nothing_measured(minimum: int | None, result: CrawlResult) -> Violation | None:
-    """The crawl got fewer responses than ``minimum`` (default 1): say so, with what went wrong instead."""
+    """The crawl got fewer responses than ``minimum`` (default 1): say so, with what went wrong instead.
+
+    A crawl the harness stopped (kill_at, timeout, pages never closed) is not judged here: its own budget says why.
+    """
     limit = DEFAULT_MIN_RESPONSES if minimum is None else minimum
-    if result.responses >= limit:
+    if result.responses >= limit or result.stopped_because:
         return None
     prefix = "downloader/exception_type_count/"
     errors = {k[len(prefix):].rsplit(".", 1)[-1]: v for k, v in result.stats.items() if k.startswith(prefix)}

@@ -10,6 +10,7 @@ from typing import Any
 
 from .jsonl import is_number
 from .loading import LoadedReport, LoadError, load_report, write_html
+from .record import record_command
 from .units import format_size
 
 EXIT_OK = 0
@@ -20,7 +21,7 @@ LOCATION_WIDTH = 60
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawlmem", description="Reports of pytest-crawlmem crawls.")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{report,diff}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{report,diff,record}")
     report = commands.add_parser(
         "report", help="render report.html from a report dir, a report.json or a bare samples.jsonl",
         description="Render report.html from a report dir (report.json + samples.jsonl), a report.json, or a bare"
@@ -32,6 +33,15 @@ def _parser() -> argparse.ArgumentParser:
                                description="Compare two crawls (report dirs, report.json or samples.jsonl files).")
     diff.add_argument("a", type=Path, help="the first crawl (the baseline)")
     diff.add_argument("b", type=Path, help="the second crawl")
+    record = commands.add_parser(
+        "record", help="record a spider's crawl (run in its Scrapy project) for crawl(replay=...)",
+        description="Run `scrapy crawl SPIDER` with the HTTP cache on, into OUTPUT; print its size per page.",
+    )
+    record.add_argument("spider", help="the spider's name, as `scrapy crawl` takes it")
+    record.add_argument("-o", "--output", type=Path, required=True, help="a new directory for the recording")
+    record.add_argument("--pages", type=int, help="stop after this many responses (CLOSESPIDER_PAGECOUNT)")
+    record.add_argument("--gzip", action="store_true", help="gzip the cache files (HTTPCACHE_GZIP): about 4x smaller")
+    record.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="a Scrapy setting, as -s")
     return parser
 
 
@@ -41,6 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "report":
             return report_command(args.path, args.output)
+        if args.command == "record":
+            return record_command(args.spider, args.output, pages=args.pages, gzip=args.gzip, settings=args.set)
         return diff_command(args.a, args.b)
     except LoadError as exc:
         print(f"crawlmem: error: {exc}", file=sys.stderr)

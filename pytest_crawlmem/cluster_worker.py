@@ -210,7 +210,7 @@ class ClusterWorkerExtension:
         worker = crawler.settings.get("CRAWLMEM_CLUSTER_WORKER")
         if worker is None:
             raise NotConfigured("CRAWLMEM_CLUSTER_WORKER is not set")
-        ext = cls(crawler, int(worker), LedgerKeys(crawler.settings.get("CRAWLMEM_CLUSTER_PREFIX") or LedgerKeys().prefix))
+        ext = cls(crawler, int(worker), LedgerKeys())
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(ext.response_received, signal=signals.response_received)

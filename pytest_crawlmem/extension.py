@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import tracemalloc
+import uuid
 import weakref
 from pathlib import Path
 from typing import Any, cast
@@ -30,15 +31,19 @@ from . import probes
 from .browser import is_playwright_crawl
 from .browsertree import TreeReading
 from .browserwatch import BrowserWatch
+from .defaults import read_settings
 from .distribution import Histogram
 from .dropped import DropLedger
-from .growth import DEFAULT_LEAK_PER_RESPONSE, next_checkpoint_at, suspicious
+from .growth import CHECKPOINT_MIN_RESPONSES, DEFAULT_LEAK_PER_RESPONSE, next_checkpoint_at, suspicious
+from .holders import Lengths, container_lengths, find_holders, user_modules
 from .interrupts import INTERRUPTED_MESSAGE, INTERRUPTED_REASON
 from .jobdir import JobdirMeter, jobdir_meter
 from .media import summarize_media, watch_media_failures
-from .models import BrowserSummary, Checkpoint, GrowthSite, MediaSummary, Sample
+from .metrics import MetricsServer, require_prometheus
+from .models import BrowserSummary, Checkpoint, GrowthSite, Holder, MediaSummary, Sample
 from .recording import Recording
 from .snapshots import growing_sites, take_snapshot
+from .status import StatusTicker, read_status
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +76,7 @@ class CrawlMemExtension:
         interval_seconds: float = 0.1,
         jsonl_path: Path | None = None,
         checkpoints: bool = True,
-        checkpoint_min_responses: int = 100,
+        checkpoint_min_responses: int = CHECKPOINT_MIN_RESPONSES,
         drain_timeout_seconds: float = 5.0,
         tracemalloc_frames: int = 0,
         log_interval_seconds: float = 0.0,
@@ -83,6 +88,11 @@ class CrawlMemExtension:
         browser: bool = False,
         browser_detail_seconds: float = 2.0,
         stall_seconds: float = 5.0,
+        gc_freeze: bool = False,
+        timeline_samples: int = 0,
+        jsonl_max_bytes: int = 0,
+        prometheus_port: int | None = None,
+        prometheus_addr: str = "127.0.0.1",
     ) -> None:
         self.crawler = crawler
         self.interval_seconds = interval_seconds
@@ -99,12 +109,23 @@ class CrawlMemExtension:
         self._timeout_call: Any = None
         self.leak_per_response = leak_per_response
         self.growth_sites: list[GrowthSite] = []
+        self.holders: tuple[Holder, ...] = ()  # containers that grew during the attribution window
+        self._lengths: Lengths = {}
         self._window: list[tracemalloc.Snapshot | None] = []
         self._window_responses: list[int] = []
         self._window_done = False
         self._window_started_tracing = False
+        self._resume_at = 0  # the checkpoint the schedule had planned when the window opened
         self._traced_whole = False
-        self.recording = Recording(jsonl_path)
+        # -- production: bounded memory and disk, status, metrics (timeline.py, stream.py, status.py, metrics.py)
+        self.gc_freeze = gc_freeze
+        self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_checkpoints=timeline_samples // 8,
+                                   max_bytes=jsonl_max_bytes)
+        self.sampler_cpu_seconds = 0.0  # the sampler thread's CPU time (it alone writes it)
+        self.ticker: StatusTicker | None = None
+        self.prometheus_port, self.prometheus_addr = prometheus_port, prometheus_addr
+        self.metrics: MetricsServer | None = None
+        # -- end production
         self.epoch = probes.Epoch.now()  # Scrapy objects created before the crawl are not its own
         self.responses = 0
         self.items = 0
@@ -123,7 +144,6 @@ class CrawlMemExtension:
         self._checkpointing = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._last_log = 0.0
         self._froze_gc = False
         self.jobdir: JobdirMeter | None = None  # JOBDIR's disk use, when the crawl has one
         self.media_pipelines: list[Any] = []  # the crawl's MediaPipelines while it runs, for the cache probes
@@ -141,29 +161,39 @@ class CrawlMemExtension:
         settings = crawler.settings
         if not settings.getbool("CRAWLMEM_ENABLED"):
             raise NotConfigured("CRAWLMEM_ENABLED is off")
-        interval = settings.getfloat("CRAWLMEM_INTERVAL_SECONDS", 0.1)
-        if not interval > 0:
-            raise ValueError(f"invalid CRAWLMEM_INTERVAL_SECONDS {interval!r}: expected seconds > 0")
-        jsonl = settings.get("CRAWLMEM_JSONL")
-        browser = settings.getbool("CRAWLMEM_BROWSER", uses_playwright(settings))
+        values = read_settings(settings)  # every default and check lives in defaults.py
+        if values["CRAWLMEM_PROMETHEUS_PORT"] is not None:
+            require_prometheus()
+        jsonl = values["CRAWLMEM_JSONL"]
+        browser = values["CRAWLMEM_BROWSER"]
+        if browser is None:
+            browser = uses_playwright(settings)
+        min_responses = values["CRAWLMEM_CHECKPOINT_MIN_RESPONSES"]
         ext = cls(
             crawler,
-            interval_seconds=interval,
+            interval_seconds=values["CRAWLMEM_INTERVAL_SECONDS"],
             jsonl_path=Path(jsonl) if jsonl else None,
-            checkpoints=settings.getbool("CRAWLMEM_CHECKPOINTS", True),
+            checkpoints=values["CRAWLMEM_CHECKPOINTS"],
             # browser crawls are ~100x slower: judge them in batches of 20 pages
-            checkpoint_min_responses=settings.getint("CRAWLMEM_CHECKPOINT_MIN_RESPONSES", 20 if browser else 100),
-            drain_timeout_seconds=settings.getfloat("CRAWLMEM_DRAIN_TIMEOUT_SECONDS", 5.0),
-            tracemalloc_frames=settings.getint("CRAWLMEM_TRACEMALLOC_FRAMES", 0),
-            log_interval_seconds=settings.getfloat("CRAWLMEM_LOG_INTERVAL_SECONDS", 0.0),
-            attribution_frames=settings.getint("CRAWLMEM_ATTRIBUTION_FRAMES", 8),
-            attribution_responses=settings.getint("CRAWLMEM_ATTRIBUTION_RESPONSES", 100),
-            kill_at_bytes=settings.getint("CRAWLMEM_KILL_AT_BYTES", 0),
-            timeout_seconds=settings.getfloat("CRAWLMEM_TIMEOUT_SECONDS", 0.0),
-            leak_per_response=settings.getint("CRAWLMEM_LEAK_PER_RESPONSE", DEFAULT_LEAK_PER_RESPONSE),
+            checkpoint_min_responses=(
+                min_responses if min_responses is not None else (20 if browser else CHECKPOINT_MIN_RESPONSES)
+            ),
+            drain_timeout_seconds=values["CRAWLMEM_DRAIN_TIMEOUT_SECONDS"],
+            tracemalloc_frames=values["CRAWLMEM_TRACEMALLOC_FRAMES"],
+            log_interval_seconds=values["CRAWLMEM_LOG_INTERVAL_SECONDS"],
+            attribution_frames=values["CRAWLMEM_ATTRIBUTION_FRAMES"],
+            attribution_responses=values["CRAWLMEM_ATTRIBUTION_RESPONSES"],
+            kill_at_bytes=values["CRAWLMEM_KILL_AT_BYTES"],
+            timeout_seconds=values["CRAWLMEM_TIMEOUT_SECONDS"],
+            leak_per_response=values["CRAWLMEM_LEAK_PER_RESPONSE"],
             browser=browser,
-            browser_detail_seconds=settings.getfloat("CRAWLMEM_BROWSER_DETAIL_SECONDS", 2.0),
-            stall_seconds=settings.getfloat("CRAWLMEM_STALL_SECONDS", 5.0),
+            browser_detail_seconds=values["CRAWLMEM_BROWSER_DETAIL_SECONDS"],
+            stall_seconds=values["CRAWLMEM_STALL_SECONDS"],
+            gc_freeze=values["CRAWLMEM_GC_FREEZE"],
+            timeline_samples=values["CRAWLMEM_TIMELINE_SAMPLES"],
+            jsonl_max_bytes=values["CRAWLMEM_JSONL_MAX_BYTES"],
+            prometheus_port=values["CRAWLMEM_PROMETHEUS_PORT"],
+            prometheus_addr=values["CRAWLMEM_PROMETHEUS_ADDR"],
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.response_received, signal=signals.response_received)
@@ -183,13 +213,14 @@ class CrawlMemExtension:
             tracemalloc.reset_peak()
         self.started_at = time.monotonic()
         _RUNNING.add(self)
-        self.recording.header(spider=getattr(spider, "name", "?"), interval_seconds=self.interval_seconds)
+        self.recording.header(spider=getattr(spider, "name", "?"), interval_seconds=self.interval_seconds,
+                              crawl_id=uuid.uuid4().hex, started_at=time.time())
         self._take_checkpoint(drained=True, cost_started=self.started_at)
         # measured like end_rss (after gc.collect() and malloc_trim), so rss_growth compares like with like
         self.start_rss = self.peak_rss = self.recording.checkpoints[-1].rss_bytes
         # what existed before the crawl is frozen out of the cyclic GC until it ends: each
         # checkpoint's gc.collect() then walks the crawl's objects, not the whole process
-        self._froze_gc = gc.get_freeze_count() == 0
+        self._froze_gc = self.gc_freeze and gc.get_freeze_count() == 0  # CRAWLMEM_GC_FREEZE: test crawls, opt-in elsewhere
         if self._froze_gc:
             gc.freeze()
         self._exact_peak = probes.reset_peak_rss()
@@ -202,6 +233,7 @@ class CrawlMemExtension:
         if self.timeout_seconds:
             message = f"the crawl was still running after {self.timeout_seconds:g} s, the budget timeout"
             self._timeout_call = _reactor().callLater(self.timeout_seconds, self._stop_crawl, "crawlmem_timeout", message)
+        self._start_reporting(spider)
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
         """Count the response, its size and latency; start a drained checkpoint when one is due."""
@@ -226,6 +258,7 @@ class CrawlMemExtension:
         """Stop sampling, take the closing checkpoint and the exact peak."""
         self.finish_reason = reason
         _RUNNING.discard(self)
+        self._stop_reporting()
         if self._timeout_call is not None and self._timeout_call.active():
             self._timeout_call.cancel()
         self._stop.set()
@@ -235,9 +268,18 @@ class CrawlMemExtension:
             self.jobdir.expire()  # the closing sample has JOBDIR as a resumed crawl will find it
         self._take_sample()
         self.unclosed_at_close = len(self.unclosed_pages())
-        self._take_checkpoint(drained=True, cost_started=time.monotonic())
+        if self._window:  # the crawl is drained: close an open window first, so the closing checkpoint is untraced
+            gc.collect()
+            self._window.append(take_snapshot())
+            self._window_responses.append(self.responses)
+            self._end_window()
+            self._find_holders()
+        try:
+            self._take_checkpoint(drained=True, cost_started=time.monotonic())
+        finally:  # measured like start_rss; a closing checkpoint that failed still leaves a reading, never 0
+            closing = self.recording.checkpoints[-1] if self.recording.checkpoints else None
+            self.end_rss = closing.rss_bytes if closing and closing.responses == self.responses else probes.read_rss_bytes()
         self.media, self.media_pipelines = summarize_media(self.media_pipelines), []  # let go of the pipelines
-        self.end_rss = self.recording.checkpoints[-1].rss_bytes
         if self._froze_gc:
             gc.unfreeze()
             self._froze_gc = False
@@ -256,10 +298,12 @@ class CrawlMemExtension:
 
     def _sample_loop(self) -> None:
         while not self._stop.wait(self.interval_seconds):
+            started = time.thread_time()
             try:
                 self._take_sample()
             except Exception as exc:
                 self.recording.add_error(f"sample failed: {exc!r}")
+            self.sampler_cpu_seconds += time.thread_time() - started
 
     def _take_sample(self) -> None:
         queues = probes.read_queues(self.crawler)
@@ -295,13 +339,6 @@ class CrawlMemExtension:
             self.stopped_because = "pending"  # once: the reactor thread fills in the reason
             message = f"RSS reached {sample.rss_bytes / 2**20:,.1f} MiB at {sample.t_seconds:.1f} s, the hard ceiling kill_at"
             _reactor().callFromThread(self._stop_crawl, "crawlmem_kill_at", message)
-        if self.log_interval_seconds and sample.t_seconds - self._last_log >= self.log_interval_seconds:
-            self._last_log = sample.t_seconds
-            logger.info(
-                "crawlmem: rss=%.1f MiB scheduled=%s inflight=%s active=%s B backout=%s items=%d responses=%d",
-                sample.rss_bytes / 2**20, sample.scheduled, sample.inflight,
-                sample.active_size_bytes, sample.backout, sample.items, sample.responses,
-            )
 
     # -- the browser tree (sampler thread, or the reactor thread at checkpoints) -----------
 
@@ -429,8 +466,9 @@ class CrawlMemExtension:
     def _attribute(self, checkpoint: Checkpoint) -> None:
         """Open a traced window when the checkpoints look like a leak; snapshot it at the next checkpoint.
 
-        The window lasts ``attribution_responses`` responses (an extra checkpoint ends it),
-        so only a crawl that already looks leaky pays for deep tracing, and only briefly.
+        The window lasts ``attribution_responses`` responses (an extra checkpoint ends it, then the
+        schedule resumes where it was), so only a crawl that already looks leaky pays for deep tracing,
+        and only briefly; its checkpoints are judged like the others (tracemalloc's memory taken off).
         """
         if self._window_done or not self.attribution_frames:
             return
@@ -438,6 +476,9 @@ class CrawlMemExtension:
             self._window.append(take_snapshot())
             self._window_responses.append(checkpoint.responses)
             self._end_window()
+            self._find_holders()
+            if self._resume_at > checkpoint.responses:  # the window's extra checkpoint does not shift the schedule
+                self._next_checkpoint = self._resume_at
         elif self.checkpoints_enabled and suspicious(self.recording.checkpoints, self.leak_per_response):
             if tracemalloc.is_tracing():
                 self._window = [take_snapshot()]
@@ -446,7 +487,29 @@ class CrawlMemExtension:
                 self._window_started_tracing = True
                 self._window = [None]  # nothing is traced yet: the empty snapshot
             self._window_responses = [checkpoint.responses]
-            self._next_checkpoint = min(self._next_checkpoint, checkpoint.responses + self.attribution_responses)
+            self._lengths = container_lengths(self._holder_roots())
+            self._resume_at = self._next_checkpoint
+            # the window closes on an extra checkpoint halfway to the scheduled one at the latest: that one stays untraced
+            room = max(self._next_checkpoint - checkpoint.responses, 2) // 2
+            self._next_checkpoint = checkpoint.responses + min(self.attribution_responses, room)
+
+    def _holder_roots(self) -> dict[str, Any]:
+        """The spider, the crawl's components and the user's modules: where a holder of a leak can hang."""
+        roots = probes.crawl_roots(self.crawler)
+        roots.update((f"module {name}", module) for name, module in user_modules().items())
+        return roots
+
+    def _find_holders(self) -> None:
+        """At the window's closing checkpoint (crawl alive, drained): the containers that grew during the window."""
+        if not self._window_responses:
+            return
+        try:
+            window = self.responses - self._window_responses[0]
+            sites = [site.location for site in self.growth_sites]
+            self.holders = find_holders(self._holder_roots(), self._lengths, window, prefer=sites)
+        except Exception as exc:  # evidence, never a reason to break the crawl
+            self.recording.add_error(f"finding holders failed: {exc!r}")
+        self._lengths = {}
 
     def _end_window(self) -> None:
         """Close the traced window and keep the sites that grew in every traced interval."""
@@ -477,14 +540,42 @@ class CrawlMemExtension:
         stats.set_value("crawlmem/peak_rss", self.peak_rss)
         stats.set_value("crawlmem/start_rss", self.start_rss)
         stats.set_value("crawlmem/end_rss", self.end_rss)
-        stats.set_value("crawlmem/samples", len(self.recording.samples))
-        stats.set_value("crawlmem/checkpoints", len(self.recording.checkpoints))
+        self._write_production_stats(stats)
         if self.traced_peak is not None:
             stats.set_value("crawlmem/traced_peak", self.traced_peak)
         browser = self.browser_summary()
         if browser is not None:
             stats.set_value("crawlmem/browser_pss", browser.peak_pss_bytes)
             stats.set_value("crawlmem/browser_max_open_pages", browser.max_open_pages)
+
+
+    # -- production: status, metrics and the extension's own costs (reactor thread) ---------
+
+    def _start_reporting(self, spider: Any) -> None:
+        """Start the status ticker (CRAWLMEM_LOG_INTERVAL_SECONDS) and the metrics server (CRAWLMEM_PROMETHEUS_PORT)."""
+        self.ticker = StatusTicker(self, self.log_interval_seconds)
+        self.ticker.start()
+        if self.prometheus_port is not None:
+            self.metrics = MetricsServer(lambda: read_status(self), port=self.prometheus_port, addr=self.prometheus_addr,
+                                         spider=getattr(spider, "name", "?"))
+            self.metrics.start()
+
+    def _stop_reporting(self) -> None:
+        if self.ticker is not None:
+            self.ticker.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
+
+    def _write_production_stats(self, stats: Any) -> None:
+        """The closing status and what the extension cost: samples, checkpoints' pauses, its CPU, its stream."""
+        if self.ticker is not None:
+            self.ticker.emit(log=self.log_interval_seconds > 0)
+        recording = self.recording
+        stats.set_value("crawlmem/samples", recording.timeline.raw_samples)
+        stats.set_value("crawlmem/checkpoints", recording.timeline.checkpoints_added)
+        stats.set_value("crawlmem/checkpoint_pause_max_seconds", round(recording.checkpoint_pause_max_seconds, 4))
+        stats.set_value("crawlmem/checkpoint_pause_total_seconds", round(recording.checkpoint_pause_total_seconds, 4))
+        stats.set_value("crawlmem/stream_rotations", recording.stream_rotations)
 
 
 def _as_deferred(coro: Any) -> Any:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -15,6 +17,7 @@ from .interrupts import INTERRUPTED_MESSAGE, graceful_sigint
 from .isolated import interrupt_children, run_isolated, spec_for
 from .models import CrawlResult
 from .project import ProjectError, find_project, import_settings_module
+from .replay import ReplayError, ReplayTarget, check_copies, check_outcome, check_start_urls, parse_knobs, running_replay
 from .report import write_reports
 from .runner import CrawlOptions, run_crawl
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
@@ -32,6 +35,11 @@ class CrawlFunction(Protocol):
         settings: Mapping[str, Any] | None = None,
         isolate: bool = False,
         project_settings: bool | str | None = None,
+        replay: str | Path | None = None,
+        replay_copies: int = 1,
+        replay_latency: float | str | None = None,
+        replay_drip: int | str | None = None,
+        replay_inflate: float | None = None,
         **spider_kwargs: Any,
     ) -> CrawlResult: ...
 
@@ -137,6 +145,35 @@ def _warn_if_only_errors(item: pytest.Item, result: CrawlResult, session: CrawlM
         session.notes.append(f"{item.nodeid}: {message}")
 
 
+@contextlib.contextmanager
+def _replaying(
+    replay: str | Path | None, copies: int, knobs: tuple[Any, Any, Any], spider_cls: type, start_urls: list[str] | None
+) -> Iterator[ReplayTarget | None]:
+    """Serve the recording ``replay`` while the crawl runs (nothing without one); a bad recording fails the test."""
+    if replay is None:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            parsed = parse_knobs(*knobs)
+            target = stack.enter_context(running_replay(replay, copies=check_copies(copies), knobs=parsed))
+            starts = start_urls if start_urls is not None else getattr(spider_cls, "start_urls", None)
+            check_start_urls(target, starts if isinstance(starts, (list, tuple)) else None)
+        except ReplayError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        yield target
+
+
+def _fail_if_replay_found_nothing(target: ReplayTarget | None, result: CrawlResult) -> None:
+    """A replayed crawl that found none of its URLs in the recording measured 404 pages: say which."""
+    if target is None:
+        return
+    try:
+        check_outcome(target, result.replay_hits, result.replay_misses, result.replay_missed_urls)
+    except ReplayError as exc:
+        pytest.fail(f"{exc}; report: {result.report_dir}", pytrace=False)
+
+
 def _interrupt_crawls() -> None:
     """First Ctrl-C during a crawl: close it (in-process or isolated) so its report is written."""
     interrupt_running_crawls()
@@ -173,6 +210,11 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         settings: Mapping[str, Any] | None = None,
         isolate: bool = False,
         project_settings: bool | str | None = None,
+        replay: str | Path | None = None,
+        replay_copies: int = 1,
+        replay_latency: float | str | None = None,
+        replay_drip: int | str | None = None,
+        replay_inflate: float | None = None,
         **spider_kwargs: Any,
     ) -> CrawlResult:
         _refuse_reactor_greenlet()
@@ -189,7 +231,10 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             timeout_seconds=budgets.timeout if budgets else None,
             project_settings=project,
         )
-        with graceful_sigint(_interrupt_crawls) as interrupt:
+        knobs = (replay_latency, replay_drip, replay_inflate)
+        with _replaying(replay, replay_copies, knobs, spider_cls, start_urls) as target, \
+                graceful_sigint(_interrupt_crawls) as interrupt:
+            options = replace(options, replay=target)
             if isolate or session.settings.isolate:
                 spec = spec_for(spider_cls, start_urls=start_urls, settings=settings, spider_kwargs=spider_kwargs,
                                 options=options)
@@ -203,6 +248,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         if interrupt.interrupted:  # the report is written: now stop the session as Ctrl-C asked
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
         _fail_if_site_died(request, result)
+        _fail_if_replay_found_nothing(target, result)
         _fail_if_nothing_measured(result, budgets, session)
         _fail_if_every_callback_raised(result)
         _warn_if_only_errors(item, result, session)

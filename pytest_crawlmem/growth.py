@@ -7,28 +7,54 @@ warm-up, and at least ``MIN_DELTAS`` of them, grew by at least the threshold per
 response once an allowance for requests added to the scheduler is taken off.
 Allocator ratchets (one-off steps) and bounded caches (growth that stops) fail the
 "every interval" clause, so they are never called a leak.
+
+Two more rules judge crawls too short for three intervals, so that a stronger leak is
+never harder to catch: growth of at least ``STRONG_FACTOR`` times the threshold in every
+interval after ``STRONG_WARMUP_RESPONSES`` (two intervals suffice), and Scrapy objects
+that rose at every checkpoint and were still held after the crawl ended (proven retention).
 """
 
 from __future__ import annotations
 
 import statistics
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from itertools import pairwise
 
 from .models import Checkpoint, Growth, MediaSummary, Sample, SizeDistribution
 
 MIN_DELTAS = 3
 MIN_INTERVAL_RESPONSES = 50
+#: Responses between the first checkpoints (later ones are half the crawl so far apart).
+CHECKPOINT_MIN_RESPONSES = 50
+#: Growth this many times the leak threshold in every interval is judged after a short warm-up, from
+#: STRONG_MIN_DELTAS intervals. Measured (benchmarks/checkpoint_noise.py): clean crawls grew at most
+#: 2.2 KiB/response in an interval starting at 50 responses or later (a bounded cache filling up), and
+#: 0.9 KiB/response after 150: 6 KiB is 2.7x the worst.
+STRONG_FACTOR = 6
+STRONG_WARMUP_RESPONSES = 50
+STRONG_MIN_DELTAS = 2
+#: The strong rule's intervals may be this short: its first checkpoints are 50 responses apart by schedule, and
+#: the responses still in flight when a checkpoint pauses the engine can bring two of them closer than 50.
+STRONG_MIN_GAP = 25
+#: Live Scrapy objects of one class must reach this count to be proven retention (a handful kept by a
+#: closure or a stats value is evidence, not a leak per response).
+PROVEN_MIN_OBJECTS = 20
 DEFAULT_LEAK_PER_RESPONSE = 1024
 #: Memory allowed per request added to the scheduler: generous, since a request's cost
 #: depends on its URL, meta and cb_kwargs (measured: 2.0 KiB for catalog requests, 2.7 KiB
 #: for /explode/ requests, heap estimate). Set too high it can hide a leak, never invent one.
 REQUEST_ALLOWANCE = 4096
-#: Memory credited per request the scheduler gave back: deliberately below any request's
+#: Memory credited per request the scheduler gave back, at least: deliberately below any request's
 #: real cost, so a draining queue cannot make a clean crawl look leaky.
 REQUEST_CREDIT = 1024
+#: ... and at most (the crawl's own cost per queued request is measured, see ``measured_request_credit``):
+#: a catalog request costs about 2 KiB, so a late 360 -> 0 drain no longer hides a 2.5 KB/response leak.
+MAX_REQUEST_CREDIT = 2048
+#: An interval whose queue grew by this many requests or more measures what a queued request costs.
+COST_MIN_QUEUED = 50
 #: Browser tree USS growth per page tolerated at drained checkpoints. The tree is noisy: a clean
 #: scrapy-playwright crawl of /js/ pages moved by up to +845 KiB/page over 20-30 page intervals
 #: (renderers and the driver's heap come and go), so open contexts and pages are counted too.
@@ -76,7 +102,7 @@ FIXES = {
 }
 
 
-def next_checkpoint_at(responses: int, min_interval: int) -> int:
+def next_checkpoint_at(responses: int, min_interval: int = CHECKPOINT_MIN_RESPONSES) -> int:
     """Return the response count of the checkpoint after one taken at ``responses``.
 
     Intervals grow with the crawl (half the responses so far, at least
@@ -89,6 +115,50 @@ def next_checkpoint_at(responses: int, min_interval: int) -> int:
 def warmup_responses(total: int) -> int:
     """Responses after which the crawl is assumed warm: max(150, N/4)."""
     return max(150, total // 4)
+
+
+def checkpoint_schedule(total: int, min_interval: int = CHECKPOINT_MIN_RESPONSES) -> list[int]:
+    """Response counts of the checkpoints a crawl of ``total`` responses takes: opening, scheduled, closing."""
+    points = [0]
+    at = min_interval
+    while at < total:
+        points.append(at)
+        at = next_checkpoint_at(at, min_interval)
+    return [*points, total] if total > 0 else points
+
+
+def _merged(counts: Sequence[int], warmup: int, min_gap: int = MIN_INTERVAL_RESPONSES) -> list[int]:
+    """Indexes of the counts at or after ``warmup``, dropping one closer than ``min_gap`` responses to the last kept.
+
+    The closing count is always kept (it replaces the one just before it when they are close).
+    """
+    kept: list[int] = []
+    warm = [i for i, n in enumerate(counts) if n >= warmup]
+    for i in warm:
+        if kept and counts[i] - counts[kept[-1]] < min_gap:
+            if i == warm[-1]:
+                kept[-1] = i
+            continue
+        kept.append(i)
+    return kept
+
+
+@lru_cache(maxsize=8)
+def responses_to_judge(min_interval: int = CHECKPOINT_MIN_RESPONSES) -> int:
+    """The fewest responses whose checkpoint schedule gives MIN_DELTAS judged intervals (any leak size)."""
+    total = 1
+    while len(_merged(checkpoint_schedule(total, min_interval), warmup_responses(total))) < MIN_DELTAS + 1:
+        total += 1
+    return total
+
+
+@lru_cache(maxsize=8)
+def responses_to_judge_strong(min_interval: int = CHECKPOINT_MIN_RESPONSES) -> int:
+    """The fewest responses that give STRONG_MIN_DELTAS intervals after STRONG_WARMUP_RESPONSES."""
+    total = 1
+    while len(_merged(checkpoint_schedule(total, min_interval), STRONG_WARMUP_RESPONSES, STRONG_MIN_GAP)) < STRONG_MIN_DELTAS + 1:
+        total += 1
+    return total
 
 
 @dataclass(frozen=True)
@@ -134,33 +204,30 @@ def _signal(checkpoints: Sequence[Checkpoint]) -> tuple[str, list[int]] | None:
     return None
 
 
-def judged_checkpoints(checkpoints: Sequence[Checkpoint]) -> list[Checkpoint]:
-    """Checkpoints after the warm-up, merging intervals shorter than MIN_INTERVAL_RESPONSES.
+def judged_checkpoints(
+    checkpoints: Sequence[Checkpoint], warmup: int | None = None, min_gap: int = MIN_INTERVAL_RESPONSES
+) -> list[Checkpoint]:
+    """Checkpoints after the warm-up (max(150, N/4) unless given), merging intervals shorter than MIN_INTERVAL_RESPONSES.
 
-    Checkpoints taken inside an attribution window (tracemalloc on for part of the crawl)
-    are left out: tracing costs memory of its own.
+    The extra checkpoint that closes an attribution window (tracemalloc on for part of the crawl) is
+    left out: tracing costs more memory than tracemalloc reports (measured: ~600 KiB over 100 responses,
+    beyond get_tracemalloc_memory()). The window never closes on a scheduled checkpoint and the schedule
+    resumes after it, so leaving it out merges two intervals and costs no judged interval.
     """
     if not checkpoints:
         return []
     total = checkpoints[-1].responses
-    if not all(c.tracer_bytes for c in checkpoints):  # a traced window's own cost is not the crawl's growth
+    if not all(c.tracer_bytes for c in checkpoints):
         checkpoints = [c for c in checkpoints if not c.tracer_bytes]
-    warm = [c for c in checkpoints if c.responses >= warmup_responses(total)]
-    kept: list[Checkpoint] = []
-    for checkpoint in warm:
-        if kept and checkpoint.responses - kept[-1].responses < MIN_INTERVAL_RESPONSES:
-            if checkpoint is warm[-1]:
-                kept[-1] = checkpoint  # keep the closing checkpoint, drop the one just before it
-            continue
-        kept.append(checkpoint)
-    return kept
+    counts = [c.responses for c in checkpoints]
+    return [checkpoints[i] for i in _merged(counts, warmup_responses(total) if warmup is None else warmup, min_gap)]
 
 
 def intervals(
     checkpoints: Sequence[Checkpoint],
     values: Sequence[int],
     request_allowance: int = REQUEST_ALLOWANCE,
-    request_credit: int = REQUEST_CREDIT,
+    request_credit: float = REQUEST_CREDIT,
 ) -> list[Interval]:
     """Growth of ``values`` between consecutive checkpoints, net of the scheduler's share."""
     result = []
@@ -170,6 +237,23 @@ def intervals(
         share = request_allowance * queued if queued > 0 else request_credit * queued
         result.append(Interval(a, b, raw, raw - share))
     return result
+
+
+def measured_request_credit(checkpoints: Sequence[Checkpoint], values: Sequence[int]) -> float:
+    """Memory to credit per request the scheduler gives back, from the crawl's own intervals where the queue grew.
+
+    The smallest growth per queued request among intervals after STRONG_WARMUP_RESPONSES whose queue grew by
+    COST_MIN_QUEUED or more (growth the queue does not explain only raises it), clamped to
+    [REQUEST_CREDIT, MAX_REQUEST_CREDIT]; REQUEST_CREDIT when no interval measured it.
+    """
+    costs = [
+        (vb - va) / (b.scheduled - a.scheduled)
+        for (a, va), (b, vb) in pairwise(zip(checkpoints, values, strict=True))
+        if a.responses >= STRONG_WARMUP_RESPONSES and b.scheduled - a.scheduled >= COST_MIN_QUEUED
+    ]
+    if not costs:
+        return float(REQUEST_CREDIT)
+    return float(min(max(min(costs), REQUEST_CREDIT), MAX_REQUEST_CREDIT))
 
 
 def unexplained_refs(checkpoint: Checkpoint) -> dict[str, int]:
@@ -200,16 +284,19 @@ def suspicious(checkpoints: Sequence[Checkpoint], leak_per_response: int = DEFAU
 
     Judged on the checkpoints taken so far: the last two intervals after 150 responses
     both grew past the threshold (net of the scheduler), or unexplained live Scrapy
-    objects rose in both.
+    objects rose in both; before that, the intervals after 50 responses (one or two) grew
+    past STRONG_FACTOR x the threshold (a leak the strong rule will judge in a short crawl).
     """
-    warm = [c for c in checkpoints if c.responses >= 150]
-    if len(warm) < 3:
+    warm = [c for c in checkpoints if c.responses >= STRONG_WARMUP_RESPONSES]
+    if len(warm) < 2:
         return False
     recent = warm[-3:]
     picked = _signal(recent)
     if picked is None:
         return False
     spans = intervals(recent, picked[1])
+    if recent[0].responses < 150 or len(recent) < 3:
+        return all(i.net_per_response >= STRONG_FACTOR * leak_per_response for i in spans)
     return all(i.net_per_response >= leak_per_response for i in spans) or bool(_rising_objects(recent))
 
 
@@ -225,6 +312,8 @@ def analyze(
     media: MediaSummary | None = None,
     media_failure_body_bytes: float = 0.0,
     disk_per_response: int = DEFAULT_DISK_PER_RESPONSE,
+    held_after_close: Mapping[str, int] | None = None,
+    min_interval: int = CHECKPOINT_MIN_RESPONSES,
 ) -> Growth:
     """Return the verdict for a crawl from its checkpoints (and samples for processing pressure).
 
@@ -233,27 +322,40 @@ def analyze(
     ``media-disk`` (JOBDIR growing on disk), ``downloader-activity``, ``steady``. ``response_sizes`` (the
     crawl's body sizes) is needed for ``downloader-activity``; ``media`` (the pipelines' cache at close) and
     ``media_failure_body_bytes`` (mean body of the failed media responses) for the media cache's explanation.
+    ``held_after_close`` counts, per Scrapy class, the crawl's objects still alive after it ended that a
+    module, class or library structure was shown to hold (proven retention). ``min_interval`` is the
+    extension's CRAWLMEM_CHECKPOINT_MIN_RESPONSES (to say how many responses a judgement needs).
     """
     judged = judged_checkpoints(checkpoints)
     picked = _signal(judged)
     total = checkpoints[-1].responses if checkpoints else 0
     browser = browser_growth(checkpoints, browser_per_page)
     if picked is None or len(judged) < MIN_DELTAS + 1:
+        early = _strong_growth(checkpoints, leak_per_response, request_allowance) or _proven_retention(
+            checkpoints, held_after_close or {}, leak_per_response)
+        if early is not None:
+            return replace(early, checkpoints=tuple(checkpoints))
         if browser is not None:  # a short browser crawl: its memory is the browser's
             note = "" if browser.verdict != "steady" else (
-                f"; Python's own memory is not judged: {total:,} responses are too few (about 600 are needed)")
+                f"; Python's own memory is not judged: {total:,} responses are too few"
+                f" (about {responses_to_judge(min_interval):,} are needed)")
             return replace(browser, reason=browser.reason + note, checkpoints=tuple(checkpoints))
         return Growth(
             verdict="inconclusive",
             reason=(
                 f"{total:,} responses gave {max(len(judged) - 1, 0)} checkpoint intervals after the warm-up;"
-                f" {MIN_DELTAS} are needed to judge growth (crawl about 600 responses or more)"
+                f" {MIN_DELTAS} are needed to judge growth: crawl at least {responses_to_judge(min_interval):,}"
+                f" responses (growth of {_kib(STRONG_FACTOR * leak_per_response)}/response or more is judged from"
+                f" {responses_to_judge_strong(min_interval):,})"
             ),
             rule="too-few-checkpoints",
             checkpoints=tuple(checkpoints),
         )
     signal, values = picked
-    spans = intervals(judged, values, request_allowance)
+    untraced = [c for c in checkpoints if not c.tracer_bytes] if not all(c.tracer_bytes for c in checkpoints) else checkpoints
+    whole = _signal(untraced)
+    credit = measured_request_credit(untraced, whole[1]) if whole else float(REQUEST_CREDIT)
+    spans = intervals(judged, values, request_allowance, credit)
     net = tuple(round(i.net_per_response, 1) for i in spans)
     window = judged[-1].responses - judged[0].responses
     raw_total = sum(i.raw_bytes for i in spans)
@@ -279,6 +381,9 @@ def analyze(
     cached = _media_cache(signal, judged, spans, leak_per_response, media, media_failure_body_bytes) if rising else None
     if cached is not None:
         return replace(cached, checkpoints=tuple(checkpoints))
+    proven = _proven_retention(checkpoints, held_after_close or {}, leak_per_response)
+    if proven is not None:
+        return replace(proven, checkpoints=tuple(checkpoints))
     if rising:
         return Growth(
             verdict="retained-objects",
@@ -326,6 +431,70 @@ def analyze(
         rule=f"some interval < {leak_per_response} B/response",
         per_response_bytes=per_response,
         **base,  # type: ignore[arg-type]
+    )
+
+
+def _strong_growth(checkpoints: Sequence[Checkpoint], leak_per_response: int, request_allowance: int) -> Growth | None:
+    """``retained-objects`` when every interval after a short warm-up grew by STRONG_FACTOR x the threshold or more.
+
+    Far above the noise of clean crawls (see STRONG_FACTOR), so STRONG_MIN_DELTAS intervals are enough;
+    a crawl too short for the regular rule is judged when its leak is this strong.
+    """
+    judged = judged_checkpoints(checkpoints, STRONG_WARMUP_RESPONSES, STRONG_MIN_GAP)
+    picked = _signal(judged)
+    if picked is None or len(judged) < STRONG_MIN_DELTAS + 1:
+        return None
+    spans = intervals(judged, picked[1], request_allowance)
+    strong = STRONG_FACTOR * leak_per_response
+    window = judged[-1].responses - judged[0].responses
+    leak = _leak(picked[0], spans, window, strong, {})
+    if leak is None:
+        return None
+    return replace(
+        leak,
+        reason=f"{leak.reason}; at least {STRONG_FACTOR}x the leak threshold in every interval, so"
+        f" {len(spans)} intervals after {STRONG_WARMUP_RESPONSES} responses are enough",
+        rule=f"every interval >= {strong} B/response ({STRONG_FACTOR}x leak_per_response) of {picked[0]} memory"
+        f" after {STRONG_WARMUP_RESPONSES} responses, net of scheduler growth",
+    )
+
+
+def _proven_retention(
+    checkpoints: Sequence[Checkpoint], held: Mapping[str, int], leak_per_response: int
+) -> Growth | None:
+    """``retained-objects`` for Scrapy objects that rose at every checkpoint and were still held after the crawl.
+
+    The unexplained live count of the class (Requests beyond the scheduler's) must rise at every
+    checkpoint from the opening one (merged like judged intervals), at least twice, and reach
+    PROVEN_MIN_OBJECTS; ``held`` (from the crawl process) says a structure still held them after the end.
+    A bounded cache stops rising once full and is never proven retention.
+    """
+    points = judged_checkpoints(checkpoints, 0, STRONG_MIN_GAP)
+    if len(points) < 3:
+        return None
+    proven = {}
+    for name, after in held.items():
+        counts = [unexplained_refs(c).get(name, 0) for c in points]
+        if after >= PROVEN_MIN_OBJECTS and all(b > a for a, b in pairwise(counts)):
+            proven[name] = counts[-1] - counts[0]
+    if not proven:
+        return None
+    picked = _signal(points)
+    values = picked[1] if picked else [0] * len(points)
+    window = max(points[-1].responses - points[0].responses, 1)
+    spans = intervals(points, values)
+    per_response = sum(i.net_bytes for i in spans) / window
+    kept = ", ".join(f"{held[name]:,} {name}" for name in proven)
+    return Growth(
+        verdict="retained-objects",
+        reason=(
+            f"live Scrapy objects rose at every drained checkpoint ({_describe(proven)}) and {kept} were still held"
+            f" after the crawl ended; memory grew {_kib(per_response)}/response over {window:,} responses"
+        ),
+        rule="live Scrapy objects rising at every checkpoint and held after the crawl (proven retention)",
+        per_response_bytes=per_response,
+        deltas_per_response=tuple(round(i.net_per_response, 1) for i in spans),
+        signal=picked[0] if picked else "",
     )
 
 
@@ -424,10 +593,10 @@ def _scheduler_share(share: float) -> str:
 
 def _processing_pressure(samples: Sequence[Sample], max_active_size: int | None) -> str:
     """Describe sustained scraper backout (responses arriving faster than callbacks finish)."""
-    flags = [s.backout for s in samples if s.backout is not None]
+    flags = [s for s in samples if s.backout is not None]
     if len(flags) < 10:
         return ""
-    share = sum(flags) / len(flags)
+    share = sum(s.span for s in flags if s.backout) / sum(s.span for s in flags)  # span: raw samples a thinned one stands for
     if share < 0.25:
         return ""
     peak = max((s.active_size_bytes or 0) for s in samples)

@@ -7,21 +7,39 @@ is escaped; the page also forbids scripts and remote loads in its Content-Securi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from .growth import heap_estimate, judged_checkpoints, unexplained_refs, warmup_responses
+from .budgets import CAUSES
+from .growth import (
+    FIXES,
+    REQUEST_ALLOWANCE,
+    REQUEST_CREDIT,
+    heap_estimate,
+    intervals,
+    judged_checkpoints,
+    unexplained_refs,
+    warmup_responses,
+)
 from .jsonl import checkpoint_from_json, is_number
 from .models import Checkpoint
 from .svgchart import Budget, Marker, Panel, Series, XAxis, count_tick, render_timeline, seconds_tick
 from .units import format_size
 
 COLORS = {"rss": "#0072b2", "traced": "#cc79a7", "heap": "#009e73", "scheduled": "#e69f00",
-          "inflight": "#56b4e9", "active": "#7b61a8"}
+          "inflight": "#56b4e9", "active": "#7b61a8", "pss": "#d55e00", "uss": "#009e73", "pages": "#0072b2",
+          "contexts": "#e69f00"}
+#: Budgets that limit a size, and the figure of report.json's result they are checked against.
 SIZE_BUDGETS = {"peak_rss": "peak_rss", "rss_growth": "rss_growth", "traced_peak": "traced_peak",
-                "max_active_size": "max_active_size", "jobdir_disk": "jobdir_disk"}
-COUNT_BUDGETS = {"max_scheduled": "max_scheduled", "max_inflight": "max_inflight", "max_dropped": "dropped_count"}
+                "max_active_size": "max_active_size", "jobdir_disk": "jobdir_disk", "kill_at": "peak_rss"}
+#: Budgets that limit a count, and their figure.
+COUNT_BUDGETS = {"max_scheduled": "max_scheduled", "max_inflight": "max_inflight", "max_dropped": "dropped_count",
+                 "min_responses": "responses",
+                 "max_replay_misses": "replay_misses"}
+#: Budgets checked against the browser tree's summary (result["browser"]).
+BROWSER_BUDGETS = {"browser_pss": "peak_pss_bytes", "max_open_pages": "max_open_pages"}
 
 
 class Safe(str):
@@ -82,8 +100,8 @@ def _checkpoint_title(c: Checkpoint) -> str:
             f" heap {size(heap)}, scheduler {c.scheduled:,}")
 
 
-def _warmup_x(total: int, samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint], x_key: str) -> float | None:
-    warm = warmup_responses(total)
+def _warmup_x(warm: int, samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint], x_key: str) -> float | None:
+    """Where the warm-up of ``warm`` responses ends on the x axis (responses, or the time it was reached)."""
     if x_key == "responses":
         return float(warm)
     times = [float(s["t_seconds"]) for s in samples if s["responses"] >= warm]
@@ -91,29 +109,87 @@ def _warmup_x(total: int, samples: Sequence[Mapping[str, Any]], checkpoints: Seq
     return min(times, default=None)
 
 
-def _budgets(budgets: Mapping[str, Any], names: Sequence[str], offset: float = 0.0) -> list[Budget]:
+def _budgets(budgets: Mapping[str, Any], names: Sequence[str], start_rss: float = 0.0) -> list[Budget]:
+    """The budgets among ``names`` that were set; ``rss_growth`` is drawn at start RSS + budget, labelled with the budget."""
     found = []
     for name in names:
         value = _number(budgets.get(name))
-        if value is not None:
-            found.append(Budget(name, value + (offset if name == "rss_growth" else 0.0)))
+        if value is None:
+            continue
+        if name == "rss_growth":
+            found.append(Budget(name, value + start_rss, shown=value,
+                                note=f"drawn at the start RSS {format_size(start_rss)} + {format_size(value)}"))
+        else:
+            found.append(Budget(name, value))
     return found
+
+
+def is_browser_job(result: Mapping[str, Any], samples: Sequence[Mapping[str, Any]]) -> bool:
+    """A ``browser_job`` (pages, no Scrapy engine): a browser summary and no scheduler reading in any sample."""
+    return result.get("unit") == "pages" or (isinstance(result.get("browser"), Mapping) and not result.get("stats") and all(
+        s.get("scheduled") is None for s in samples))
+
+
+def _present(samples: Sequence[Mapping[str, Any]], x_key: str, y_key: str) -> list[tuple[float, float | None]]:
+    """The samples that carry ``y_key`` (read now and then, such as the browser tree's PSS), as one unbroken line."""
+    return [(float(s[x_key]), _number(s.get(y_key))) for s in samples if _number(s.get(y_key)) is not None]
+
+
+def _browser_panels(budgets: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint],
+                    cp_x: Sequence[float], x_key: str) -> list[Panel]:
+    """The browser tree's PSS and USS, and its open pages and contexts."""
+    def at_checkpoints(field: str) -> list[tuple[float, float | None]]:
+        return [(x, _number(getattr(c, field))) for x, c in zip(cp_x, checkpoints, strict=True)
+                if getattr(c, field) is not None]
+    memory = Panel("Browser tree", "bytes", [
+        Series("pss", "PSS, summed over the tree", COLORS["pss"],
+               sorted(_present(samples, x_key, "browser_pss_bytes") + at_checkpoints("browser_pss_bytes"))),
+        Series("uss", "USS at checkpoints (private: what it keeps)", COLORS["uss"], at_checkpoints("browser_uss_bytes"),
+               dots=True),
+    ], _budgets(budgets, ["browser_pss"]), zoom=True)
+    pages = Panel("Open pages", "count", [
+        Series("pages", "pages open", COLORS["pages"], _at(samples, x_key, "open_pages")),
+        Series("contexts", "contexts open", COLORS["contexts"], _at(samples, x_key, "open_contexts")),
+    ], _budgets(budgets, ["max_open_pages"]))
+    return [memory, pages]
+
+
+def _warmup(result: Mapping[str, Any], checkpoints: Sequence[Checkpoint], browser_job: bool) -> int:
+    """Units (responses or pages) before which growth is not judged: growth.warmup_responses, or the browser's rule."""
+    total = checkpoints[-1].responses if checkpoints else int(_number(result.get("responses")) or 0)
+    if not browser_job:
+        return warmup_responses(total)
+    readings = [c for c in checkpoints if c.drained and c.browser_uss_bytes is not None]  # as growth.browser_growth
+    return max(readings[0].responses + 1, readings[-1].responses // 4) if readings else total // 4
 
 
 def timeline(document: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint],
              x_key: str) -> str:
-    """The stacked timeline (memory, scheduler, in flight, scraper) against ``responses`` or ``t_seconds``."""
+    """The stacked timeline (RSS, Python memory, browser, scheduler, in flight, scraper) against ``responses`` or time.
+
+    Panels without data are left out (a browser job has no scheduler); memory panels zoom on their data.
+    """
     budgets = document.get("budgets") or {}
     result = document.get("result") or {}
+    browser_job = is_browser_job(result, samples)
+    unit = "pages" if browser_job else "responses"
     cp_x = [float(c.responses if x_key == "responses" else c.t_seconds) for c in checkpoints]
     heap = Series("heap", "heap at checkpoints", COLORS["heap"], [(x, _number(heap_estimate(c))) for x, c in
                   zip(cp_x, checkpoints, strict=True)], dots=True, titles=[_checkpoint_title(c) for c in checkpoints])
     start_rss = _number(result.get("start_rss")) or 0.0
     panels = [
-        Panel("Memory", "bytes", [Series("rss", "RSS", COLORS["rss"], _at(samples, x_key, "rss_bytes")),
-                                  Series("traced", "traced (tracemalloc)", COLORS["traced"], _at(samples, x_key, "traced_bytes")),
-                                  heap],
-              _budgets(budgets, ["peak_rss", "rss_growth", "traced_peak"], start_rss)),
+        Panel("RSS", "bytes", [Series("rss", "RSS of this process", COLORS["rss"], _at(samples, x_key, "rss_bytes"))],
+              _budgets(budgets, ["peak_rss", "rss_growth", "kill_at"], start_rss), zoom=True),
+    ]
+    traced = Series("traced", "traced (tracemalloc)", COLORS["traced"], _at(samples, x_key, "traced_bytes"))
+    if (result.get("growth") or {}).get("signal") == "traced":
+        panels.append(Panel("Python memory", "bytes", [traced, heap], _budgets(budgets, ["traced_peak"]), zoom=True))
+    else:  # a traced window (attribution) is far below the heap: its own panel keeps both readable
+        panels += [Panel("Python memory", "bytes", [heap], zoom=True),
+                   Panel("Traced window", "bytes", [traced], _budgets(budgets, ["traced_peak"]), zoom=True)]
+    if isinstance(result.get("browser"), Mapping):
+        panels += _browser_panels(budgets, samples, checkpoints, cp_x, x_key)
+    panels += [
         Panel("Scheduler", "count", [Series("scheduled", "requests waiting", COLORS["scheduled"],
                                             _at(samples, x_key, "scheduled"))], _budgets(budgets, ["max_scheduled"])),
         Panel("In flight", "count", [Series("inflight", "downloads in flight", COLORS["inflight"],
@@ -121,16 +197,19 @@ def timeline(document: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], 
         Panel("Scraper", "bytes", [Series("active", "active size (responses being processed)", COLORS["active"],
                                           _at(samples, x_key, "active_size_bytes"))], _budgets(budgets, ["max_active_size"])),
     ]
-    total = checkpoints[-1].responses if checkpoints else int(_number(result.get("responses")) or 0)
+    if browser_job:
+        panels = [p for p in panels if p.title not in ("Scheduler", "In flight", "Scraper")]
     markers = [Marker(x, "checkpoint" if c.drained else "checkpoint undrained", _checkpoint_title(c))
                for x, c in zip(cp_x, checkpoints, strict=True)]
-    warm = _warmup_x(total, samples, checkpoints, x_key) if total else None
+    warm_units = _warmup(result, checkpoints, browser_job)
+    warm = _warmup_x(warm_units, samples, checkpoints, x_key) if checkpoints or samples else None
     if warm is not None:
-        markers.append(Marker(warm, "warmup", f"warm-up ends at {warmup_responses(total):,} responses: max(150, N/4)"))
+        rule = "a quarter of the pages, after the browser's launch" if browser_job else "max(150, N/4)"
+        markers.append(Marker(warm, "warmup", f"warm-up ends at {warm_units:,} {unit}: {rule}"))
     by_responses = x_key == "responses"
-    axis = XAxis("responses processed" if by_responses else "seconds since the spider opened",
+    axis = XAxis(f"{unit} processed" if by_responses else "seconds since the start",
                  count_tick if by_responses else seconds_tick, shade_until=warm, markers=markers)
-    caption = f"memory and queues of the crawl against {'responses' if by_responses else 'time'}"
+    caption = f"memory and queues against {unit if by_responses else 'time'}"
     return render_timeline(panels, axis, caption=caption)
 
 
@@ -138,17 +217,24 @@ def chart_section(document: Mapping[str, Any], samples: Sequence[Mapping[str, An
     """The timeline with its x-axis toggle (pure CSS) and legend."""
     if not samples and not checkpoints:
         return section("Timeline", '<p class="empty">No samples were recorded, so there is nothing to plot.</p>')
+    result = document.get("result") or {}
+    browser_job = is_browser_job(result, samples)
+    unit = "pages" if browser_job else "responses"
     total = checkpoints[-1].responses if checkpoints else 0
-    warm = f"warm-up: first {warmup_responses(total):,} responses (max(150, N/4)), not judged" if total else "warm-up"
+    rule = "a quarter of the pages" if browser_job else "max(150, N/4)"
+    warm = f"warm-up: first {_warmup(result, checkpoints, browser_job):,} {unit} ({rule}), not judged" if total else "warm-up"
+    zoom = ("memory panels start where their data does, not at 0, when that hides growth: read the axis labels."
+            " Budgets far above the data are named at the right (\u2191), not drawn.")
     legend = (
         f'<ul class="legend"><li><span class="swatch warmup"></span>{esc(warm)}</li>'
         '<li><span class="swatch checkpoint"></span>drained checkpoint (hover a dot for its figures)</li>'
         '<li><span class="swatch undrained"></span>checkpoint that did not drain in time</li>'
         '<li><span class="swatch budget"></span>budget</li></ul>'
+        f'<p class="note">{esc(zoom)}</p>'
     )
     body = (
         '<div class="chart">'
-        '<input type="radio" name="xaxis" id="x-responses" checked><label for="x-responses">against responses</label>'
+        f'<input type="radio" name="xaxis" id="x-responses" checked><label for="x-responses">against {unit}</label>'
         '<input type="radio" name="xaxis" id="x-time"><label for="x-time">against time</label>'
         f'<div class="by-responses">{timeline(document, samples, checkpoints, "responses")}</div>'
         f'<div class="by-time">{timeline(document, samples, checkpoints, "t_seconds")}</div>'
@@ -161,27 +247,43 @@ def chart_section(document: Mapping[str, Any], samples: Sequence[Mapping[str, An
 
 
 def _measured(name: str, result: Mapping[str, Any], growth: Mapping[str, Any]) -> str:
+    """The figure a budget was checked against, for people (``-`` when the crawl did not measure it)."""
+    browser = result.get("browser") if isinstance(result.get("browser"), Mapping) else {}
     if name in SIZE_BUDGETS:
-        return size(result.get(SIZE_BUDGETS[name]))
+        return size(result.get(SIZE_BUDGETS[name])) + (" peak RSS" if name == "kill_at" and result.get("peak_rss") else "")
     if name in COUNT_BUDGETS:
         return count(result.get(COUNT_BUDGETS[name]))
+    if name in BROWSER_BUDGETS:
+        value = browser.get(BROWSER_BUDGETS[name]) if browser else None
+        return size(value) if name == "browser_pss" else count(value)
+    if name == "timeout":
+        duration = _number(result.get("duration_seconds"))
+        return "-" if duration is None else _duration(duration)
     if name == "leak":
         per = _number(growth.get("per_response_bytes"))
-        return f"{growth.get('verdict', '-')}" + ("" if per is None else f" ({format_size(per)}/response)")
+        return f"{growth.get('verdict', '-')}" + ("" if per is None else f" ({format_size(per)}/{_unit(result)[:-1]})")
     if name == "leak_per_response":
         per = _number(growth.get("per_response_bytes"))
-        return "-" if per is None else f"{format_size(per)}/response"
+        return "-" if per is None else f"{format_size(per)}/{_unit(result)[:-1]}"
     return "-"
 
 
 def _limit(name: str, value: object) -> str:
-    if name in SIZE_BUDGETS:
+    if name in SIZE_BUDGETS or name == "browser_pss":
         return size(value)
     if name == "leak_per_response":
         return f"{size(value)}/response"
-    if name in COUNT_BUDGETS:
+    if name in COUNT_BUDGETS or name == "max_open_pages":
         return count(value)
+    if name == "timeout":
+        number = _number(value)
+        return "-" if number is None else _duration(number)
     return str(value)
+
+
+def _unit(result: Mapping[str, Any]) -> str:
+    """``pages`` for a browser job, else ``responses``."""
+    return "pages" if result.get("unit") == "pages" else "responses"
 
 
 def budgets_section(document: Mapping[str, Any]) -> Safe:
@@ -193,19 +295,22 @@ def budgets_section(document: Mapping[str, Any]) -> Safe:
     rows = []
     for name, value in budgets.items():
         violation = broken.get(name)
+        measured = _measured(name, result, growth)
         if violation is not None:
             status = _badge("broken", "fail") if violation.get("fails", True) else _badge("warned", "warn")
         elif name == "leak" and value == "off":
-            status = _badge("not checked", "muted")
+            status = _badge("not checked (leak='off')", "muted")
         elif name == "leak_per_response":
             status = _badge("threshold of leak", "muted")
-        elif name not in SIZE_BUDGETS and name not in COUNT_BUDGETS and name != "leak":
-            status = _badge("not checked", "muted")
-        elif _measured(name, result, growth) == "-":
-            status = _badge("not measured", "muted")
+        elif name == "compare_fail":
+            status = _badge("tolerance of --crawlmem-compare", "muted")
+        elif name in ("kill_at", "timeout"):
+            status = _badge("kept: the crawl was not stopped", "pass")
+        elif measured == "-":
+            status = _badge("kept: not reached (nothing measured)", "pass")
         else:
             status = _badge("kept", "pass")
-        rows.append([Safe(f"<code>{esc(name)}</code>"), _limit(name, value), _measured(name, result, growth), status])
+        rows.append([Safe(f"<code>{esc(name)}</code>"), _limit(name, value), measured, status])
     if not rows:
         return section("Budgets", '<p class="empty">No budgets: this crawl was measured, not judged.</p>')
     return section("Budgets", table(["budget", "limit", "measured", "status"], rows, cls="budgets"))
@@ -243,31 +348,63 @@ def growth_sites_section(result: Mapping[str, Any]) -> Safe:
                                              rows, cls="sites"))
 
 
+SIGNALS = {"traced": "traced memory", "heap": "heap memory", "rss": "RSS", "browser-uss": "the browser tree's USS"}
+
+
+def _signal_values(signal: str, checkpoints: Sequence[Checkpoint]) -> list[int] | None:
+    """The figure the verdict judged, at each checkpoint (``None`` when a checkpoint lacks it)."""
+    readers: dict[str, Callable[[Checkpoint], int | None]] = {
+        "traced": lambda c: c.traced_bytes, "heap": heap_estimate, "rss": lambda c: c.rss_bytes,
+        "browser-uss": lambda c: c.browser_uss_bytes}
+    pick = readers.get(signal)
+    values = [pick(c) for c in checkpoints] if pick else []
+    return [int(v) for v in values if v is not None] if pick and all(v is not None for v in values) else None
+
+
+def growth_explanation(result: Mapping[str, Any]) -> str:
+    """What "growth per response" means on this page: which signal, raw or net, over which window."""
+    growth = result.get("growth") or {}
+    signal = str(growth.get("signal") or "")
+    unit = _unit(result)[:-1]
+    what = SIGNALS.get(signal, "memory")
+    if signal == "browser-uss":
+        return (f"growth per {unit}: the change of {what} between the first and the last judged checkpoint, divided by"
+                f" the {unit}s between them")
+    kind = "raw" if growth.get("verdict") == "scheduler-backlog" else "net"
+    return (f"growth per {unit} ({kind}, the figure at the top): the change of {what} over the judged checkpoints, divided by"
+            f" the {unit}s between them. raw = the change itself; net = raw less {format_size(REQUEST_ALLOWANCE)} for each"
+            f" request the scheduler gained (plus {format_size(REQUEST_CREDIT)} for each it gave back), since waiting"
+            " requests explain that memory. A growing queue makes net lower than raw; a draining one, higher."
+            + (" This crawl's verdict is a scheduler backlog, so the raw figure is shown." if kind == "raw" else ""))
+
+
 def checkpoints_section(result: Mapping[str, Any], checkpoints: Sequence[Checkpoint]) -> Safe:
-    """The drained checkpoints the verdict was judged on."""
+    """The drained checkpoints the verdict was judged on, with raw and net growth per interval."""
     if not checkpoints:
         return section("Checkpoints", '<p class="empty">No checkpoint was recorded.</p>')
     growth = result.get("growth") or {}
     judged = judged_checkpoints(checkpoints)
-    judged_ids = {id(c): i for i, c in enumerate(judged)}
-    deltas = list(growth.get("deltas_per_response") or [])
+    values = _signal_values(str(growth.get("signal") or ""), judged)
+    spans = {id(i.end): i for i in intervals(judged, values)} if values is not None else {}
+    judged_ids = {id(c) for c in judged}
     warm = warmup_responses(checkpoints[-1].responses)
+    unit = _unit(result)
     rows = []
     for c in checkpoints:
-        index = judged_ids.get(id(c))
-        phase = "warm-up" if c.responses < warm else "judged" if index is not None else "merged"
-        delta = deltas[index - 1] if index and len(deltas) == len(judged) - 1 else None
+        phase = "warm-up" if c.responses < warm else "judged" if id(c) in judged_ids else "merged"
+        span = spans.get(id(c))
         refs = sorted(c.live_refs.items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{name} {n:,}" for name, n in refs[:4]) + (f", +{len(refs) - 4} more" if len(refs) > 4 else "")
         odd = unexplained_refs(c)
         rows.append([f"{c.responses:,}", f"{c.t_seconds:.1f}", format_size(c.rss_bytes), size(heap_estimate(c)),
-                     size(c.traced_bytes), f"{c.scheduled:,}", size(delta),
+                     size(c.traced_bytes), f"{c.scheduled:,}",
+                     "-" if span is None else size(span.raw_per_response), "-" if span is None else size(span.net_per_response),
                      shown or "-", ", ".join(f"{k} {v:,}" for k, v in odd.items()) or "-",
                      "yes" if c.drained else Safe(_badge("no", "warn")), f"{c.cost_seconds * 1000:,.0f}", phase])
-    headers = ["responses", "time (s)", "RSS", "heap", "traced", "scheduler", "growth per response (net)",
-               "live Scrapy objects", "unexplained objects", "drained", "cost (ms)", "phase"]
-    note = (f"signal judged: {growth.get('signal') or '-'}; rule: {growth.get('rule') or '-'}."
-            " Growth per response is net of 4 KiB per request added to the scheduler.")
+    headers = [unit, "time (s)", "RSS", "heap", "traced", "scheduler", f"raw growth/{unit[:-1]}",
+               f"net growth/{unit[:-1]}", "live Scrapy objects", "unexplained objects", "drained", "cost (ms)", "phase"]
+    signal = SIGNALS.get(str(growth.get("signal")), growth.get("signal") or "-")
+    note = f"Signal judged: {signal}; rule: {growth.get('rule') or '-'}. {growth_explanation(result)}"
     return section("Checkpoints", Safe(f'<div class="scroll">{table(headers, rows, cls="checkpoints")}</div>'), note=note)
 
 
@@ -399,22 +536,144 @@ def _span(start: str, end: str) -> str:
     return f"{start} \u2192 {end}"
 
 
+def _per_label(result: Mapping[str, Any]) -> str:
+    """``growth/response (net)``, ``growth/response (raw)`` or ``USS growth/page``: what the growth tile shows."""
+    growth = result.get("growth") or {}
+    unit = _unit(result)[:-1]
+    if growth.get("signal") == "browser-uss":
+        return f"USS growth/{unit}"
+    return f"growth/{unit} ({'raw' if growth.get('verdict') == 'scheduler-backlog' else 'net'})"
+
+
 def _figures(result: Mapping[str, Any]) -> Safe:
     growth = result.get("growth") or {}
     per = _number(growth.get("per_response_bytes"))
     duration = _number(result.get("duration_seconds"))
+    unit = _unit(result)
+    browser = result.get("browser") if isinstance(result.get("browser"), Mapping) else None
     figures = [
-        ("responses", count(result.get("responses"))), ("items", count(result.get("items_scraped"))),
+        (unit, count(result.get("responses"))),
+        *([] if browser and unit == "pages" else [("items", count(result.get("items_scraped")))]),
         ("duration", "-" if duration is None else _duration(duration)), ("peak RSS", size(result.get("peak_rss"))),
         ("RSS start \u2192 end", _span(size(result.get("start_rss")), size(result.get("end_rss")))),
-        ("RSS growth", size(result.get("rss_growth"))), ("growth/response", size(per)),
-        ("traced peak", size(result.get("traced_peak"))), ("max scheduled", count(result.get("max_scheduled"))),
-        ("max in flight", count(result.get("max_inflight"))), ("max active size", size(result.get("max_active_size"))),
-        ("finish reason", result.get("finish_reason") or "-"),
+        ("RSS growth", size(result.get("rss_growth"))), (_per_label(result), size(per)),
+        ("traced peak", size(result.get("traced_peak"))),
     ]
+    if browser:
+        figures += [("browser PSS peak", size(browser.get("peak_pss_bytes"))),
+                    ("browser USS at end", size(browser.get("end_uss_bytes"))),
+                    ("browser processes", count(browser.get("max_processes"))),
+                    ("most pages open", count(browser.get("max_open_pages")))]
+    if unit != "pages":
+        figures += [("max scheduled", count(result.get("max_scheduled"))), ("max in flight", count(result.get("max_inflight"))),
+                    ("max active size", size(result.get("max_active_size")))]
+    figures.append(("finish reason", result.get("finish_reason") or "-"))
     cells = "".join(f'<div class="figure"><div class="label">{esc(k)}</div><div class="value">{esc(v)}</div></div>'
                     for k, v in figures)
     return Safe(f'<div class="figures">{cells}</div>')
+
+
+def _where(result: Mapping[str, Any]) -> Safe:
+    """Where memory grew: the top allocation site with its source line, what holds live objects, the browser's biggest part."""
+    unit = _unit(result)[:-1]
+    verdict = (result.get("growth") or {}).get("verdict")
+    found = {
+        "scheduler-backlog": f"the scheduler: up to {count(result.get('max_scheduled'))} requests waiting"
+        f" (about {format_size(REQUEST_ALLOWANCE)} each in memory)",
+        "downloader-activity": f"downloads in flight: up to {count(result.get('max_inflight'))}, each buffering its body",
+        "response-processing": f"responses waiting for callbacks and pipelines: scraper active size up to"
+        f" {size(result.get('max_active_size'))}",
+    }.get(str(verdict), "")
+    parts = [esc(found)] if found else []
+    sites = [x for x in result.get("top_growth") or [] if isinstance(x, Mapping)]
+    if sites:
+        top = sites[0]
+        trace = [str(line) for line in top.get("traceback") or []]
+        code = trace[1].strip() if len(trace) > 1 and trace[0].startswith("File ") else ""
+        per = _number(top.get("bytes_per_response"))
+        parts.append(f'<code>{esc(top.get("location", "?"))}</code>'
+                     + (f" <code class=\"src\">{esc(code)}</code>" if code else "")
+                     + f" +{esc(size(top.get('size_diff_bytes')))}"
+                     + ("" if per is None else f" ({esc(format_size(per))}/{unit})")
+                     + (f"; then {esc(', '.join(str(x.get('location')) for x in sites[1:3]))}" if len(sites) > 1 else ""))
+    for kept in result.get("retention") or []:
+        if isinstance(kept, Mapping):
+            holder = kept.get("path") or "no module or class holds it within the search bounds"
+            parts.append(f"{esc(count(kept.get('count')))} {esc(kept.get('class', '?'))} alive after the crawl,"
+                         f" held by <code>{esc(holder)}</code>")
+    browser = result.get("browser") if isinstance(result.get("browser"), Mapping) else None
+    kinds = browser.get("pss_by_kind_at_peak") if browser else None
+    if isinstance(kinds, Mapping) and kinds:
+        ranked = sorted(((str(k), _number(v) or 0.0) for k, v in kinds.items()), key=lambda kv: -kv[1])
+        parts.append("browser tree at its PSS peak: " + ", ".join(f"{esc(k)} {esc(format_size(v))}" for k, v in ranked[:4]))
+    if not parts:
+        return Safe('<span class="muted">no allocation site recorded: a traced window opens only when the checkpoints'
+                    " look leaky (or with a traced_peak budget)</span>")
+    return Safe("<br>".join(parts))
+
+
+def _what_grew(result: Mapping[str, Any]) -> str:
+    """The verdict's reason without its fix (the fix has its own row)."""
+    growth = result.get("growth") or {}
+    reason = str(growth.get("reason") or "-").split(". Fix: ")[0]
+    return re.sub(r"\bresponses\b", "pages", reason) if _unit(result) == "pages" else reason  # a browser job's unit
+
+
+def _changes(document: Mapping[str, Any]) -> list[str]:
+    """What to change: the cause and fix of each broken budget, the fix of the verdict."""
+    result = document.get("result") or {}
+    verdict = str((result.get("growth") or {}).get("verdict") or "")
+    violations = [v for v in document.get("violations") or [] if isinstance(v, Mapping)]
+    changes = []
+    for v in violations:
+        name = str(v.get("budget"))
+        if name in CAUSES:
+            changes.append(f"{name}: {CAUSES[name]}")
+        elif name not in ("leak",) and name not in (c.split(":")[0] for c in changes):
+            changes.append(f"{name}: {v.get('message', '')}")
+    if verdict in FIXES:
+        lead = "" if any(v.get("budget") == "leak" for v in violations) else "if this growth matters: "
+        changes.append(f"{verdict}: {lead}{FIXES[verdict]}")
+    return changes
+
+
+def glance(document: Mapping[str, Any]) -> Safe:
+    """Above the fold: did it fail, what grew, where, how much per response, what to change."""
+    result = document.get("result") or {}
+    growth = result.get("growth") or {}
+    violations = [v for v in document.get("violations") or [] if isinstance(v, Mapping)]
+    failing = [str(v.get("budget")) for v in violations if v.get("fails", True)]
+    warned = [str(v.get("budget")) for v in violations if not v.get("fails", True)]
+    checked = len(document.get("budgets") or {})
+    if failing:
+        outcome = _badge("failed", "fail") + esc(f" {len(failing)} budget{'s' if len(failing) > 1 else ''} broken: "
+                                                 + ", ".join(failing) + (f"; warned: {', '.join(warned)}" if warned else ""))
+    elif warned:
+        outcome = _badge("passed with warnings", "warn") + esc(" " + ", ".join(warned))
+    elif checked:
+        outcome = _badge("passed", "pass") + esc(f" every budget kept ({checked} set)")
+    else:
+        outcome = _badge("measured", "muted") + esc(" no budget was set: measured, not judged")
+    per = _number(growth.get("per_response_bytes"))
+    responses = _number(result.get("responses")) or 0
+    rss_per = _number(result.get("rss_growth"))
+    unit = _unit(result)[:-1]
+    signal = SIGNALS.get(str(growth.get("signal")), "memory")
+    kind = "" if growth.get("signal") == "browser-uss" else (
+        " raw" if growth.get("verdict") == "scheduler-backlog" else " net of the scheduler's share")
+    per_text = ("not judged" if per is None else f"{format_size(per)} of {signal}{kind} after the warm-up") + (
+        f"; RSS {format_size(rss_per / responses)}/{unit} over the whole run" if rss_per is not None and responses else "")
+    changes = _changes(document)
+    verdict = str(growth.get("verdict") or result.get("verdict") or "unknown")
+    if not changes and verdict == "inconclusive":
+        changes = ["growth was not judged: " + ("render more pages, with `await job.checkpoint()` after each batch"
+                                                if unit == "page" else "crawl more responses") + " (what grew says how many)"]
+    change = (Safe("<ul>" + "".join(f"<li>{esc(c)}</li>" for c in changes) + "</ul>") if changes
+              else Safe('<span class="muted">nothing: the budgets were kept and memory levelled off</span>'))
+    rows = [["did it fail?", Safe(outcome)],
+            ["what grew", Safe(_badge(verdict, _verdict_kind(verdict)) + " " + esc(_what_grew(result)))],
+            ["where", _where(result)], [f"per {unit}", per_text], ["what to change", change]]
+    return table(["", ""], rows, cls="glance")
 
 
 def _verdict_kind(verdict: str) -> str:
@@ -423,22 +682,12 @@ def _verdict_kind(verdict: str) -> str:
 
 def _head(document: Mapping[str, Any], header: Mapping[str, Any], problems: Sequence[str], files: Sequence[str]) -> Safe:
     result = document.get("result") or {}
-    growth = result.get("growth") or {}
-    verdict = str(growth.get("verdict") or result.get("verdict") or "unknown")
-    violations = [v for v in document.get("violations") or [] if isinstance(v, Mapping)]
-    failing = sum(1 for v in violations if v.get("fails", True))
-    warned = len(violations) - failing
-    if failing:
-        outcome = _badge(f"{failing} budget{'s' if failing > 1 else ''} broken", "fail")
-    elif warned:
-        outcome = _badge(f"{warned} warning{'s' if warned > 1 else ''}", "warn")
-    else:
-        outcome = _badge("budgets kept", "pass") if document.get("budgets") else Safe("")
     title = document.get("test") or document.get("source") or result.get("spider") or header.get("spider") or "crawl"
     spider = result.get("spider") or header.get("spider") or "?"
-    parts = [f'<header><p class="kicker">pytest-crawlmem report &middot; spider <code>{esc(spider)}</code></p>',
+    kind = "browser job" if _unit(result) == "pages" else "spider"
+    parts = [f'<header><p class="kicker">pytest-crawlmem report &middot; {kind} <code>{esc(spider)}</code></p>',
              f"<h1>{esc(title)}</h1>",
-             f'<p class="verdict">{_badge(verdict, _verdict_kind(verdict))} {outcome} {esc(growth.get("reason") or "")}</p>']
+             glance(document)]
     if result.get("stopped_because"):
         parts.append(f'<p class="banner warn">The crawl was stopped: {esc(result["stopped_because"])}</p>')
     if document.get("note"):
@@ -472,6 +721,9 @@ def render_html(
     ``problems`` are lines that could not be read; ``files`` are names to link to.
     """
     result = document.get("result") or {}
+    if is_browser_job(result, samples):  # a browser job counts pages, not responses
+        result = {**result, "unit": "pages"}
+        document = {**document, "result": result}
     records = list(checkpoints) or list((result.get("growth") or {}).get("checkpoints") or [])
     marks = [checkpoint_from_json(c) for c in records]
     title = document.get("test") or document.get("source") or result.get("spider") or "crawl"
@@ -519,7 +771,12 @@ h2 { font-size:16px; margin:0 0 10px; }
 .banner ul { margin:4px 0 0; padding-left:20px; }
 .note { color:var(--muted); margin:0 0 8px; }
 .files { color:var(--muted); font-size:13px; }
-.figures { display:grid; grid-template-columns:repeat(6, 1fr); gap:8px; margin-top:12px; }
+table.glance { margin:10px 0 4px; font-size:14px; }
+table.glance td:first-child { width:130px; color:var(--muted); font-weight:600; white-space:nowrap; }
+table.glance ul { margin:0; padding-left:18px; }
+table.glance code.src { background:var(--bg); padding:0 4px; border-radius:4px; }
+.muted { color:var(--muted); }
+.figures { display:grid; grid-template-columns:repeat(7, 1fr); gap:8px; margin-top:12px; }
 .figure { background:var(--bg); border-radius:6px; padding:6px 10px; }
 .figure .label { color:var(--muted); font-size:11px; text-transform:uppercase; letter-spacing:.03em; }
 .figure .value { font-size:15px; font-weight:600; font-variant-numeric:tabular-nums; }
@@ -528,7 +785,7 @@ th, td { text-align:left; padding:5px 8px; border-bottom:1px solid var(--line); 
 th { color:var(--muted); font-weight:600; font-size:12px; }
 table.checkpoints td { font-size:12.5px; white-space:nowrap; padding:5px 6px; }
 table.checkpoints th { padding:5px 6px; }
-table.checkpoints td:nth-child(8), table.checkpoints td:nth-child(9) { white-space:normal; }
+table.checkpoints td:nth-child(9), table.checkpoints td:nth-child(10) { white-space:normal; }
 .scroll { overflow-x:auto; }
 table.env, table.counts { width:auto; min-width:320px; }
 code { font:12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; word-break:break-all; }

@@ -28,7 +28,7 @@ _REQUIRED = {
 }
 #: Fields that may be a number or null.
 _OPTIONAL_NUMBERS = {
-    "sample": ("traced_bytes", "scheduled", "inflight", "slot_queued", "active_size_bytes"),
+    "sample": ("traced_bytes", "scheduled", "inflight", "slot_queued", "active_size_bytes", "span"),
     "checkpoint": ("heap_bytes", "traced_bytes", "allocated_blocks", "tracer_bytes", "cost_seconds"),
 }
 _CHECKPOINT_FIELDS = frozenset(f.name for f in fields(Checkpoint))
@@ -110,8 +110,43 @@ def read_samples_jsonl(path: Path) -> SamplesFile:
 
     When several crawls were appended to one file (a production crawl run again with the
     same ``CRAWLMEM_JSONL``), the last crawl is returned and the others are named in the
-    problems. Raises only ``OSError`` when the file cannot be read at all.
+    problems. A stream rotated under its size budget (``CRAWLMEM_JSONL_MAX_BYTES``) is read
+    with its history ``<path>.1`` when both name the same crawl. Raises only ``OSError`` when
+    the file cannot be read at all.
     """
+    current = _read_one(Path(path))
+    history = Path(path).with_name(Path(path).name + ".1")
+    if not history.is_file():
+        return current
+    try:
+        older = _read_one(history)
+    except OSError as exc:
+        return current._replace(problems=[*current.problems, f"{history.name}: cannot be read ({exc.strerror or exc})"])
+    return join_rotated(older, current, history.name)
+
+
+def join_rotated(history: SamplesFile, current: SamplesFile, history_name: str = "history") -> SamplesFile:
+    """The crawl of ``current`` with the records its ``history`` holds from before the rotation.
+
+    A history of another crawl is ignored; records of the current file that the history also holds
+    (a crash between writing the history and restarting the file) are kept once.
+    """
+    crawl = current.header.get("crawl_id")
+    if not crawl or history.header.get("crawl_id") != crawl:
+        return current
+    last_sample = max((s["t_seconds"] for s in history.samples), default=-1.0)
+    last_checkpoint = max((c["t_seconds"] for c in history.checkpoints), default=-1.0)
+    header = {k: v for k, v in current.header.items() if k != "segment"}
+    return SamplesFile(
+        header,
+        history.samples + [s for s in current.samples if s["t_seconds"] > last_sample],
+        history.checkpoints + [c for c in current.checkpoints if c["t_seconds"] > last_checkpoint],
+        [f"{history_name}: {p}" for p in history.problems] + current.problems,
+    )
+
+
+def _read_one(path: Path) -> SamplesFile:
+    """Read one file of a stream (see :func:`read_samples_jsonl`)."""
     data = Path(path).read_bytes()
     lines = data.split(b"\n")
     cut_off = not data.endswith(b"\n")

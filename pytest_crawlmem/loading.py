@@ -88,7 +88,7 @@ def document_from_samples(stream: SamplesFile, path: Path) -> dict[str, Any]:
     end = checkpoints[-1].rss_bytes if checkpoints else (samples[-1].rss_bytes if samples else 0)
     traced = [s.traced_bytes for s in samples if s.traced_bytes is not None]
     interval = stream.header.get("interval_seconds")
-    backout = sum(1 for s in samples if s.backout) * interval if isinstance(interval, (int, float)) else None
+    backout = sum(s.span for s in samples if s.backout) * interval if isinstance(interval, (int, float)) else None
     result: dict[str, Any] = {
         "spider": stream.header.get("spider"),
         "responses": max([s.responses for s in samples] + [c.responses for c in checkpoints], default=0),

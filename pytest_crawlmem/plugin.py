@@ -28,10 +28,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """Add ``--crawlmem-*`` options and their ``crawlmem_*`` ini twins, plus ini budget defaults."""
     group = parser.getgroup("crawlmem", "memory budgets of Scrapy crawls (pytest-crawlmem)")
     for option in OPTIONS:
+        cli_help = option.help.replace("%", "%%")  # argparse %-formats help texts; the ini help is printed as is
         if option.switch:
-            group.addoption(option.flag, dest=option.dest, action="store_true", default=None, help=option.help)
+            group.addoption(option.flag, dest=option.dest, action="store_true", default=None, help=cli_help)
         else:
-            group.addoption(option.flag, dest=option.dest, default=None, metavar=option.metavar, help=option.help)
+            group.addoption(option.flag, dest=option.dest, default=None, metavar=option.metavar, help=cli_help)
         parser.addini(option.dest, option.help, default=None)
     for name, spec in SPECS.items():
         if spec.enforced and f"crawlmem_{name}" not in {o.dest for o in OPTIONS}:

@@ -439,3 +439,27 @@ def objects_kept_by_failure(failure: Any) -> list[tuple[Any, str]]:
         pending.append((exc.__cause__, f"{route} .__cause__"))
         pending.append((exc.__context__, f"{route} .__context__"))
     return found
+
+
+def crawl_roots(crawler: Any) -> dict[str, Any]:
+    """The spider and the crawl's components (pipelines, middlewares, extensions), by a name for messages.
+
+    The plugin's own components are left out. Read at a drained checkpoint (reactor thread).
+    """
+    engine = _engine(crawler)
+    roots: dict[str, Any] = {}
+    spider = getattr(crawler, "spider", None)
+    if spider is not None:
+        roots["spider"] = spider
+    scraper = getattr(engine, "scraper", None)
+    managers = (
+        ("pipeline", getattr(scraper, "itemproc", None)),
+        ("spider middleware", getattr(scraper, "spidermw", None)),
+        ("downloader middleware", getattr(getattr(engine, "downloader", None), "middleware", None)),
+        ("extension", getattr(crawler, "extensions", None)),
+    )
+    for kind, manager in managers:
+        for component in list(getattr(manager, "middlewares", None) or ()):
+            if not type(component).__module__.startswith("pytest_crawlmem"):
+                roots.setdefault(f"{kind} {type(component).__name__}", component)
+    return roots

@@ -67,6 +67,7 @@ def result_to_json(result: CrawlResult) -> dict[str, Any]:
                 "count_diff": s.count_diff,
                 "bytes_per_response": json_value(s.bytes_per_response),
                 "traceback": list(s.traceback),
+                "in_user_code": s.in_user_code,
             }
             for s in result.top_growth
         ],
@@ -86,11 +87,15 @@ def result_to_json(result: CrawlResult) -> dict[str, Any]:
         "retries_max_reached": result.retries_max_reached,
         "download_latency": result.download_latency.to_json(),
         "browser": result.browser.to_json() if result.browser else None,
+        "replay_hits": result.replay_hits,
+        "replay_misses": result.replay_misses,
+        "replay_missed_urls": list(result.replay_missed_urls),
         "status_counts": {str(k): v for k, v in sorted(result.status_counts.items())},
         "live_refs": dict(result.live_refs),
         "samples": len(result.samples),
         "errors": list(result.errors),
         "retention": [{"class": r.class_name, "count": r.count, "path": r.path} for r in result.retention],
+        "holders": [{"path": h.path, "gained": h.gained, "responses": h.responses, "line": h.line} for h in result.holders],
         "stats": dict(result.stats),
     }
 

@@ -125,8 +125,8 @@ def _is_namespace_of(cls: Any, container: Any) -> bool:
 def _format(root: str, root_container: Any, chain: tuple[Any, ...]) -> str:
     if len(chain) > 1 and _is_namespace_of(root_container, chain[0]):
         root_container, chain = chain[0], chain[1:]  # "class X .kept", not "class X -> dict .kept"
-    parts = [f"{root} {_edge(root_container, chain[0])}"]
+    parts = [f"{root} {_edge(root_container, chain[0])}".removesuffix(" ->")]
     for holder, held in pairwise(chain):
-        parts.append(f"{_short(holder)} {_edge(holder, held)}")
+        parts.append(f"{_short(holder)} {_edge(holder, held)}".removesuffix(" ->"))
     parts.append(_short(chain[-1]))
     return " -> ".join(parts)

@@ -32,12 +32,15 @@ from .models import (
     CrawlResult,
     DroppedResponse,
     GrowthSite,
+    Holder,
     LatencyDistribution,
     Peaks,
     RetentionPath,
     Sample,
     SizeDistribution,
 )
+from .replay import ReplayTarget, replay_settings
+from .replay_scrapy import replay_outcome
 from .retention import retention_path
 
 EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
@@ -47,6 +50,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "LOG_LEVEL": "INFO",
     "ROBOTSTXT_OBEY": False,
     "COOKIES_ENABLED": False,
+    "CRAWLMEM_LOG_INTERVAL_SECONDS": 0,  # no status lines in tests, unless the test asks
 }
 #: Settings a test crawl cannot turn back on: they would measure or kill the wrong thing.
 FORCED_SETTINGS: dict[str, Any] = {
@@ -73,6 +77,7 @@ class CrawlOptions:
     kill_at_bytes: int | None = None
     timeout_seconds: float | None = None
     project_settings: str | None = None  # the Scrapy project's settings module the crawl starts from
+    replay: ReplayTarget | None = None  # a running replay site: the crawl downloads from it
     base_settings: Mapping[str, Any] = field(default_factory=dict)  # under the project's and the test's (crawl_cluster)
     extensions: Mapping[str, int] = field(default_factory=dict)  # more of the plugin's extensions (crawl_cluster)
 
@@ -108,6 +113,7 @@ def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
         "CRAWLMEM_KILL_AT_BYTES": options.kill_at_bytes or 0,
         "CRAWLMEM_TIMEOUT_SECONDS": options.timeout_seconds or 0.0,
         "CRAWLMEM_MEDIA_FAILURES": True,
+        "CRAWLMEM_GC_FREEZE": True,  # checkpoints walk the crawl's objects only (production leaves it off)
     }
 
 
@@ -131,6 +137,9 @@ def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
         # the installed Chromium with CI-safe flags; never a browser download
         options_now = settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
         settings.set("PLAYWRIGHT_LAUNCH_OPTIONS", launch_options(options_now), priority=MEASURING_PRIORITY)
+    if options.replay is not None:  # the replay handler and copies middleware, over the spider's own components
+        for name, value in replay_settings(settings, options.replay).items():
+            settings.set(name, value, priority=MEASURING_PRIORITY)
     if options.timeout_seconds:  # a response that never completes must not outlive the budget
         timeout = min(settings.getfloat("DOWNLOAD_TIMEOUT", 180), options.timeout_seconds)
         settings.set("DOWNLOAD_TIMEOUT", timeout, priority=MEASURING_PRIORITY)
@@ -192,10 +201,12 @@ def collect_result(crawler: Any, spider_cls: type, duration: float, options: Cra
     ext = _find_extension(crawler)
     stats = plain_stats(crawler.stats.get_stats())
     max_active_size = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE")
+    replayed = replay_outcome(crawler)
     ext.crawler = None
     del crawler
     gc.collect()
-    return _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+    result = _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+    return replace(result, **replayed) if replayed else result
 
 
 def plain_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,7 +248,7 @@ def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], inter
         max_scheduled=max([s.scheduled or 0 for s in samples] + [c.scheduled for c in checkpoints], default=0),
         max_inflight=max((s.inflight or 0 for s in samples), default=0),
         max_active_size_bytes=max((s.active_size_bytes or 0 for s in samples), default=0),
-        backout_seconds=round(sum(1 for s in samples if s.backout) * interval_seconds, 3),
+        backout_seconds=round(sum(s.span for s in samples if s.backout) * interval_seconds, 3),  # span: timeline.py
         max_disk_scheduled=max((s.disk_scheduled or 0 for s in samples), default=0),
         max_jobdir_bytes=_max_known(s.jobdir_bytes for s in samples),
         max_media_cached=_max_known(s.media_cached for s in samples),
@@ -297,6 +308,7 @@ def _build_result(
     recording = ext.recording
     samples = tuple(recording.samples)
     response_sizes = size_distribution(ext.response_sizes)
+    retention = find_retention(ext.epoch)
     growth = analyze(
         recording.checkpoints,
         samples,
@@ -305,18 +317,20 @@ def _build_result(
         response_sizes=response_sizes,
         media=ext.media,
         media_failure_body_bytes=media_failure_body_bytes(ext.ledger.dropped),
+        held_after_close={r.class_name: r.count for r in retention if r.path},
+        min_interval=ext.checkpoint_min_responses,
     )
     sites = tuple(ext.growth_sites)
-    retention = find_retention(ext.epoch)
     if growth.verdict == "retained-objects":
-        growth = replace(growth, reason=_with_evidence(growth.reason, sites, retention) + media_evidence(ext.media))
+        evidence = _with_evidence(growth.reason, sites, retention, ext.holders)
+        growth = replace(growth, reason=evidence + media_evidence(ext.media))
     if growth.verdict in FIXES:
         growth = replace(growth, reason=f"{growth.reason}. Fix: {FIXES[growth.verdict]}")
     return CrawlResult(
         spider=getattr(spider_cls, "name", spider_cls.__name__),
         samples=samples,
         start_rss=ext.start_rss,
-        end_rss=ext.end_rss,
+        end_rss=ext.end_rss or probes.read_rss_bytes(),  # never 0: rss_growth must not read as -start_rss
         peak_rss=ext.peak_rss,
         traced_peak=ext.traced_peak,
         responses=ext.responses,
@@ -329,6 +343,7 @@ def _build_result(
         status_counts=status_counts(stats),
         live_refs=probes.live_ref_counts(ext.epoch),
         retention=retention,
+        holders=ext.holders,
         stats=stats,
         errors=tuple(recording.errors),
         stopped_because=ext.stopped_because if ext.stopped_because != "pending" else "",
@@ -354,11 +369,17 @@ def media_failure_body_bytes(dropped: Sequence[DroppedResponse]) -> float:
     return sum(sizes) / len(sizes) if sizes else 0.0
 
 
-def _with_evidence(reason: str, sites: tuple[GrowthSite, ...], retention: tuple[RetentionPath, ...]) -> str:
-    """Append the top growth site and the first retention path to a leak verdict's reason."""
+def _with_evidence(
+    reason: str, sites: tuple[GrowthSite, ...], retention: tuple[RetentionPath, ...], holders: tuple[Holder, ...] = ()
+) -> str:
+    """Append what keeps the leak (a growing container and the line storing into it), the top growth site, a retention path."""
+    if holders:
+        reason += f"; held by {holders[0].describe()}"
     if sites:
         top = sites[0]
-        reason += f"; top growth {top.location} +{top.size_diff_bytes / 1024:,.1f} KiB ({top.bytes_per_response:,.0f} B/response)"
+        where = "" if top.in_user_code else " (no frame of your code on the allocating stack)"
+        reason += (f"; top growth {top.location}{where} +{top.size_diff_bytes / 1024:,.1f} KiB"
+                   f" ({top.bytes_per_response:,.0f} B/response)")
     held = next((r for r in retention if r.path), None)
     if held is not None:
         reason += f"; {held.describe()}"

@@ -53,21 +53,23 @@ class SummaryRow:
     max_inflight: int
     duration_seconds: float
     variant: str = ""
+    crawl: str = ""  # "2: spider" for the second of several crawls of a test
 
     @classmethod
-    def of(cls, record: CrawlRecord) -> SummaryRow:
-        """Summarize a crawl record."""
+    def of(cls, record: CrawlRecord, crawl: str = "") -> SummaryRow:
+        """Summarize a crawl record; ``crawl`` tells several crawls of one test apart."""
         result = record.result
         return cls(
             record.test_id, result.responses, result.peak_rss, result.growth.per_response_bytes, result.verdict,
             record.outcome, result.rss_growth, result.max_scheduled, result.max_inflight, result.duration_seconds,
-            record.variant or "",
+            record.variant or "", crawl,
         )
 
     def cells(self, verbose: bool) -> list[str]:
         """The row's cells, formatted for people."""
         per = self.per_response_bytes
-        test = f"{self.test_id} ({self.variant})" if self.variant else self.test_id
+        label = self.variant or (f"crawl {self.crawl}" if self.crawl else "")
+        test = f"{self.test_id} ({label})" if label else self.test_id
         cells = [test, f"{self.responses:,}", format_size(self.peak_rss),
                  "-" if per is None else format_size(per), self.verdict, self.outcome]
         if verbose:
@@ -119,7 +121,11 @@ class CrawlMemSession:
             if not runs:
                 self.notes.append(f"{key}: not in baseline {self.baseline.path}, not compared")
                 continue
-            for finding in bl.compare_run(bl.run_figures(record.result), runs, tolerances):
+            figures = bl.run_figures(record.result)
+            kept = bl.within_tolerance(figures, runs, tolerances)
+            if kept is not None:
+                self.notes.append(f"{key}: {kept} of baseline {self.baseline.path}")
+            for finding in bl.compare_run(figures, runs, tolerances):
                 if finding.regressed:
                     failures.append(finding.message())
                 else:
@@ -138,6 +144,7 @@ class CrawlMemSession:
         Runs inside the call phase, so ``xfail`` (strict or not) and the report see an
         ordinary test failure.
         """
+        item.stash[ENFORCED_KEY] = True
         for violation in (v for r in records for v in r.violations if not v.fails):
             warnings.warn(CrawlMemWarning(f"{item.nodeid}: {violation.message}"), stacklevel=1)
         failing = [v for r in records if r.variant is None for v in r.violations if v.fails]
@@ -157,11 +164,18 @@ class CrawlMemSession:
             broken = any(v.fails for v in record.violations)
             record.outcome = ("xfailed" if hasattr(report, "wasxfail") else "over budget" if broken and record.variant
                               else "failed" if broken else report.outcome)
-            self.rows.append(SummaryRow.of(record))
+            if not broken and any(v.budget == "leak" for v in record.violations) and record.result.verdict == "inconclusive":
+                record.outcome += ", leak not judged"  # leak="fail" that could not judge: never a silent pass
+            several = len(records) > 1 and record.variant is None
+            self.rows.append(SummaryRow.of(record, f"{index}: {record.result.spider}" if several else ""))
             if self.save_path is not None:
                 self.unsaved.setdefault(bl.run_key(item.nodeid, index), []).append(
                     bl.run_figures(record.result, outcome=record.outcome, commit=self.commit.get("id"))
                 )
+        if report.failed and not item.stash.get(ENFORCED_KEY, False):
+            text = unreported_budgets(records)  # the test's own code failed before the budgets were checked
+            if text:
+                report.sections.append(("crawl_memory: budgets and reports of this test's crawls", text))
         properties = junit_properties(records)
         item.user_properties.extend(properties)  # --junitxml reads them from the teardown report, made from the item
         report.user_properties.extend(properties)
@@ -181,8 +195,7 @@ class CrawlMemSession:
         except (bl.BaselineError, OSError) as exc:
             self.notes.append(f"baseline not saved: {exc}")
         else:
-            count = sum(map(len, self.unsaved.values()))
-            self.notes.append(f"baseline: {count} run{'s' if count > 1 else ''} appended to {self.save_path}")
+            self.notes.append(appended_note(sum(map(len, self.unsaved.values())), self.save_path))
         self.unsaved = {}
 
     def add_worker_sweeps(self, sweeps: Sequence[dict[str, Any]]) -> None:
@@ -201,12 +214,12 @@ class CrawlMemSession:
         header = ["test", "responses", "peak RSS", "growth/resp", "verdict", "outcome"]
         if verbose:
             header[4:4] = ["RSS growth", "max sched", "max inflight", "duration"]
-        rows = [header] + [r.cells(verbose) for r in sorted(self.rows, key=lambda r: r.test_id)]
+        rows = [header] + [r.cells(verbose) for r in sorted(self.rows, key=lambda r: (r.test_id, r.crawl))]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
             terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         terminalreporter.write_line(f"reports: {self.settings.report_dir}")
-        for note in sorted(set(self.notes)):
+        for note in merge_notes(self.notes):
             terminalreporter.write_line(note)
         self.summarize_sweeps(terminalreporter)
 
@@ -220,6 +233,39 @@ class CrawlMemSession:
                 terminalreporter.write_line(line)
             best, rule = data.get("best"), data.get("best_rule", "")
             terminalreporter.write_line(f"* {best}: {rule}" if best else f"no variant qualified for {rule}")
+
+
+_APPENDED = re.compile(r"^baseline: (\d+) runs? appended to (.+)$")
+
+
+def appended_note(count: int, path: Path) -> str:
+    """``baseline: 2 runs appended to PATH``: one process's saved runs (xdist workers each write one)."""
+    return f"baseline: {count} run{'s' if count != 1 else ''} appended to {path}"
+
+
+def merge_notes(notes: Sequence[str]) -> list[str]:
+    """Notes for the summary, each once, with the runs that several xdist workers appended to one file added up."""
+    appended: dict[str, int] = {}
+    others = set()
+    for note in notes:
+        match = _APPENDED.match(note)
+        if match:
+            appended[match[2]] = appended.get(match[2], 0) + int(match[1])
+        else:
+            others.add(note)
+    return sorted(others) + [appended_note(count, Path(path)) for path, count in sorted(appended.items())]
+
+
+def unreported_budgets(records: Sequence[CrawlRecord]) -> str:
+    """Lines for a test that failed on its own: the budgets its crawls broke and where their reports are."""
+    lines = [f"crawl_memory budget broken: {v.message}" for r in records for v in r.violations if v.fails]
+    lines += [f"crawl_memory warning: {v.message}" for r in records for v in r.violations if not v.fails]
+    if not records:
+        return ""
+    if not lines:
+        lines.append(f"every crawl_memory budget was kept ({len(records)} crawl{'s' if len(records) != 1 else ''})")
+    dirs = sorted({str(r.result.report_dir) for r in records if r.result.report_dir})
+    return "\n".join(lines + [f"report: {d}" for d in dirs])
 
 
 def junit_properties(records: Sequence[CrawlRecord]) -> list[tuple[str, object]]:
@@ -268,3 +314,4 @@ def safe_dirname(nodeid: str) -> str:
 SESSION_KEY = pytest.StashKey[CrawlMemSession]()
 BUDGETS_KEY = pytest.StashKey[Budgets]()
 RECORDS_KEY = pytest.StashKey[list[CrawlRecord]]()
+ENFORCED_KEY = pytest.StashKey[bool]()  # set once the budgets were checked (the test body did not raise)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import linecache
 import os
-import sys
+import site as _site
 import sysconfig
 import tracemalloc
 from collections.abc import Iterable, Sequence
@@ -29,9 +29,18 @@ _HARNESS = (
     "*/linecache.py",
     "*/tracemalloc.py",
 )
-_LIBRARY_DIRS = tuple(
-    {os.path.realpath(p) for p in (sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("purelib"),
-                                    sysconfig.get_paths().get("platlib"), sys.base_prefix) if p}
+def _library_dirs() -> tuple[str, ...]:
+    """Where Python's standard library and installed packages live (a venv's base Python included)."""
+    paths = sysconfig.get_paths()
+    dirs = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    dirs |= {os.path.dirname(os.__file__), os.path.dirname(sysconfig.__file__)}  # the stdlib a venv runs on
+    dirs |= set(_site.getsitepackages()) | {_site.getusersitepackages()}
+    return tuple(sorted({os.path.realpath(d) for d in dirs if d}))
+
+
+_LIBRARY_DIRS = _library_dirs()
+_STDLIB_DIRS = tuple(
+    sorted({os.path.realpath(d) for d in (sysconfig.get_paths().get("stdlib"), os.path.dirname(os.__file__)) if d})
 )
 
 
@@ -47,18 +56,29 @@ def take_snapshot() -> tracemalloc.Snapshot:
     return tracemalloc.take_snapshot().filter_traces(_filters())
 
 
+#: A traced window shorter than this gives no growth site.
+MIN_SITE_WINDOW_RESPONSES = 20
 #: This package's own files (an editable install is outside site-packages): never the user's code.
 _PLUGIN_DIR = os.path.dirname(os.path.realpath(__file__))
 
 
 def is_user_file(filename: str) -> bool:
     """Return whether ``filename`` is the user's code rather than Python's, an installed package's or the plugin's."""
+    return _kind(filename) == "user"
+
+
+def _kind(filename: str) -> str:
+    """``user``, ``plugin``, ``stdlib`` or ``library`` (an installed package, or code without a file)."""
     if filename.startswith("<"):
-        return False
+        return "stdlib" if filename.startswith("<frozen") else "library"
     path = os.path.realpath(filename)
     if path.startswith(_PLUGIN_DIR + os.sep):
-        return False
-    return not any(path.startswith(lib + os.sep) for lib in _LIBRARY_DIRS) and "site-packages" not in path
+        return "plugin"
+    if any(path.startswith(lib + os.sep) for lib in _STDLIB_DIRS) and "-packages" not in path:
+        return "stdlib"
+    if any(path.startswith(lib + os.sep) for lib in _LIBRARY_DIRS) or "site-packages" in path or "dist-packages" in path:
+        return "library"
+    return "user"
 
 
 @dataclass
@@ -67,6 +87,7 @@ class _Group:
     count: int = 0
     biggest: int = 0
     traceback: tracemalloc.Traceback | None = None
+    in_user_code: bool = True
 
 
 def _display(filename: str) -> str:
@@ -75,22 +96,46 @@ def _display(filename: str) -> str:
     return filename if relative.startswith("..") else relative
 
 
-def _site_of(traceback: Sequence[tracemalloc.Frame]) -> str:
-    frames = list(traceback)
-    for frame in reversed(frames):  # most recent first
-        if is_user_file(frame.filename):
-            return f"{_display(frame.filename)}:{frame.lineno}"
-    recent = frames[-1] if frames else None
-    return f"{recent.filename}:{recent.lineno}" if recent else "<unknown>"
+def _package_relative(filename: str) -> str:
+    """An installed package's file from its package directory on (twisted/internet/endpoints.py)."""
+    path = os.path.realpath(filename)
+    for lib in sorted(_LIBRARY_DIRS, key=len, reverse=True):
+        if path.startswith(lib + os.sep):
+            return os.path.relpath(path, lib)
+    return filename
+
+
+def _site_of(traceback: Sequence[tracemalloc.Frame]) -> tuple[str, bool] | None:
+    """The site to charge an allocation to, and whether it is the user's code; ``None`` for the plugin's own.
+
+    Most recent frame first: the first user frame is the site. Standard-library frames are never a
+    site; an allocation the plugin made (its frame comes before any user frame) is dropped; without a
+    user frame, the most recent installed package's frame stands in, marked as not the user's.
+    """
+    library = None
+    for frame in reversed(list(traceback)):
+        kind = _kind(frame.filename)
+        if kind == "user":
+            return f"{_display(frame.filename)}:{frame.lineno}", True
+        if kind == "plugin":
+            return None
+        if kind == "library" and library is None:
+            library = frame
+    if library is None:
+        return None  # the standard library alone (an import, the interpreter's own caches)
+    return f"{_package_relative(library.filename)}:{library.lineno}", False
 
 
 def group_by_site(snapshot: tracemalloc.Snapshot | None) -> dict[str, _Group]:
-    """Sum the snapshot's live memory per site (most recent user frame)."""
+    """Sum the snapshot's live memory per site (most recent user frame); the plugin's own allocations are left out."""
     groups: dict[str, _Group] = {}
     if snapshot is None:
         return groups
     for stat in snapshot.statistics("traceback"):
-        group = groups.setdefault(_site_of(stat.traceback), _Group())
+        site = _site_of(stat.traceback)
+        if site is None:
+            continue
+        group = groups.setdefault(site[0], _Group(in_user_code=site[1]))
         group.size += stat.size
         group.count += stat.count
         if stat.size > group.biggest:
@@ -112,14 +157,17 @@ def growing_sites(
     *,
     limit: int = 10,
     min_bytes: int = 1024,
+    min_responses: int = MIN_SITE_WINDOW_RESPONSES,
 ) -> list[GrowthSite]:
     """Sites whose memory rose in every consecutive pair of ``snapshots`` (taken at ``responses``).
 
-    ``None`` stands for the empty snapshot at the moment tracing started.
+    ``None`` stands for the empty snapshot at the moment tracing started. A window of fewer than
+    ``min_responses`` responses gives no site (a per-response figure needs responses behind it).
+    Sites in the user's code come first, then those without a user frame, each by growth.
     """
-    groups = [group_by_site(s) for s in snapshots]
-    if len(groups) < 2:
+    if len(snapshots) < 2 or responses[-1] - responses[0] < min_responses:
         return []
+    groups = [group_by_site(s) for s in snapshots]
     window = max(responses[-1] - responses[0], 1)
     sites = []
     tracebacks: dict[str, tracemalloc.Traceback | None] = {}
@@ -135,10 +183,11 @@ def growing_sites(
                     count_diff=last.count - first.count,
                     bytes_per_response=round(size_diff / window, 1),
                     traceback=(),
+                    in_user_code=last.in_user_code,
                 )
             )
             tracebacks[site] = last.traceback
-    sites.sort(key=lambda s: s.size_diff_bytes, reverse=True)
+    sites.sort(key=lambda s: (s.in_user_code, s.size_diff_bytes), reverse=True)
     # format only the sites kept, then drop the source files linecache loaded for them (only those):
     # the crawl's memory must not grow because the harness looked at it
     cached = set(linecache.cache)

@@ -16,7 +16,9 @@ Point = tuple[float, "float | None"]
 
 WIDTH = 1100
 LEFT = 80
-RIGHT = 150
+RIGHT = 180
+#: Least vertical distance between two budget labels of a panel (px): closer labels are pushed apart.
+LABEL_SPACING = 13
 PLOT_HEIGHT = 130
 HEADER = 28
 GAP = 16
@@ -43,20 +45,34 @@ class Series:
 
 @dataclass(frozen=True)
 class Budget:
-    """A horizontal limit drawn across a panel."""
+    """A horizontal limit drawn across a panel at ``value``; its label shows ``shown`` (the budget) when set.
+
+    ``rss_growth`` is drawn at start RSS + budget, and labelled with the budget itself.
+    """
 
     name: str
     value: float
+    shown: float | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True)
 class Panel:
-    """One chart of the stack: series sharing a unit (``bytes`` or ``count``)."""
+    """One chart of the stack: series sharing a unit (``bytes`` or ``count``).
+
+    ``zoom``: the y axis may start above 0 when the data's range is small against its level
+    (RSS going 120.9 -> 127.3 MiB would look flat on an axis from 0).
+    """
 
     title: str
     unit: str
     series: Sequence[Series]
     budgets: Sequence[Budget] = ()
+    zoom: bool = False
+
+    def has_data(self) -> bool:
+        """Whether any series has a value (a panel without one is left out of the chart)."""
+        return any(y is not None for s in self.series for _, y in s.points)
 
 
 @dataclass(frozen=True)
@@ -78,8 +94,11 @@ class XAxis:
     markers: Sequence[Marker] = field(default_factory=tuple)
 
 
-def nice_ticks(low: float, high: float, count: int = 5, *, binary: bool = False) -> list[float]:
-    """Round tick values covering [low, high]: steps of 1, 2 or 5 times a power of ten (of KiB, MiB, ... if ``binary``)."""
+def nice_ticks(low: float, high: float, count: int = 5, *, binary: bool = False, whole: bool = False) -> list[float]:
+    """Round tick values covering [low, high]: steps of 1, 2 or 5 times a power of ten (of KiB, MiB, ... if ``binary``).
+
+    ``whole``: steps of at least 1 (counts: no ticks at 0.2 written as ``0``).
+    """
     if not high > low:
         high = low + 1
     if binary and max(abs(low), abs(high)) >= 1024:
@@ -90,6 +109,7 @@ def nice_ticks(low: float, high: float, count: int = 5, *, binary: bool = False)
         return [low, high]
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    step = max(step, 1.0) if whole else step
     start = math.floor(low / step) * step
     steps = math.ceil((high - start) / step - 1e-9)
     return [round(start + i * step, 10) for i in range(steps + 1)]
@@ -169,18 +189,31 @@ class _Frame:
         return self.top + PLOT_HEIGHT - (y - self.y0) / ((self.y1 - self.y0) or 1) * PLOT_HEIGHT
 
 
+#: A zoomed panel starts above 0 when its data spans less than this share of its highest value.
+ZOOM_BELOW = 0.5
+#: A zoomed panel still spans at least this share of its highest value, so a flat line's noise stays flat.
+MIN_ZOOM_SPAN = 0.1
+
+
 def _y_range(panel: Panel) -> tuple[float, float, list[Budget]]:
-    """The y range of a panel (from 0) and the budgets too far above the data to draw."""
+    """The y range of a panel (from 0, or from just below the data when zoomed) and the budgets too far off to draw."""
     values = [y for s in panel.series for _, y in s.points if y is not None]
     top = max(values, default=0.0)
+    bottom = min(values, default=0.0)
+    span = max(top - bottom, top * 0.02)
+    zoomed = panel.zoom and bottom > 0 and top - bottom < top * ZOOM_BELOW
     above = []
     for budget in panel.budgets:
-        if top == 0 or budget.value <= top * BUDGET_STRETCH:
+        near = budget.value <= top * BUDGET_STRETCH and (not zoomed or budget.value <= top + 3 * span)
+        if top == 0 or near:
             top = max(top, budget.value)
         else:
             above.append(budget)
-    low = min(0.0, min(values, default=0.0))
-    ticks = nice_ticks(low, top if top > low else low + (1 if panel.unit == "count" else 1024), binary=panel.unit == "bytes")
+    low = max(0.0, min(bottom - 0.15 * span, top * (1 - MIN_ZOOM_SPAN))) if zoomed else min(0.0, bottom)
+    drawn = [b.value for b in panel.budgets if b not in above]
+    low = min([low, *(max(0.0, v - 0.15 * span) for v in drawn)])  # a broken budget below the zoomed data stays in view
+    ticks = nice_ticks(low, top if top > low else low + (1 if panel.unit == "count" else 1024), binary=panel.unit == "bytes",
+                       whole=panel.unit == "count")
     return ticks[0], ticks[-1], above
 
 
@@ -204,8 +237,8 @@ def _panel(panel: Panel, top: float, x_range: tuple[float, float], axis: XAxis, 
         shade = min(frame.px(axis.shade_until), LEFT + frame.width) - LEFT
         out.append(f'<rect class="warmup" x="{LEFT}" y="{top}" width="{shade:.1f}" height="{PLOT_HEIGHT}"/>')
         if first:
-            out.append(f'<text class="warmup-label" x="{LEFT + 6}" y="{top + 14}">warm-up</text>')
-    for tick in nice_ticks(y0, y1, binary=panel.unit == "bytes"):
+            out.append(f'<text class="warmup-label" x="{LEFT + 6}" y="{top + PLOT_HEIGHT - 6}">warm-up</text>')
+    for tick in nice_ticks(y0, y1, binary=panel.unit == "bytes", whole=panel.unit == "count"):
         if y0 <= tick <= y1:
             y = frame.py(tick)
             out.append(f'<line class="grid" x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + frame.width}" y2="{y:.1f}"/>')
@@ -218,20 +251,41 @@ def _panel(panel: Panel, top: float, x_range: tuple[float, float], axis: XAxis, 
                        f' y2="{top + PLOT_HEIGHT}">{title}</line>')
     for series in panel.series:
         out.extend(_series(series, frame))
+    labels: list[tuple[float, str, str, str]] = []  # (wanted y, css class, text, tooltip)
     for budget in panel.budgets:
         if budget in above:
             continue
         y = frame.py(budget.value)
-        label = f"{budget.name} {fmt(budget.value)}"
+        label = f"{budget.name} {fmt(budget.value if budget.shown is None else budget.shown)}"
+        tip = f"budget {label}" + (f" ({budget.note})" if budget.note else "")
         out.append(f'<line class="budget" x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + frame.width}" y2="{y:.1f}"'
-                   f' stroke="{BUDGET_COLOR}"><title>budget {escape(label)}</title></line>')
-        out.append(f'<text class="budget-label" x="{LEFT + frame.width + 6}" y="{y + 4:.1f}">{escape(label)}</text>')
-    for index, budget in enumerate(above):
-        label = f"\u2191 {budget.name} {fmt(budget.value)}"
-        out.append(f'<text class="budget-label" x="{LEFT + frame.width + 6}" y="{top + 12 + 14 * index}">{escape(label)}</text>')
-        out.append(f'<text class="budget-note" x="{LEFT + frame.width + 6}" y="{top + 24 + 14 * index}">(above the chart)</text>')
+                   f' stroke="{BUDGET_COLOR}"><title>{escape(tip)}</title></line>')
+        labels.append((y + 4, "budget-label", label, tip))
+    for budget in above:
+        label = f"\u2191 {budget.name} {fmt(budget.value if budget.shown is None else budget.shown)}"
+        labels.append((top + 12, "budget-label", label, f"budget {label[2:]}, above the chart"))
+    for y, cls, label, tip in _spread(labels, top + 10, top + PLOT_HEIGHT + 4):
+        out.append(f'<text class="{cls}" x="{LEFT + frame.width + 6}" y="{y:.1f}"><title>{escape(tip)}</title>'
+                   f"{escape(label)}</text>")
     out.append("</g>")
     return out
+
+
+def _spread(labels: list[tuple[float, str, str, str]], lowest: float, highest: float) -> list[tuple[float, str, str, str]]:
+    """Move labels apart vertically (at least LABEL_SPACING px), keeping their order and the panel's height."""
+    placed = sorted(labels, key=lambda label: label[0])
+    ys = [min(max(y, lowest), highest) for y, *_ in placed]
+    for i in range(1, len(ys)):
+        ys[i] = max(ys[i], ys[i - 1] + LABEL_SPACING)
+    overflow = ys[-1] - max(highest, lowest + LABEL_SPACING * (len(ys) - 1)) if ys else 0.0
+    if overflow > 0:  # pushed past the bottom: shift the stack up, then keep the spacing from the top down
+        ys = [y - overflow for y in ys]
+        for i in range(1, len(ys)):
+            ys[i] = max(ys[i], ys[i - 1] + LABEL_SPACING)
+        ys[0] = max(ys[0], lowest)
+        for i in range(1, len(ys)):
+            ys[i] = max(ys[i], ys[i - 1] + LABEL_SPACING)
+    return [(y, *rest) for y, (_, *rest) in zip(ys, placed, strict=True)]  # type: ignore[misc]
 
 
 def _series(series: Series, frame: _Frame) -> list[str]:
@@ -255,8 +309,8 @@ def _series(series: Series, frame: _Frame) -> list[str]:
 
 def render_timeline(panels: Sequence[Panel], axis: XAxis, *, caption: str) -> str:
     """Return an ``<svg>`` with one panel per entry of ``panels``, stacked over the shared x axis."""
-    xs = [x for p in panels for s in p.series for x, y in s.points if y is not None]
-    xs += [m.x for m in axis.markers]
+    panels = [p for p in panels if p.has_data() or p.budgets]  # an empty panel says nothing: leave it out
+    xs = [x for p in panels for s in p.series for x, y in s.points if y is not None]  # markers past the data don't stretch it
     low, high = min(min(xs, default=0.0), 0.0), max(xs, default=1.0)
     x_range = (low, high if high > low else low + 1)
     ticks = [t for t in nice_ticks(*x_range) if x_range[0] <= t <= x_range[1] + 1e-9]

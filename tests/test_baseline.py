@@ -111,7 +111,7 @@ def test_a_regression_is_judged_against_the_median_and_names_spread_and_toleranc
     (finding,) = bl.compare_run({"peak_rss": 131.2 * MIB}, past, tolerances)
     assert finding.regressed and finding.median == 110.4 * MIB
     assert finding.message() == (
-        "peak_rss regressed: 131.2 MiB against a baseline median of 110.4 MiB (105.1-114.0 MiB over 5 runs),"
+        "peak_rss regressed: 131.2 MiB against a baseline median of 110.4 MiB (105.1 to 114.0 MiB over 5 runs),"
         " over the tolerance +10%"
     )
     assert bl.compare_run({"peak_rss": 121 * MIB}, past, tolerances) == []  # within 10% of the median
@@ -123,7 +123,7 @@ def test_one_outlier_in_the_baseline_does_not_move_the_median():
     assert bl.compare_run({"leak_per_response": 900}, past, tolerances) == []
     (finding,) = bl.compare_run({"leak_per_response": 2300}, past, tolerances)
     assert finding.message().startswith("leak_per_response regressed: 2.2 KiB/response against a baseline median of 205 B/")
-    assert "(190 B-4.9 KiB over 5 runs), over the tolerance +1.0 KiB" in finding.message()
+    assert "(190 B to 4.9 KiB over 5 runs), over the tolerance +1.0 KiB" in finding.message()
 
 
 def test_an_improvement_beyond_the_tolerance_says_the_baseline_may_be_stale():
@@ -131,7 +131,7 @@ def test_an_improvement_beyond_the_tolerance_says_the_baseline_may_be_stale():
     (finding,) = bl.compare_run({"peak_rss": 50 * MIB}, runs("peak_rss", 100 * MIB), tolerances)
     assert not finding.regressed
     assert finding.message() == (
-        "peak_rss improved: 50.0 MiB against a baseline median of 100.0 MiB (100.0-100.0 MiB over 1 run),"
+        "peak_rss improved: 50.0 MiB against a baseline median of 100.0 MiB (100.0 MiB in 1 run),"
         " beyond the tolerance -10%: the baseline may be stale"
     )
 
@@ -260,7 +260,9 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 def test_saved_runs_merge_across_xdist_workers_and_an_unchanged_tree_passes(suite):
-    run(suite, "-n", "2", "--crawlmem-save", "main").assert_outcomes(passed=2)
+    outcome = run(suite, "-n", "2", "--crawlmem-save", "main")
+    outcome.assert_outcomes(passed=2)
+    outcome.stdout.fnmatch_lines(["baseline: 2 runs appended to *main.json"])  # one run from each worker, added up
     run(suite, "--crawlmem-save", "main").assert_outcomes(passed=2)
     (path,) = (suite.path / ".crawlmem" / "baselines").glob("*/main.json")
     document = json.loads(path.read_text())
@@ -268,6 +270,8 @@ def test_saved_runs_merge_across_xdist_workers_and_an_unchanged_tree_passes(suit
     assert document["tests"]["test_crawl.py::test_a"][0]["responses"] == 105
     outcome = run(suite, "--crawlmem-compare", "main", "--crawlmem-compare-fail", "peak_rss:20%,responses:0")
     outcome.assert_outcomes(passed=2)
+    outcome.stdout.fnmatch_lines(["test_crawl.py::test_a: within tolerance of 2 runs: peak_rss * (median *, +20%),"
+                                  " responses 105 (median 105, +0) of baseline *main.json"])
 
 
 def test_a_bigger_crawl_fails_the_test_naming_the_figure_unless_its_marker_allows_it(suite):
@@ -280,7 +284,7 @@ def test_a_bigger_crawl_fails_the_test_naming_the_figure_unless_its_marker_allow
     outcome.assert_outcomes(passed=2, failed=1)
     outcome.stdout.fnmatch_lines([
         "*_ test_a _*",
-        "*crawl_memory baseline: peak_rss regressed: * MiB against a baseline median of * MiB (*-* MiB over 1 run),"
+        "*crawl_memory baseline: peak_rss regressed: * MiB against a baseline median of * MiB (* MiB in 1 run),"
         " over the tolerance +20%*",
     ])
     outcome.stdout.fnmatch_lines(["test_new.py::test_new: not in baseline *main.json, not compared"])

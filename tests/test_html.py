@@ -92,7 +92,7 @@ def test_the_page_shows_verdict_budgets_sites_checkpoints_and_the_chart_marks():
     assert page.count('class="series series-rss"') == 2  # against responses and against time
     assert 'class="series series-heap dot"' in page
     assert 'class="marker warmup"' in page and 'class="marker checkpoint undrained"' in page
-    assert ">peak_rss 100 MiB</text>" in page  # the budget line, in range
+    assert ">\u2191 peak_rss 100 MiB</text>" in page  # over 3x the growth above the zoomed RSS axis: named, not drawn
     assert ">\u2191 max_active_size 1 GiB</text>" in page  # far above the data: named, not drawn
     assert ">max_inflight 16</text>" in page
     assert page.count('<span class="badge fail">broken</span>') == 2  # max_scheduled and leak
@@ -229,10 +229,38 @@ def test_leaky(crawl, fixture_site, case):
     crawl(Hostile, start_urls=[fixture_site.url("/catalog/?pages=50&per_page=20")])
 
 
-@pytest.mark.crawl_memory(peak_rss="2 GiB", rss_growth="200 MiB", max_scheduled=5000)
+@pytest.mark.crawl_memory(peak_rss="2 GiB", rss_growth="200 MiB", max_scheduled=5000, max_inflight=64, kill_at="4 GiB",
+                          timeout=600)
 def test_clean(crawl, fixture_site):
     crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=30&per_page=20")])
     crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
+
+
+async def capture(job):
+    context = await job.browser.new_context()
+    for batch in job.batches(range(12), 3):
+        for number in batch:
+            page = await context.new_page()
+            await page.goto(job.url(f"/js/{{number}}"))
+            await page.close()
+            job.page_done()
+        await job.checkpoint()
+    await context.close()
+
+
+@pytest.mark.crawl_memory(browser_pss="3 GiB", max_open_pages=2, leak="warn")
+def test_browser(browser_job, fixture_site):
+    pytest.importorskip("playwright")
+    assert browser_job(capture).responses == 12
+
+
+@pytest.mark.crawl_memory(peak_rss="2 GiB", max_dropped=0)
+def test_sweep(crawl_sweep, fixture_site):
+    sweep = crawl_sweep(Catalog, {{"narrow": {{"CONCURRENT_REQUESTS": 2}}, "wide": {{"CONCURRENT_REQUESTS": 16}},
+                                  "capped": {{"CONCURRENT_REQUESTS": 16, "DOWNLOAD_MAXSIZE": 32 * 1024}}}},
+                        start_urls=[fixture_site.url("/catalog/?pages=3&per_page=10"), fixture_site.url("/large/9?kb=64")],
+                        isolate=False)
+    assert sweep.best() is not None
 '''
 
 
@@ -375,3 +403,158 @@ def test_junit_xml_carries_each_crawls_figures(real_reports):
     assert clean["crawlmem_report_dir_2"] == str(clean_dir(real_reports) / "crawl-2")
     leaky = {p.get("name"): p.get("value") for p in cases[f"test_leaky[{HOSTILE}]"].iter("property")}
     assert leaky["crawlmem_verdict"] == "retained-objects" and leaky["crawlmem_responses"] == "1050"
+
+
+# -- layout in real Chromium at 1400 px: what a reviewer sees -------------------------------------------
+
+#: Runs in the page: text boxes that overlap another, SVG text outside its chart, panels with nothing drawn,
+#: boxes wider than their container; and where the at-a-glance table ends.
+LAYOUT_SCRIPT = """() => {
+  const visible = r => r.width > 0.5 && r.height > 0.5;
+  const boxes = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const parent = node.parentElement;
+    if (!node.textContent.trim() || parent.closest('svg, title') || !parent.checkVisibility()) continue;
+    const range = document.createRange(); range.selectNodeContents(node);
+    for (const r of range.getClientRects()) if (visible(r)) boxes.push({r, text: node.textContent.trim().slice(0, 40)});
+  }
+  const clipped = [];
+  for (const svg of document.querySelectorAll('svg')) {
+    const frame = svg.getBoundingClientRect();
+    if (!visible(frame)) continue;
+    for (const t of svg.querySelectorAll('text')) {
+      const r = t.getBoundingClientRect();
+      if (!visible(r)) continue;
+      const text = [...t.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent).join('').trim();
+      boxes.push({r, text});
+      if (r.left < frame.left - 1 || r.right > frame.right + 1 || r.top < frame.top - 1 || r.bottom > frame.bottom + 1)
+        clipped.push(text);
+    }
+  }
+  const overlaps = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i].r, b = boxes[j].r;
+    const w = Math.min(a.right, b.right) - Math.max(a.left, b.left), h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+    if (w > 1 && h > 2) overlaps.push(boxes[i].text + ' | ' + boxes[j].text);
+  }
+  for (const el of document.querySelectorAll('td, th, h1, h2, p, li, .figure, section, header, .scroll, .sweep')) {
+    const hides = getComputedStyle(el).overflowX !== 'visible';
+    if (el.checkVisibility() && hides && el.scrollWidth > el.clientWidth + 1) clipped.push(el.textContent.slice(0, 60));
+  }
+  const empty = [];
+  for (const g of document.querySelectorAll('svg g.panel'))
+    if (visible(g.getBoundingClientRect()) && !g.querySelector('polyline.series, circle.series')) empty.push(g.dataset.panel);
+  const glance = document.querySelector('table.glance');
+  return {overlaps, clipped, empty, scroll: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+          glanceBottom: glance ? glance.getBoundingClientRect().bottom : null,
+          budgets: [...document.querySelectorAll('table.budgets tbody tr')]
+                   .map(tr => [...tr.cells].map(c => c.textContent.trim())),
+          ticks: [...document.querySelectorAll('.by-responses g.panel')].map(g => [g.dataset.panel,
+                  [...g.querySelectorAll('text.tick')].map(t => t.textContent)]),
+          axis: [...document.querySelectorAll('.by-responses svg > text.tick')].map(t => t.textContent),
+          labels: [...document.querySelectorAll('.by-responses text.budget-label')].map(t => t.lastChild.textContent)};
+}"""
+
+
+#: Opens each page given on the command line in Chromium at 1400 x 900 px, saves an above-the-fold screenshot
+#: next to the path given after it, and prints LAYOUT_SCRIPT's findings as JSON. A subprocess: Playwright's sync
+#: API cannot run beside pytest-twisted's asyncio loop.
+MEASURE = """
+import json, sys
+from playwright.sync_api import sync_playwright
+pairs = list(zip(sys.argv[3::2], sys.argv[4::2]))
+with sync_playwright() as playwright:
+    browser = playwright.chromium.launch(executable_path=sys.argv[1], args=["--disable-gpu", "--no-sandbox"])
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    found = []
+    for path, shot in pairs:
+        page.goto("file://" + path)
+        page.screenshot(path=shot)
+        found.append(page.evaluate(sys.argv[2]))
+    browser.close()
+print(json.dumps(found))
+"""
+
+
+def layout(pages: list[Path], shots: Path) -> list[dict]:
+    """Measure the layout of each page in real Chromium; screenshots go to ``shots``."""
+    pytest.importorskip("playwright", reason="the browser extra is not installed: pip install -e '.[browser]'")
+    browser = chromium_path()
+    if browser is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    shots.mkdir(parents=True, exist_ok=True)
+    args = [str(x) for page in pages for x in (page.resolve(), shots / f"{page.parent.name[:40]}-{page.stem}.png")]
+    done = subprocess.run([sys.executable, "-c", MEASURE, browser, LAYOUT_SCRIPT, *args],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def assert_readable(found: dict, name: str) -> None:
+    assert found["overlaps"] == [], f"{name}: overlapping text {found['overlaps'][:5]}"
+    assert found["clipped"] == [], f"{name}: clipped text {found['clipped'][:5]}"
+    assert found["empty"] == [], f"{name}: empty panels {found['empty']}"
+    assert found["scroll"] <= 0, f"{name}: the page scrolls sideways by {found['scroll']} px"
+
+
+def assert_answers_above_the_fold(found: dict, name: str) -> None:
+    assert found["glanceBottom"] is not None and found["glanceBottom"] <= 900, f"{name}: the summary is below the fold"
+    for row in found["budgets"]:
+        assert "not checked" not in row[3], f"{name}: budget {row[0]} is enforced but shown as {row[3]!r}"
+        assert row[3].startswith(("kept", "broken", "warned", "threshold", "tolerance")), f"{name}: {row}"
+
+
+def artifacts_dir(request: pytest.FixtureRequest) -> Path:
+    return request.config.rootpath / ".crawlmem" / "artifacts"
+
+
+def test_synthetic_reports_are_readable_at_1400_px(tmp_path, request):
+    pages = []
+    for leak in (False, True):
+        result = synthetic_crawl(tmp_path, leak=leak)
+        path = tmp_path / f"synthetic-{'leaky' if leak else 'clean'}" / "report.html"
+        path.parent.mkdir()
+        path.write_text(render_html(synthetic_document(result), *records(result)))
+        pages.append(path)
+    for path, found in zip(pages, layout(pages, artifacts_dir(request)), strict=True):
+        assert_readable(found, path.parent.name)
+        assert_answers_above_the_fold(found, path.parent.name)
+
+
+def test_real_reports_answer_above_the_fold_and_are_readable_in_chromium(real_reports, request):
+    browser = real_reports / ".crawlmem" / "test_crawls.py__test_browser" / "report.html"
+    sweep = real_reports / ".crawlmem" / "test_crawls.py__test_sweep" / "sweep.html"
+    pages = [clean_dir(real_reports) / "report.html", leaky_dir(real_reports) / "report.html", sweep]
+    pages += [browser] if browser.exists() else []
+    clean, leaky, swept, *browser_found = layout(pages, artifacts_dir(request))
+    for found, name in ((clean, "clean crawl"), (leaky, "leaky crawl")):
+        assert_readable(found, name)
+        assert_answers_above_the_fold(found, name)
+    assert {row[0] for row in clean["budgets"]} == {"peak_rss", "rss_growth", "max_scheduled", "max_inflight", "kill_at",
+                                                    "timeout", "leak"}
+    assert any(label.endswith("rss_growth 200 MiB") for label in clean["labels"]), clean["labels"]  # the budget, not start + it
+    rss_ticks = dict(leaky["ticks"])["RSS"]
+    assert rss_ticks[0] != "0", f"the RSS axis starts at 0 and flattens the growth: {rss_ticks}"
+    above_chart = (leaky_dir(real_reports) / "report.html").read_text().split('<section id="timeline">')[0]
+    assert "spiders.py:" in above_chart and "what to change" in above_chart  # where it grew and the fix, above the chart
+
+    assert_readable(swept, "sweep")
+    document = json.loads(sweep.with_suffix(".json").read_text())
+    why = sweep.read_text().split("Why not the others")[1]
+    for variant in {row["variant"] for row in document["variants"]} - {document["best"]}:
+        assert f"<td>{variant}</td><td>" in why, f"{variant} is not listed with its reason"
+    assert "dropped by a size limit" in why and "ranked above it" in why
+
+    if not browser_found:
+        pytest.skip("the browser job was skipped (no playwright)")
+    (job,) = browser_found
+    assert_readable(job, "browser job")
+    assert_answers_above_the_fold(job, "browser job")
+    assert {row[0] for row in job["budgets"]} == {"browser_pss", "max_open_pages", "leak"}
+    ticks = dict(job["ticks"])
+    assert {"Browser tree", "Open pages"} <= set(ticks) and not set(ticks) & {"Scheduler", "In flight", "Scraper"}
+    assert float(job["axis"][-1].replace(",", "")) <= 12  # the x axis runs to the 12 pages, not to a warm-up of 150
+    assert len(ticks["Open pages"]) == len(set(ticks["Open pages"]))  # whole numbers: no "1 1 1 0 0 0"
+    html = browser.read_text()
+    assert "PSS" in html and "USS" in html and "pages processed" in html and "browser job" in html

@@ -151,3 +151,77 @@ def test_well_formed_records_with_any_numbers_render(tmp_path_factory, records):
     assert contents.problems == []
     page = render_html(document_from_samples(contents, path), contents.samples, contents.checkpoints)
     assert "<svg" in page or not records
+
+
+# -- a stream under a size budget: rotated to a compacted history, read back whole --------------------------------
+
+
+def _rotated_recording(path, *, samples=6000, spike_at=1234, max_bytes=40_000):
+    from pytest_crawlmem.recording import Recording
+
+    recording = Recording(path, max_samples=64, max_checkpoints=16, max_bytes=max_bytes)
+    recording.header(spider="catalog", interval_seconds=1.0, crawl_id="crawl-a")
+    sizes = []
+    for n in range(samples):
+        rss = 2**30 if n == spike_at else 2**26 + (n % 50) * 4096
+        recording.add_sample(Sample(t_seconds=float(n), responses=n * 10, items=n, rss_bytes=rss, scheduled=n % 97,
+                                    inflight=4, active_size_bytes=2048, backout=n % 4 == 0))
+        if n % 500 == 0:
+            recording.add_checkpoint(Checkpoint(responses=n * 10, t_seconds=n + 0.5, rss_bytes=2**26, heap_bytes=None,
+                                                traced_bytes=None, scheduled=3, cost_seconds=0.01))
+        sizes.append(recording.stream_bytes)
+    recording.close()
+    return recording, sizes
+
+
+def test_a_stream_over_its_budget_is_rotated_to_a_history_and_stays_under_the_budget(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    recording, sizes = _rotated_recording(path)
+    history = tmp_path / "samples.jsonl.1"
+    assert recording.stream_rotations >= 3 and history.is_file()
+    assert max(sizes) <= 40_000 + 400  # at most one record over, then rotated
+    assert path.stat().st_size + history.stat().st_size == sizes[-1] <= 40_400
+
+
+def test_a_rotated_stream_reads_back_whole_with_its_peak_and_every_sample_counted_once(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    _rotated_recording(path)
+    header, samples, checkpoints, problems = read_samples_jsonl(path)
+    assert problems == [] and header["crawl_id"] == "crawl-a" and "segment" not in header
+    assert max(s["rss_bytes"] for s in samples) == 2**30
+    assert max(s["scheduled"] for s in samples) == 96
+    assert sum(s.get("span", 1) for s in samples) == 6000
+    times = [s["t_seconds"] for s in samples]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    assert [c["responses"] for c in checkpoints] == sorted(c["responses"] for c in checkpoints)
+    assert checkpoints[-1]["responses"] == 55_000
+
+    document = document_from_samples(read_samples_jsonl(path), path)["result"]
+    assert document["peak_rss"] == 2**30 and document["responses"] == 59_990
+    assert abs(document["backout_seconds"] - 1500) <= 64  # 1 in 4 of 6,000 one-second samples, within a kept sample
+
+
+def test_crawlmem_report_renders_a_rotated_stream(tmp_path):
+    from pytest_crawlmem.cli import main
+
+    path = tmp_path / "samples.jsonl"
+    _rotated_recording(path)
+    assert main(["report", str(path)]) == 0
+    assert "<svg" in (tmp_path / "report.html").read_text()
+
+
+def test_a_history_left_by_another_crawl_is_ignored(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    (tmp_path / "samples.jsonl.1").write_bytes(stream([{**HEADER, "crawl_id": "old"}, sample(1), sample(2)]))
+    path.write_bytes(stream([{**HEADER, "crawl_id": "new"}, sample(5)]))
+    header, samples, _, problems = read_samples_jsonl(path)
+    assert header["crawl_id"] == "new" and [s["responses"] for s in samples] == [5] and problems == []
+
+
+def test_records_in_both_the_history_and_the_stream_after_a_crash_mid_rotation_are_read_once(tmp_path):
+    path = tmp_path / "samples.jsonl"
+    records = [sample(n) for n in range(1, 6)]
+    (tmp_path / "samples.jsonl.1").write_bytes(stream([{**HEADER, "crawl_id": "a", "segment": "history"}, *records]))
+    path.write_bytes(stream([{**HEADER, "crawl_id": "a"}, *records, sample(6), checkpoint(60)]))
+    _, samples, checkpoints, problems = read_samples_jsonl(path)
+    assert [s["responses"] for s in samples] == [1, 2, 3, 4, 5, 6] and len(checkpoints) == 1 and problems == []

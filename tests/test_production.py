@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
+
+import pytest
 
 SCRIPT = '''
 import sys
@@ -18,6 +24,10 @@ class Catalog(scrapy.Spider):
     name = "catalog"
 
     def parse(self, response):
+        if response.url.endswith("pages=30&per_page=20"):
+            import gc
+            self.logger.info("gc freeze count %d", gc.get_freeze_count())
+            yield scrapy.Request(response.urljoin("/status/404"), callback=self.parse_product)
         yield from response.follow_all(css="a.product", callback=self.parse_product)
         yield from response.follow_all(css="a.next")
 
@@ -31,7 +41,9 @@ with start_site() as site:
         "CRAWLMEM_ENABLED": True,
         "CRAWLMEM_JSONL": sys.argv[1],
         "CRAWLMEM_LOG_INTERVAL_SECONDS": 0.3,
+        "CRAWLMEM_INTERVAL_SECONDS": 0.1,
         "LOG_LEVEL": "INFO",
+        "HTTPERROR_ALLOW_ALL": True,
     })
     process.crawl(Catalog, start_urls=[site.url("/catalog/?pages=30&per_page=20")])
     process.start()
@@ -46,8 +58,16 @@ def test_a_production_crawl_logs_status_lines_and_streams_samples_that_crawlmem_
     assert proc.returncode == 0, proc.stderr[-3000:]
     status = [line for line in proc.stderr.splitlines() if "crawlmem: rss=" in line]
     assert len(status) >= 2, proc.stderr[-3000:]
-    assert all(f"{field}=" in status[0] for field in ("scheduled", "inflight", "active", "backout", "items", "responses"))
-    assert "'crawlmem/peak_rss':" in proc.stderr
+    fields = ("scheduled", "inflight", "active", "backout", "items", "responses", "retries", "status", "size_p50",
+              "size_p95", "latency_p50", "latency_p95", "jobdir", "stream", "checkpoints", "pause_max", "timeline")
+    assert all(f" {field}=" in status[-1] for field in fields), status[-1]
+    assert re.search(r"status=200:\d+,404:1 ", status[-1]), status[-1]
+    assert re.search(r"latency_p50=\d+ms", status[-1]) and re.search(r"size_p95=[\d.]+KiB", status[-1]), status[-1]
+    for key in ("crawlmem/peak_rss", "crawlmem/status/rss_bytes", "crawlmem/status/response_p95_bytes",
+                "crawlmem/status/latency_p95_seconds", "crawlmem/status/stream_bytes", "crawlmem/status/self_cpu_seconds",
+                "crawlmem/checkpoint_pause_max_seconds", "crawlmem/checkpoint_pause_total_seconds"):
+        assert f"'{key}':" in proc.stderr, key
+    assert "gc freeze count 0" in proc.stderr  # production crawls leave the GC alone (CRAWLMEM_GC_FREEZE is opt-in)
     kinds = [json.loads(line)["kind"] for line in stream.read_text().splitlines()]
     assert kinds[0] == "header" and kinds.count("checkpoint") >= 5 and kinds.count("sample") >= 5
 
@@ -56,3 +76,180 @@ def test_a_production_crawl_logs_status_lines_and_streams_samples_that_crawlmem_
     assert rendered.returncode == 0, rendered.stderr
     page = (tmp_path / "report.html").read_text()
     assert "<svg" in page and "catalog" in page
+
+
+DAY_SCRIPT = '''
+import json, sys, time, tracemalloc
+from pathlib import Path
+from pytest_crawlmem.defaults import CRAWLMEM_DEFAULTS
+from pytest_crawlmem.extension import CrawlMemExtension
+from pytest_crawlmem.growth import next_checkpoint_at
+from pytest_crawlmem.models import Checkpoint, Sample
+from pytest_crawlmem.status import read_status
+
+interval = float(sys.argv[2])
+hours = float(sys.argv[3])
+budget = int(sys.argv[4]) if len(sys.argv) > 4 else CRAWLMEM_DEFAULTS["CRAWLMEM_JSONL_MAX_BYTES"]
+tracemalloc.start(1)
+before = tracemalloc.get_traced_memory()[0]
+ext = CrawlMemExtension(None, interval_seconds=interval, jsonl_path=Path(sys.argv[1]),
+                        timeline_samples=CRAWLMEM_DEFAULTS["CRAWLMEM_TIMELINE_SAMPLES"],
+                        jsonl_max_bytes=budget)
+ext.started_at = time.monotonic()
+ext.recording.header(spider="day", interval_seconds=interval, crawl_id="day-1")
+n = int(hours * 3600 / interval)
+per_sample = max(1, round(100 * interval))  # 100 responses a second
+spike = n * 13 // 24  # a 1 GiB spike at hour 13, one sample long
+next_checkpoint = 100
+responses = 0
+for i in range(n):
+    responses += per_sample
+    for _ in range(min(per_sample, 10)):  # the histograms are constant-size: 10 values a sample show it
+        ext.response_sizes.add(20_000 + (i * 7919) % 400_000)
+        ext.latency_us.add(5_000 + (i * 104729) % 900_000)
+    ext.responses, ext.items = responses, responses // 2
+    rss = 2**30 if i == spike else 300 * 2**20 + (i % 600) * 4096
+    ext.recording.add_sample(Sample(t_seconds=round(i * interval, 4), responses=responses, items=responses // 2,
+                                    rss_bytes=rss, scheduled=(i * 31) % 5000, inflight=16, slot_queued=3,
+                                    active_size_bytes=(i * 13) % 5_000_000, backout=i % 5 == 0))
+    if responses >= next_checkpoint:
+        next_checkpoint = next_checkpoint_at(responses, 100)
+        ext.recording.add_checkpoint(Checkpoint(responses=responses, t_seconds=i * interval, rss_bytes=300 * 2**20,
+                                                heap_bytes=200 * 2**20, traced_bytes=None, scheduled=4000,
+                                                live_refs={"Request": 4000, "HtmlResponse": 0}, cost_seconds=0.2))
+    if i % 600 == 0:
+        status = read_status(ext)
+held = tracemalloc.get_traced_memory()
+kept = ext.recording.samples
+print(json.dumps({
+    "samples": n, "held_bytes": held[0] - before, "peak_bytes": held[1] - before,
+    "kept": len(kept), "span": ext.recording.timeline.span, "max_rss": max(s.rss_bytes for s in kept),
+    "checkpoints": len(ext.recording.checkpoints), "stream_bytes": ext.recording.stream_bytes,
+    "rotations": ext.recording.stream_rotations, "status_rss": status.rss_bytes,
+}))
+ext.recording.close()
+'''
+
+
+def test_a_24_hour_crawl_holds_a_few_mib_and_its_stream_stays_within_budget_with_the_peak(tmp_path: Path):
+    """A day at the production interval (1 s, 100 responses/s), time-compressed: the extension's own heap, traced."""
+    from pytest_crawlmem.jsonl import read_samples_jsonl
+
+    stream = tmp_path / "day.jsonl"
+    proc = subprocess.run([sys.executable, "-c", DAY_SCRIPT, str(stream), "1.0", "24"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    day = json.loads(proc.stdout)
+    assert day["samples"] == 86_400
+    assert day["held_bytes"] < 3 * 2**20, day  # 1.4 MiB measured; unbounded, the samples alone were ~35 MiB
+    assert day["peak_bytes"] < 4 * 2**20, day  # 2.3 MiB measured (a halving copies the kept list)
+    assert day["kept"] <= 4096 and day["span"] >= 32 and day["max_rss"] == 2**30
+    assert day["rotations"] == 0 and day["stream_bytes"] < 64 * 2**20  # 86,400 samples fit the default 64 MiB budget
+    assert day["status_rss"] >= 300 * 2**20
+    read = read_samples_jsonl(stream)
+    assert max(s["rss_bytes"] for s in read.samples) == 2**30 and len(read.samples) == 86_400
+
+
+def test_a_stream_over_its_budget_rotates_keeping_the_peak_and_the_heap_bounded(tmp_path: Path):
+    """An hour sampled every 0.1 s (36,000 samples, ~13 MiB of records) under the smallest budget, 8 MiB."""
+    from pytest_crawlmem.jsonl import read_samples_jsonl
+
+    stream = tmp_path / "day.jsonl"
+    proc = subprocess.run([sys.executable, "-c", DAY_SCRIPT, str(stream), "0.1", "1", str(8 * 2**20)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    day = json.loads(proc.stdout)
+    assert day["held_bytes"] < 3 * 2**20 and day["peak_bytes"] < 4 * 2**20, day
+    assert day["rotations"] >= 1 and day["stream_bytes"] <= 8 * 2**20 + 1024, day
+    on_disk = sum(p.stat().st_size for p in tmp_path.glob("day.jsonl*"))
+    assert on_disk == day["stream_bytes"], (on_disk, day)
+    read = read_samples_jsonl(stream)
+    assert read.problems == [] and max(s["rss_bytes"] for s in read.samples) == 2**30
+    assert sum(s.get("span", 1) for s in read.samples) == day["samples"]
+
+
+METRICS_SCRIPT = '''
+import sys
+import scrapy
+from scrapy.crawler import CrawlerProcess
+from pytest_crawlmem.site import start_site
+
+
+class Slow(scrapy.Spider):
+    name = "slow"
+
+    async def start(self):
+        for i in range(120):
+            yield scrapy.Request(self.base + f"/slow/{i}?ms=150")
+        yield scrapy.Request(self.base + "/status/503", callback=self.parse)
+
+    def parse(self, response):
+        yield {"url": response.url}
+
+
+with start_site() as site:
+    process = CrawlerProcess({
+        "EXTENSIONS": {"pytest_crawlmem.extension.CrawlMemExtension": 0},
+        "CRAWLMEM_ENABLED": True,
+        "CRAWLMEM_PROMETHEUS_PORT": 0,
+        "CONCURRENT_REQUESTS": 4,
+        "RETRY_TIMES": 1,
+        "LOG_LEVEL": "INFO",
+    })
+    process.crawl(Slow, base=site.base_url)
+    process.start()
+'''
+
+
+def _scrape(url: str) -> dict[str, float]:
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def test_prometheus_metrics_are_served_while_the_crawl_runs_and_the_port_is_freed_after(tmp_path: Path):
+    script = tmp_path / "crawl.py"
+    script.write_text(METRICS_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines: list[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "Prometheus metrics on" in line:
+                found.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert found.wait(60), "".join(lines)[-3000:]
+        url = re.search(r"(http://127\.0\.0\.1:\d+/metrics)", "".join(lines)).group(1)
+        scrapes = []
+        while proc.poll() is None and len(scrapes) < 40:
+            try:
+                scrapes.append(_scrape(url))
+            except OSError:
+                break  # the crawl closed between poll() and the scrape
+            time.sleep(0.1)
+        assert proc.wait(120) == 0, "".join(lines)[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(10)
+    during = [s for s in scrapes if s.get('crawlmem_responses_total{spider="slow"}', 0) > 0]
+    assert len(during) >= 2, scrapes[-1:]
+    last = during[-1]
+    assert last['crawlmem_rss_bytes{spider="slow"}'] > 10 * 2**20
+    assert 'crawlmem_scheduled_requests{spider="slow"}' in last and 'crawlmem_inflight_requests{spider="slow"}' in last
+    assert last['crawlmem_latency_p50_seconds{spider="slow"}'] >= 0.1  # every page answers after 150 ms
+    assert 'crawlmem_responses_by_status_total{spider="slow",status="200"}' in last
+    counts = [s['crawlmem_responses_total{spider="slow"}'] for s in during]
+    assert counts == sorted(counts) and counts[-1] > counts[0]  # scraped while it ran, not once at the end
+    with pytest.raises(OSError):
+        _scrape(url)

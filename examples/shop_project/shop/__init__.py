@@ -1,0 +1,1 @@
+"""A realistic shop crawler, the example of replaying a recorded crawl under pytest-crawlmem."""

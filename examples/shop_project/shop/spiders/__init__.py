@@ -1,0 +1,1 @@
+"""The shop project's spiders."""

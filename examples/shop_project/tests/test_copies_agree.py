@@ -1,0 +1,54 @@
+"""Copies of a small recording judge the shop spider as a recording of that many distinct pages does (crawl process).
+
+The original: the stand-in origin with 1,000 products, recorded into a temporary directory
+(~1,090 responses). The copies: the committed 48-response recording served 22 times
+(~1,010 responses). Both crawls run the unchanged shop spider, clean and with the same
+injected leak; verdicts must match and growth per response must agree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from leaks import BodyCacheMiddleware
+from record_origin import record
+from shop.spiders.catalog import ShopSpider
+
+COMMITTED = Path(__file__).resolve().parents[1] / "recordings" / "shop"
+LEAK = {"DOWNLOADER_MIDDLEWARES": {"leaks.BodyCacheMiddleware": 950}}
+
+
+@pytest.fixture(scope="module")
+def large_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shop with 1,000 products, recorded the way the committed recording was."""
+    output = tmp_path_factory.mktemp("shop-1000") / "recording"
+    assert record(1000, output) == 0
+    return output
+
+
+def crawl_both(crawl, large_recording, settings=None):
+    try:
+        original = crawl(ShopSpider, replay=large_recording, settings=settings)
+        copies = crawl(ShopSpider, replay=COMMITTED, replay_copies=22, settings=settings)
+    finally:
+        BodyCacheMiddleware.kept.clear()
+    assert original.replay_misses == copies.replay_misses == 0
+    assert original.responses >= 1_000 and copies.responses >= 1_000
+    return original, copies
+
+
+@pytest.mark.crawl_memory(leak="fail", timeout=300)
+def test_clean_copies_and_the_original_are_both_steady(crawl, large_recording):
+    original, copies = crawl_both(crawl, large_recording)
+    assert original.verdict == copies.verdict == "steady", (original.growth.reason, copies.growth.reason)
+    per_response = [r.growth.per_response_bytes or 0.0 for r in (original, copies)]
+    assert abs(per_response[0] - per_response[1]) <= 1024, per_response
+
+
+@pytest.mark.crawl_memory(leak="warn", timeout=300)
+def test_a_leak_grows_as_much_per_response_on_copies_as_on_the_original(crawl, large_recording):
+    original, copies = crawl_both(crawl, large_recording, settings=LEAK)
+    assert original.verdict == copies.verdict == "retained-objects"
+    per_response = [r.growth.per_response_bytes or 0.0 for r in (original, copies)]
+    assert per_response[1] == pytest.approx(per_response[0], rel=0.2), per_response

@@ -1,0 +1,42 @@
+"""The shop spider, unchanged, under its project's settings, replayed from its committed recording (crawl process).
+
+The recording (``recordings/shop``, 48 responses, a Scrapy HTTP cache) was written by
+``python record_origin.py --products 40 --output recordings/shop``; 22 copies make the
+~1,000 responses a leak verdict needs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from leaks import BodyCacheMiddleware
+from shop.spiders.catalog import ShopSpider
+
+RECORDING = Path(__file__).resolve().parents[1] / "recordings" / "shop"
+RECORDED_RESPONSES, RECORDED_PRODUCTS = 48, 40  # robots.txt, home, the /sale redirect, 5 listings... and 40 products
+COPIES = 22
+LEAK = {"DOWNLOADER_MIDDLEWARES": {"leaks.BodyCacheMiddleware": 950}}
+
+
+@pytest.mark.crawl_memory(leak="fail", max_replay_misses=0, timeout=300)
+def test_the_shop_spider_replayed_22_times_is_steady(crawl):
+    result = crawl(ShopSpider, replay=RECORDING, replay_copies=COPIES)
+    robots = int(result.stats.get("robotstxt/request_count", 0))
+    assert robots == COPIES  # the project's ROBOTSTXT_OBEY = True (the plugin's default is False): one per copy's host
+    assert result.replay_misses == 0
+    assert result.replay_hits == COPIES * (RECORDED_RESPONSES - 1) + robots
+    assert result.items_scraped == COPIES * RECORDED_PRODUCTS  # the project's pipelines ran: prices parsed, none dropped
+    assert result.status_counts == {200: COPIES * (RECORDED_RESPONSES - 2) + robots, 301: COPIES}
+    assert result.verdict == "steady", result.growth.reason
+
+
+@pytest.mark.crawl_memory(leak="warn", max_replay_misses=0, timeout=300)
+def test_a_leak_injected_into_the_shop_crawl_is_caught(crawl):
+    try:
+        result = crawl(ShopSpider, replay=RECORDING, replay_copies=COPIES, settings=LEAK)
+    finally:
+        BodyCacheMiddleware.kept.clear()
+    assert result.items_scraped == COPIES * RECORDED_PRODUCTS
+    assert result.verdict == "retained-objects", result.growth.reason
+    assert 8 * 1024 <= (result.growth.per_response_bytes or 0) <= 20 * 1024, result.growth.reason

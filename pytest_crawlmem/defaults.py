@@ -1,0 +1,177 @@
+"""Every ``CRAWLMEM_*`` setting of the Scrapy extension: default, meaning, measured cost (pure, any process).
+
+The one table of the extension's settings, as Scrapy keeps ``default_settings.py``:
+``CrawlMemExtension.from_crawler`` reads them through :func:`read_settings`, test crawls
+override some in ``runner.crawl_settings`` (the ``tests`` column), and ``docs/production.md``'s
+table is generated from it (``python -m pytest_crawlmem.defaults``; a test keeps them equal).
+Defaults are production defaults: what a crawl that runs for days should pay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """One ``CRAWLMEM_*`` setting: its default (``None``: derived, see ``what``), what it does, what it costs."""
+
+    name: str
+    default: bool | int | float | str | None
+    kind: type
+    what: str
+    cost: str = ""
+    tests: str = ""  # what test crawls use when it differs from the default
+    minimum: float | None = None  # smallest valid value
+    allow_zero: bool = False  # 0 (off) is valid too
+
+
+SETTINGS: tuple[SettingSpec, ...] = (
+    SettingSpec("CRAWLMEM_ENABLED", False, bool, "turn the extension on"),
+    SettingSpec("CRAWLMEM_INTERVAL_SECONDS", 1.0, float, "seconds between samples (RSS, queues) by the sampler thread",
+                "sampler + status CPU 0.06-0.12% of the crawl's CPU at 1 s (soak); keeping and streaming a"
+                " sample 45-55 us", tests="0.1 (--crawlmem-interval)", minimum=0.001),
+    SettingSpec("CRAWLMEM_TIMELINE_SAMPLES", 4096, int,
+                "samples kept in memory; at the bound neighbours are merged pairwise (peaks kept), halving the resolution",
+                "a day at 1 s (86,400 samples): 1.0 MiB held, 1.9 MiB peak (unbounded: 31.9 MiB)",
+                minimum=16, allow_zero=True),
+    SettingSpec("CRAWLMEM_JSONL", None, str, "path of the samples.jsonl stream (none: no stream)",
+                "~380 B a sample: 31 MiB a day at 1 s", tests="<report dir>/samples.jsonl"),
+    SettingSpec("CRAWLMEM_JSONL_MAX_BYTES", 64 * MIB, int,
+                "size budget of the stream on disk: past it, the file is rotated to a compacted history"
+                " (<path>.1, the whole crawl at the timeline's resolution, peaks kept) and restarted",
+                "a rotation rewrites the history (a full timeline: 0.7 s on a loaded machine) once per"
+                " budget's worth of records (about 2 days at 1 s)",
+                minimum=8 * MIB, allow_zero=True),
+    SettingSpec("CRAWLMEM_CHECKPOINTS", True, bool,
+                "drained checkpoints: pause the engine, let in-flight work finish, gc.collect(), read memory, resume",
+                "each pauses the crawl: 12 in 6,000 responses paused it 2.7 s in all, 0.43 s at most (soak);"
+                " O(log N) of them in N responses (about 20 in 100,000)"),
+    SettingSpec("CRAWLMEM_CHECKPOINT_MIN_RESPONSES", None, int,
+                "responses before the first checkpoint and least responses between two (50; 20 for browser crawls);"
+                " later intervals are half the responses so far", minimum=1),
+    SettingSpec("CRAWLMEM_DRAIN_TIMEOUT_SECONDS", 5.0, float,
+                "longest wait for in-flight work at a checkpoint before it is read undrained (and not judged)",
+                "bounds a checkpoint's pause: the wait plus one gc.collect()", minimum=0.0),
+    SettingSpec("CRAWLMEM_GC_FREEZE", False, bool,
+                "freeze the objects that exist before the crawl out of the cyclic GC while it runs (gc.freeze())",
+                "off in production: frozen objects are never collected, even once garbage;"
+                " on, checkpoints' gc.collect() walk only the crawl's objects", tests="True"),
+    SettingSpec("CRAWLMEM_LOG_INTERVAL_SECONDS", 60.0, float,
+                "seconds between status lines (log) and crawlmem/status/* stats; 0: only at the close",
+                "54 us a status (stats scan, percentiles, the line)", tests="0", minimum=0.0),
+    SettingSpec("CRAWLMEM_PROMETHEUS_PORT", None, int,
+                "serve Prometheus metrics on this port (0: any free port; unset: off); needs the prometheus extra",
+                "one HTTP server thread; a scrape builds one status (54 us)", minimum=0.0),
+    SettingSpec("CRAWLMEM_PROMETHEUS_ADDR", "127.0.0.1", str, "address the metrics server binds"),
+    SettingSpec("CRAWLMEM_TRACEMALLOC_FRAMES", 0, int, "trace the whole crawl with tracemalloc at this depth (0: off)",
+                "1 frame: ~1.9x the crawl's time; 10 frames: ~5.6x (DESIGN.md)",
+                tests="--crawlmem-tracemalloc-frames", minimum=0.0),
+    SettingSpec("CRAWLMEM_ATTRIBUTION_FRAMES", 8, int,
+                "depth of the traced window opened when checkpoints look leaky (0: no attribution)",
+                "paid only by a crawl that already looks leaky, for CRAWLMEM_ATTRIBUTION_RESPONSES", minimum=0.0),
+    SettingSpec("CRAWLMEM_ATTRIBUTION_RESPONSES", 100, int, "length of that traced window, in responses", minimum=1),
+    SettingSpec("CRAWLMEM_LEAK_PER_RESPONSE", 1024, int, "growth per response (bytes) that looks like a leak",
+                tests="budget leak_per_response", minimum=1),
+    SettingSpec("CRAWLMEM_KILL_AT_BYTES", 0, int, "stop the crawl when RSS reaches this (0: off)",
+                tests="budget kill_at", minimum=0.0),
+    SettingSpec("CRAWLMEM_TIMEOUT_SECONDS", 0.0, float, "stop the crawl after this long (0: off)",
+                tests="budget timeout", minimum=0.0),
+    SettingSpec("CRAWLMEM_BROWSER", None, bool,
+                "measure the browser tree (on when DOWNLOAD_HANDLERS name scrapy-playwright)"),
+    SettingSpec("CRAWLMEM_BROWSER_DETAIL_SECONDS", 2.0, float, "seconds between PSS/USS reads of the browser tree",
+                "a smaps_rollup read per browser process", minimum=0.0),
+    SettingSpec("CRAWLMEM_STALL_SECONDS", 5.0, float,
+                "stop a browser crawl waiting this long with full contexts and unclosed pages", minimum=0.0),
+    SettingSpec("CRAWLMEM_MEDIA_FAILURES", False, bool, "count failed media downloads as dropped data", tests="True"),
+    SettingSpec("CRAWLMEM_CLUSTER_WORKER", None, int, "this scrapy-redis worker's index: turns on the cluster worker"
+                " extension (the request ledger in Redis, docs/cluster.md)", "3 Redis round trips a request instead of"
+                " scrapy-redis's 2; ~100 us CPU and ~410 B of Redis a request", tests="set by crawl_cluster", minimum=0),
+)
+
+#: The defaults by name, as Scrapy's ``default_settings`` (``None``: derived from other settings, or off).
+CRAWLMEM_DEFAULTS: Mapping[str, Any] = {spec.name: spec.default for spec in SETTINGS}
+_BY_NAME = {spec.name: spec for spec in SETTINGS}
+
+
+def read_settings(settings: Any) -> dict[str, Any]:
+    """Read every ``CRAWLMEM_*`` setting from Scrapy ``settings``; ValueError naming a bad value (crawl process)."""
+    values: dict[str, Any] = {}
+    for spec in SETTINGS:
+        raw = settings.get(spec.name)
+        values[spec.name] = spec.default if raw is None else _parse(spec, raw)
+    jsonl_max, samples = values["CRAWLMEM_JSONL_MAX_BYTES"], values["CRAWLMEM_TIMELINE_SAMPLES"]
+    if jsonl_max and (not samples or jsonl_max < 4 * samples * 512):
+        raise ValueError(
+            f"invalid CRAWLMEM_JSONL_MAX_BYTES {jsonl_max!r} from Scrapy settings: with CRAWLMEM_TIMELINE_SAMPLES"
+            f" {samples} it must be at least {4 * samples * 512:,} (4 x 512 B a kept sample), and a bounded"
+            " stream needs a bounded timeline"
+        )
+    return values
+
+
+def _parse(spec: SettingSpec, raw: Any) -> Any:
+    """One setting's value as its kind, checked against its minimum."""
+    where = f"invalid {spec.name} {raw!r} from Scrapy settings"
+    try:
+        if spec.kind is bool:
+            value: Any = _boolean(raw)
+        elif spec.kind is str:
+            value = str(raw)
+        elif spec.kind is int:
+            if isinstance(raw, float) and not raw.is_integer():
+                raise ValueError(raw)
+            value = int(raw) if not isinstance(raw, str) else int(raw.strip())
+        else:
+            value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: expected {spec.kind.__name__}") from None
+    if spec.minimum is not None and not isinstance(value, (bool, str)):
+        ok = value > 0 if spec.name == "CRAWLMEM_INTERVAL_SECONDS" else value >= spec.minimum
+        if not ok and not (spec.allow_zero and value == 0):
+            zero = " or 0 (off)" if spec.allow_zero else ""
+            raise ValueError(f"{where}: expected at least {_number(spec.minimum)}{zero}")
+    if spec.name == "CRAWLMEM_PROMETHEUS_PORT" and value > 65535:
+        raise ValueError(f"{where}: expected a port, 0 to 65535")
+    return value
+
+
+def _number(value: float) -> str:
+    return f"{int(value)}" if float(value).is_integer() else f"{value:g}"
+
+
+def _boolean(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, int) and raw in (0, 1):
+        return bool(raw)
+    text = str(raw).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(raw)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, int) and not isinstance(value, bool) and value >= MIB and value % MIB == 0:
+        return f"{value // MIB} MiB"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def settings_table() -> str:
+    """The settings as a Markdown table (the one in docs/production.md)."""
+    rows = ["| setting | default | test crawls | what it does | measured cost |", "|---|---|---|---|---|"]
+    for spec in SETTINGS:
+        rows.append(f"| `{spec.name}` | {_shown(spec.default)} | {spec.tests or 'default'} | {spec.what} | {spec.cost or '-'} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":
+    print(settings_table(), end="")
