@@ -191,6 +191,34 @@ def test_it(crawl_cluster, fixture_site, pages):
     assert len(rows) == 9, outcome.stdout.str()  # a cluster row and two worker rows per test, merged on the controller
 
 
+@needs_redis
+def test_no_worker_or_redis_server_outlives_the_session(pytester):
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    pytester.makepyfile(spiders=SPIDERS, test_procs="""
+from spiders import Catalog
+
+def test_killed(crawl_cluster, fixture_site):
+    crawl_cluster(Catalog, workers=2, start_urls=[fixture_site.url("/catalog/?pages=4&per_page=20")],
+                  kill={"worker": 0, "after_responses": 5})
+""")
+    started = time.time() - 1
+    inner = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_procs.py"], cwd=pytester.path,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out, _ = inner.communicate(timeout=300)
+    assert inner.returncode == 0, out.decode()[-2000:]
+    leftovers = []
+    for proc in psutil.process_iter(["cmdline", "create_time"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if ("crawlmem-redis-" in cmdline or "crawlmem-cluster-" in cmdline) and proc.info["create_time"] >= started:
+            leftovers.append(cmdline)
+    assert leftovers == []
+
+
 def test_a_bad_kill_plan_is_a_clear_error():
     with pytest.raises(ClusterError, match=r"invalid kill worker 3 .*expected an index from 0 to 2"):
         parse_kill({"worker": 3, "after_responses": 1}, 3)
