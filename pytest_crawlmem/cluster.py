@@ -6,7 +6,7 @@ Runs in the pytest process. All sizes in bytes, times in seconds.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +106,6 @@ class ClusterResult:
     redis_peak_memory: int = 0
     report_dir: Path | None = None
     errors: tuple[str, ...] = ()  # what went wrong with the cluster itself (a planned failure that never fired, the deadline)
-    settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def max_queue(self) -> int:
