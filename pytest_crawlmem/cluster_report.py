@@ -95,9 +95,12 @@ def render_cluster_html(document: Mapping[str, Any], report_dir: Path) -> str:
         f' {esc(result["duration_seconds"])} s; workers\' peak RSS summed {esc(size(result["cluster_rss"]))};'
         f' Redis peak {esc(size(result["redis_peak_memory"]))}; queue up to {esc(count(result["max_queue"]))}</p></header>'
     )
-    problems = [v["message"] for v in document["violations"]] + list(result["errors"])
-    broken = section("Budgets broken and problems", "<ul class=\"violations\">" + "".join(
-        f"<li>{esc(p)}</li>" for p in problems) + "</ul>") if problems else ""
+    problems = [v["message"] for v in document["violations"] if v["fails"]] + list(result["errors"])
+    warnings = [v["message"] for v in document["violations"] if not v["fails"]]
+    broken = "".join(
+        section(title, '<ul class="violations">' + "".join(f"<li>{esc(m)}</li>" for m in messages) + "</ul>")
+        for title, messages in (("Budgets broken and problems", problems), ("Warnings", warnings)) if messages
+    )
     chart = section("Redis", _redis_chart(document["redis_samples"]),
                     note="sampled by the coordinator every 0.2 s") if document["redis_samples"] else ""
     ledger_rows = [

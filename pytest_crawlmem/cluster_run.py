@@ -24,6 +24,7 @@ from .cluster import ClusterResult, KillPlan, RedisSample, WorkerEnd, cluster_ve
 from .cluster_worker import entry_of
 from .isolated import IsolatedChild, check_child, child_result, launch_isolated, spec_for, stop_child
 from .ledger import Ledger, LedgerKeys, LedgerState, settle
+from .models import CrawlResult
 from .redisserver import RedisServer, start_redis
 from .runner import CrawlOptions
 
@@ -180,6 +181,8 @@ class Coordinator:
             os.kill(self.children[plan.worker].process.pid, signal.SIGKILL if plan.signal == "KILL" else signal.SIGTERM)
 
     def _done(self, counts: Mapping[str, int], alive: list[bool], now: float) -> bool:
+        if not any(alive):  # every worker ended (killed, crashed, interrupted): nothing more can happen
+            return True
         ready = {int(k) for k in _ints(self.client.hgetall(self.ledger_keys.ready))}
         busy = any(
             is_alive and (i not in ready or counts.get(f"taken:{i}", 0) != counts.get(f"processed:{i}", 0))
@@ -286,7 +289,9 @@ def run_cluster(
             stopped = _run_to_done(coordinator, options, errors)
             coordinator.sample(coordinator.counts())
             stderr = _wait_for_workers(children, server, coordinator, stopped)
-            results = [child_result(c, err, why=_why(i, c, options.kill, coordinator.kill_fired_at))
+            counts = coordinator.counts()
+            results = [_counted(child_result(c, err, why=_why(i, c, options.kill, coordinator.kill_fired_at)),
+                                counts.get(f"responses:{i}", 0))
                        for i, (c, err) in enumerate(zip(children, stderr, strict=True))]
             ledger = coordinator.read_ledger(seeded)
             ends = tuple(_end_of(i, c, options.kill, coordinator.kill_fired_at, stopped) for i, c in enumerate(children))
@@ -317,6 +322,11 @@ def run_cluster(
 
 def _worker_dir(report_dir: Path | None, index: int) -> Path | None:
     return report_dir / f"worker-{index}" if report_dir is not None else None
+
+
+def _counted(result: CrawlResult, responses: int) -> CrawlResult:
+    """A worker's result with the responses the ledger counted, when its own stream lags (a killed worker's last sample)."""
+    return replace(result, responses=responses) if responses > result.responses else result
 
 
 def _why(index: int, child: IsolatedChild, plan: KillPlan | None, fired_at: int | None) -> str:

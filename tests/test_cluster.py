@@ -165,6 +165,21 @@ def test_a_leak_is_judged_per_worker_without_the_shared_queue(pytester):
 
 
 @needs_redis
+def test_a_cluster_whose_only_worker_is_killed_ends_with_the_queue_left_as_lost(pytester):
+    outcome = run(pytester, """
+    url = fixture_site.url("/catalog/?pages=3&per_page=100")
+    result = crawl_cluster(Catalog, workers=1, start_urls=[url], settings={"CONCURRENT_REQUESTS": 2},
+                           kill={"worker": 0, "after_responses": 5})
+    ledger = result.ledger
+    assert result.duration_seconds < 60 and ledger.balanced
+    assert ledger.left_in_queue >= 50 and ledger.lost_in_workers >= 1
+    assert result.lost == ledger.left_in_queue + ledger.lost_in_workers
+    assert {r.where for r in ledger.lost_urls} == {"worker", "left"}
+""")
+    outcome.assert_outcomes(passed=1)
+
+
+@needs_redis
 def test_a_worker_that_crashes_fails_the_test_with_its_error(pytester):
     outcome = run(pytester, """
     crawl_cluster(Fragile, workers=2, start_urls=[fixture_site.url("/catalog/?pages=2&per_page=5")])
