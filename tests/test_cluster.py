@@ -342,3 +342,42 @@ def test_cluster_budgets_name_both_numbers():
         "the workers' peak RSS summed to 1.2 GiB (worker 0 600.0 MiB, worker 1 600.0 MiB), over the budget cluster_rss=1.0 GiB",
         "the shared Redis queue reached 30 requests, over the budget max_scheduled=10",
     ]
+
+
+@needs_redis
+def test_ctrl_c_closes_every_worker_writes_the_cluster_report_and_stops_the_session(pytester):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    pytester.makepyfile(spiders=SPIDERS, test_endless="""
+from spiders import Catalog
+
+def test_it(crawl_cluster, fixture_site):
+    crawl_cluster(Catalog, workers=2, start_urls=[fixture_site.url("/catalog/?pages=100000&per_page=5")])
+""")
+    base = pytester.path / ".crawlmem" / "test_endless.py__test_it"
+    samples = base / "worker-0" / "samples.jsonl"
+    log = pytester.path / "session.log"
+    session = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider"],
+                               cwd=pytester.path, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while (not samples.exists() or len(samples.read_text().splitlines()) < 30) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        started = psutil.Process(session.pid).children(recursive=True)
+        session.send_signal(signal.SIGINT)
+        session.wait(timeout=90)
+    finally:
+        if session.poll() is None:
+            session.kill()
+    text = log.read_text()
+    assert session.returncode == 2, text
+    assert "KeyboardInterrupt: interrupted by SIGINT (Ctrl-C)" in text, text
+    report = json.loads((base / "report.json").read_text())
+    assert report["kind"] == "cluster" and report["ledger"]["balanced"] and report["ledger"]["processed"] >= 10
+    assert report["workers"][0]["finish_reason"] == "crawlmem_interrupted"
+    assert not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
