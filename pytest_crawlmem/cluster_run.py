@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .cluster import ClusterResult, KillPlan, RedisSample, WorkerEnd, cluster_verdict
+from .cluster import ClusterError, ClusterResult, KillPlan, RedisSample, WorkerEnd, cluster_verdict
 from .cluster_worker import entry_of
 from .isolated import IsolatedChild, check_child, child_result, launch_isolated, spec_for, stop_child
 from .ledger import Ledger, LedgerKeys, LedgerState, settle
@@ -269,6 +269,10 @@ def run_cluster(
     options: ClusterOptions,
 ) -> ClusterResult:
     """Run ``spider_cls`` on ``options.workers`` scrapy-redis workers against a private Redis; return what was measured."""
+    try:
+        spec_for(spider_cls, start_urls=None, settings=None, spider_kwargs={}, options=options.worker_options)
+    except ValueError as exc:
+        raise ClusterError(f"crawl_cluster runs every worker in a process of its own: {exc}") from exc
     server = start_redis()
     children: list[IsolatedChild] = []
     errors: list[str] = []
@@ -288,9 +292,9 @@ def run_cluster(
             coordinator = Coordinator(server, keys, children, options.kill)
             stopped = _run_to_done(coordinator, options, errors)
             coordinator.sample(coordinator.counts())
-            stderr = _wait_for_workers(children, server, coordinator, stopped)
+            stderr = _wait_for_workers(children)
             counts = coordinator.counts()
-            results = [_counted(child_result(c, err, why=_why(i, c, options.kill, coordinator.kill_fired_at)),
+            results = [_counted(child_result(c, err, why=_why(i, options.kill, coordinator.kill_fired_at)),
                                 counts.get(f"responses:{i}", 0))
                        for i, (c, err) in enumerate(zip(children, stderr, strict=True))]
             ledger = coordinator.read_ledger(seeded)
@@ -329,7 +333,7 @@ def _counted(result: CrawlResult, responses: int) -> CrawlResult:
     return replace(result, responses=responses) if responses > result.responses else result
 
 
-def _why(index: int, child: IsolatedChild, plan: KillPlan | None, fired_at: int | None) -> str:
+def _why(index: int, plan: KillPlan | None, fired_at: int | None) -> str:
     if plan is not None and plan.worker == index and fired_at is not None:
         return f"worker {index} was stopped by the planned SIG{plan.signal} after {fired_at:,} responses"
     return ""
@@ -351,8 +355,7 @@ def _run_to_done(coordinator: Coordinator, options: ClusterOptions, errors: list
     return False
 
 
-def _wait_for_workers(children: list[IsolatedChild], server: RedisServer, coordinator: Coordinator,
-                      stopped: bool) -> list[bytes]:
+def _wait_for_workers(children: list[IsolatedChild]) -> list[bytes]:
     """Wait for every worker to close its spider and exit (SIGTERM, then SIGKILL, past the close timeout)."""
     deadline = time.monotonic() + CLOSE_TIMEOUT_SECONDS
     termed = False

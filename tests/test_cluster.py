@@ -234,6 +234,18 @@ def test_killed(crawl_cluster, fixture_site):
     assert leftovers == []
 
 
+def test_a_spider_a_worker_cannot_import_is_a_clear_error_before_anything_starts():
+    import scrapy
+
+    from pytest_crawlmem.cluster_run import ClusterOptions, run_cluster
+
+    class Local(scrapy.Spider):
+        name = "local"
+
+    with pytest.raises(ClusterError, match=r"runs every worker in a process of its own: .* move it to module level"):
+        run_cluster(Local, start_urls=None, settings=None, spider_kwargs={}, options=ClusterOptions())
+
+
 def test_a_bad_kill_plan_is_a_clear_error():
     with pytest.raises(ClusterError, match=r"invalid kill worker 3 .*expected an index from 0 to 2"):
         parse_kill({"worker": 3, "after_responses": 1}, 3)
