@@ -49,6 +49,19 @@ class Fragile(Catalog):
             raise RuntimeError("no start URLs here")
 
 
+class Frontier(scrapy.Spider):
+    """Follows every link of /explode/: requests are discovered far faster than they are fetched."""
+
+    name = "frontier"
+
+    async def start(self):
+        for url in self.start_urls:
+            yield scrapy.Request(url)
+
+    def parse(self, response):
+        yield from response.follow_all(css="a")
+
+
 class RedisCatalog(RedisSpider):
     name = "redis_catalog"
 
@@ -128,6 +141,7 @@ def test_a_sigkilled_worker_loses_the_requests_it_took_and_the_lost_budget_names
     outcome.stdout.fnmatch_lines([
         "*crawl_memory budget broken: * requests were lost, over the budget lost=0:"
         " http://127.0.0.1:*/catalog/* (taken by worker 0, which never finished it)*",
+        "FAILED test_cl.py::test_it - Failed: crawl_memory budget broken*",  # the body's asserts held
     ])
 
 
@@ -177,6 +191,24 @@ def test_a_cluster_whose_only_worker_is_killed_ends_with_the_queue_left_as_lost(
     assert {r.where for r in ledger.lost_urls} == {"worker", "left"}
 """)
     outcome.assert_outcomes(passed=1)
+
+
+@needs_redis
+def test_a_frontier_that_outgrows_the_workers_is_a_backlog_in_redis_and_what_is_left_is_lost(pytester):
+    outcome = run(pytester, """
+    url = fixture_site.url("/explode/0?fanout=20")
+    result = crawl_cluster(Frontier, workers=2, start_urls=[url],
+                           settings={"CLOSESPIDER_PAGECOUNT": 60, "SCHEDULER_PERSIST": True})
+    assert result.verdict == "scheduler-backlog", result.reason
+    assert "the shared Redis queue peaked at" in result.reason
+    assert result.max_queue >= 1000 and result.ledger.left_in_queue >= 1000 and result.ledger.balanced
+    assert result.lost == result.ledger.left_in_queue + result.ledger.lost_in_workers
+    assert all(w.max_scheduled == 0 for w in result.workers)
+""", '@pytest.mark.crawl_memory(max_scheduled=500)')
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines(["*crawl_memory budget broken: the shared Redis queue reached * requests,"
+                                  " over the budget max_scheduled=500*",
+                                  "FAILED test_cl.py::test_it - Failed: crawl_memory budget broken*"])  # not an assert
 
 
 @needs_redis
