@@ -214,6 +214,10 @@ def check_cluster(budgets: Budgets, result: ClusterResult) -> list[Violation]:
         found.append(Violation("cluster_rss", result.cluster_rss, budgets.cluster_rss,
                                f"the workers' peak RSS summed to {format_size(result.cluster_rss)} ({peaks}),"
                                f" over the budget cluster_rss={format_size(budgets.cluster_rss)}"))
+    if budgets.leak == "fail" and result.verdict == "inconclusive":  # never a silent pass: say why, once
+        shown = ", ".join(f"{w.responses:,}" for w in result.workers)
+        found.append(Violation("leak", 0.0, 0.0, f"leak=\"fail\" could not judge any worker's memory: each needs about"
+                               f" 600 responses of its own (responses per worker: {shown})", fails=False))
     if budgets.max_scheduled is not None and result.max_queue > budgets.max_scheduled:
         found.append(Violation("max_scheduled", result.max_queue, budgets.max_scheduled,
                                f"the shared Redis queue reached {result.max_queue:,} requests, over the budget"
@@ -224,7 +228,9 @@ def check_cluster(budgets: Budgets, result: ClusterResult) -> list[Violation]:
 def check_worker(budgets: Budgets, index: int, worker: CrawlResult) -> list[Violation]:
     """The per-worker budgets (the crawl_memory ones) of worker ``index``, each message naming the worker.
 
-    ``min_responses`` is the cluster's (a worker may find no work while the others crawl).
+    ``min_responses`` is the cluster's (a worker may find no work while the others crawl), and so is the
+    warning that ``leak="fail"`` could not judge: one worker judged is enough (see :func:`check_cluster`).
     """
     return [Violation(v.budget, v.measured, v.limit, f"worker {index}: {v.message}", v.fails)
-            for v in check_budgets(budgets, worker) if v.budget != "min_responses"]
+            for v in check_budgets(budgets, worker)
+            if v.budget != "min_responses" and not (v.budget == "leak" and not v.fails and worker.verdict == "inconclusive")]

@@ -425,3 +425,16 @@ def test_it(crawl_cluster, fixture_site):
     assert report["kind"] == "cluster" and report["ledger"]["balanced"] and report["ledger"]["processed"] >= 10
     assert report["workers"][0]["finish_reason"] == "crawlmem_interrupted"
     assert not [p for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_leak_not_judged_is_one_cluster_warning_not_one_per_idle_worker():
+    from pytest_crawlmem.cluster import check_worker
+
+    idle, busy = _worker("inconclusive"), _worker("inconclusive")
+    result = _cluster([busy, idle])
+    assert check_worker(Budgets(), 1, idle) == []
+    warnings = [v for v in check_cluster(Budgets(), result) if v.budget == "leak"]
+    assert [(v.fails, v.message) for v in warnings] == [
+        (False, 'leak="fail" could not judge any worker\'s memory: each needs about 600 responses of its own'
+                " (responses per worker: 10, 10)")]
+    assert check_cluster(Budgets(), _cluster([_worker("steady"), idle])) == []
