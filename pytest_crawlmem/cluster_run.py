@@ -291,7 +291,6 @@ def run_cluster(
                 children.append(launch_isolated(spec, directory))
             coordinator = Coordinator(server, keys, children, options.kill)
             stopped = _run_to_done(coordinator, options, errors)
-            coordinator.sample(coordinator.counts())
             stderr = _wait_for_workers(children)
             counts = coordinator.counts()
             results = [_counted(child_result(c, err, why=_why(i, options.kill, coordinator.kill_fired_at)),
@@ -344,6 +343,7 @@ def _run_to_done(coordinator: Coordinator, options: ClusterOptions, errors: list
     deadline = coordinator.started + (options.timeout_seconds or DEFAULT_TIMEOUT_SECONDS) + GRACE_SECONDS
     while not coordinator.step(GRACE_SECONDS):
         if time.monotonic() > deadline:
+            coordinator.sample(coordinator.counts())
             errors.append(f"the cluster was still crawling after {deadline - coordinator.started:g} s: workers stopped")
             coordinator.client.set(coordinator.ledger_keys.done, 1)
             for child in coordinator.children:
@@ -351,6 +351,7 @@ def _run_to_done(coordinator: Coordinator, options: ClusterOptions, errors: list
                     child.process.send_signal(signal.SIGTERM)
             return True
         time.sleep(POLL_SECONDS)
+    coordinator.sample(coordinator.counts())  # the last reading, before the workers close (and may flush the queue)
     coordinator.client.set(coordinator.ledger_keys.done, 1)
     return False
 

@@ -96,7 +96,7 @@ def test_a_clean_cluster_crawl_processes_every_request_once_and_the_ledger_balan
     assert result.scheduled == result.processed == 315 and result.lost == 0 and result.lost_urls == ()
     assert result.ledger.balanced and result.taken == 315 and result.processed_twice == 0
     assert result.items_scraped == 300 and result.responses == 315
-    assert result.max_queue >= 1 and result.redis_peak_memory > 0 and result.redis_samples[-1].dupefilter == 315
+    assert result.redis_peak_memory > 0 and result.redis_samples[-1].dupefilter == 315  # read before the workers close
     assert result.cluster_rss == sum(w.peak_rss for w in result.workers)
     assert [e.how for e in result.ends] == ["finished"] * 3
     # the shared queue is in Redis: no worker is credited with it
@@ -128,7 +128,9 @@ def test_a_redis_spider_reads_its_seeded_start_urls(pytester):
 def test_a_sigkilled_worker_loses_the_requests_it_took_and_the_lost_budget_names_them(pytester):
     outcome = run(pytester, """
     url = fixture_site.url("/catalog/?pages=15&per_page=20")
-    result = crawl_cluster(Catalog, workers=2, start_urls=[url], kill={"worker": 0, "after_responses": 30})
+    # no drained checkpoint (nothing in flight) where the kill may land: the killed worker always holds requests
+    result = crawl_cluster(Catalog, workers=2, start_urls=[url], kill={"worker": 0, "after_responses": 30},
+                           settings={"CRAWLMEM_CHECKPOINT_MIN_RESPONSES": 100000})
     ledger = result.ledger
     assert result.ends[0].how == "killed" and result.ends[0].responses_at_signal >= 30
     assert result.workers[0].finish_reason == "crawlmem_killed"
@@ -182,7 +184,8 @@ def test_a_leak_is_judged_per_worker_without_the_shared_queue(pytester):
 def test_a_cluster_whose_only_worker_is_killed_ends_with_the_queue_left_as_lost(pytester):
     outcome = run(pytester, """
     url = fixture_site.url("/catalog/?pages=3&per_page=100")
-    result = crawl_cluster(Catalog, workers=1, start_urls=[url], settings={"CONCURRENT_REQUESTS": 2},
+    result = crawl_cluster(Catalog, workers=1, start_urls=[url],
+                           settings={"CONCURRENT_REQUESTS": 2, "CRAWLMEM_CHECKPOINT_MIN_RESPONSES": 100000},
                            kill={"worker": 0, "after_responses": 5})
     ledger = result.ledger
     assert result.duration_seconds < 60 and ledger.balanced
