@@ -194,7 +194,9 @@ def cluster_verdict(workers: Sequence[CrawlResult], samples: Sequence[RedisSampl
         skipped = len(workers) - len(judged)
         note = f" ({skipped} worker{'s' if skipped > 1 else ''} too short to judge)" if skipped else ""
         return "steady", f"every judged worker levelled off{note}; the shared queue peaked at {peak:,} requests"
-    return "inconclusive", "no worker crawled long enough to judge its growth (about 600 responses each are needed)"
+    busiest = max(range(len(workers)), key=lambda i: workers[i].responses, default=None)
+    why = f": the busiest, worker {busiest}: {workers[busiest].growth.reason}" if busiest is not None else ""
+    return "inconclusive", f"no worker crawled long enough of its own to judge its growth{why}"
 
 
 def check_cluster(budgets: Budgets, result: ClusterResult) -> list[Violation]:
@@ -215,9 +217,8 @@ def check_cluster(budgets: Budgets, result: ClusterResult) -> list[Violation]:
                                f"the workers' peak RSS summed to {format_size(result.cluster_rss)} ({peaks}),"
                                f" over the budget cluster_rss={format_size(budgets.cluster_rss)}"))
     if budgets.leak == "fail" and result.verdict == "inconclusive":  # never a silent pass: say why, once
-        shown = ", ".join(f"{w.responses:,}" for w in result.workers)
-        found.append(Violation("leak", 0.0, 0.0, f"leak=\"fail\" could not judge any worker's memory: each needs about"
-                               f" 600 responses of its own (responses per worker: {shown})", fails=False))
+        found.append(Violation("leak", 0.0, 0.0, f"leak=\"fail\" could not judge any worker's memory; {result.reason}",
+                               fails=False))
     if budgets.max_scheduled is not None and result.max_queue > budgets.max_scheduled:
         found.append(Violation("max_scheduled", result.max_queue, budgets.max_scheduled,
                                f"the shared Redis queue reached {result.max_queue:,} requests, over the budget"

@@ -51,7 +51,8 @@ def cluster_document(
             {"worker": i, "report_dir": None if w.report_dir is None else str(w.report_dir), "responses": w.responses,
              "items_scraped": w.items_scraped, "peak_rss": w.peak_rss, "verdict": w.verdict, "reason": w.growth.reason,
              "finish_reason": w.finish_reason, "share": round(share, 4),
-             "end": {"how": e.how, "detail": e.detail, "exit_code": e.exit_code}}
+             "end": {"how": e.how, "detail": e.detail, "exit_code": e.exit_code},
+             "rss": [[s.t_seconds, s.rss_bytes] for s in w.samples]}
             for (i, w), share, e in zip(enumerate(result.workers), result.work_shares, result.ends, strict=True)
         ],
         "redis_samples": [s.to_json() for s in result.redis_samples],
@@ -82,6 +83,16 @@ def _redis_chart(samples: Sequence[Mapping[str, Any]]) -> str:
                Series("processed", "requests processed", "#7b61a8", points("processed"))]),
     ]
     return render_timeline(panels, XAxis("seconds since the workers started", seconds_tick), caption="Redis over time")
+
+
+WORKER_COLORS = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00", "#7b61a8", "#999999")
+
+
+def _workers_chart(workers: Sequence[Mapping[str, Any]]) -> str:
+    series = [Series(f"w{w['worker']}", f"worker {w['worker']}", WORKER_COLORS[i % len(WORKER_COLORS)],
+                     [(float(t), float(rss)) for t, rss in w.get("rss", [])]) for i, w in enumerate(workers)]
+    return render_timeline([Panel("RSS of each worker", "bytes", series)],
+                           XAxis("seconds since each worker's crawl started", seconds_tick), caption="Workers' RSS")
 
 
 def render_cluster_html(document: Mapping[str, Any], report_dir: Path) -> str:
@@ -126,8 +137,9 @@ def render_cluster_html(document: Mapping[str, Any], report_dir: Path) -> str:
             name = Safe(f'<a href="{esc(rel.as_posix())}/report.html">{esc(name)}</a>')
         worker_rows.append((name, count(w["responses"]), f"{w['share']:.0%}", count(w["items_scraped"]), size(w["peak_rss"]),
                             w["verdict"], f"{w['end']['how']} {w['end']['detail']}".strip(), w["reason"]))
-    workers_html = section("Workers", table(["worker", "responses", "share", "items", "peak RSS", "verdict", "end", "why"],
-                                            worker_rows))
+    chart_html = _workers_chart(document["workers"]) if any(w.get("rss") for w in document["workers"]) else ""
+    headers = ["worker", "responses", "share", "items", "peak RSS", "verdict", "end", "why"]
+    workers_html = section("Workers", Safe(chart_html + table(headers, worker_rows)))
     lost = ledger["lost_urls"][:LOST_SHOWN]
     lost_html = section(f"Lost requests ({ledger['lost']:,})", table(
         ["URL", "where", "worker"], [(r["url"], r["where"], "" if r["worker"] is None else r["worker"]) for r in lost]),
