@@ -9,7 +9,9 @@ decide who works), interleaved, ``--rounds`` times each, each against a fresh pr
   child, coordinator sampling Redis).
 
 CPU is the children's user+system time (worker and redis-server, from ``RUSAGE_CHILDREN``); the
-coordinator's own CPU (pytest process side) is reported apart. Ledger Redis bytes per request come
+coordinator's own CPU (pytest process side) is reported apart. Peak RSS: a bare or ledger worker prints
+its VmHWM (its whole life, imports included); a cluster worker's is the plugin's exact peak (from the
+spider's opening). Ledger Redis bytes per request come
 from ``MEMORY USAGE`` of the ledger keys at the end of the ``ledger`` runs.
 
     python benchmarks/cluster_cost.py --responses 1000 --rounds 3
@@ -53,6 +55,9 @@ def bare_worker(url: str, redis_url: str, ledger: bool) -> None:
     process = CrawlerProcess(settings)
     process.crawl(Catalog, start_urls=[url])
     process.start()
+    status = Path("/proc/self/status").read_text()
+    peak_kib = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+    print(json.dumps({"peak_rss": peak_kib * 1024}))  # the worker's whole life: imports, crawl, close
 
 
 def _children_cpu() -> float:
@@ -72,7 +77,9 @@ def run_bare(url: str, ledger: bool) -> dict[str, Any]:
         if ledger:  # the crawl is over once idle: the worker closes at its first idle, as a bare one does
             server.client().set(LedgerKeys().done, 1)
         cpu, started = _children_cpu(), time.monotonic()
-        subprocess.run([sys.executable, __file__, "--worker", url, server.url, "1" if ledger else "0"], check=True)
+        out = subprocess.run([sys.executable, __file__, "--worker", url, server.url, "1" if ledger else "0"], check=True,
+                             stdout=subprocess.PIPE, text=True).stdout
+        peak_rss = json.loads(out.strip().splitlines()[-1])["peak_rss"]
         wall = time.monotonic() - started
         client = server.client()
         keys = LedgerKeys()
@@ -82,7 +89,7 @@ def run_bare(url: str, ledger: bool) -> dict[str, Any]:
     finally:
         server.close()
     return {"wall_seconds": wall, "cpu_seconds": _children_cpu() - cpu, "responses": counts.get("responses:0"),
-            "ledger_bytes": ledger_bytes, "scheduled": scheduled}
+            "ledger_bytes": ledger_bytes, "scheduled": scheduled, "peak_rss": peak_rss}
 
 
 def run_measured(url: str, report_dir: Path) -> dict[str, Any]:
@@ -180,6 +187,7 @@ def main() -> None:
         responses = statistics.median(r["responses"] or crawled for r in items)
         cpu = statistics.median(r["cpu_seconds"] for r in items)
         summary[mode] = {"wall_seconds": statistics.median(r["wall_seconds"] for r in items), "cpu_seconds": cpu,
+                         "peak_rss": statistics.median(r["peak_rss"] for r in items),
                          "cpu_us_per_response": cpu / responses * 1e6 if responses else None, "responses": responses}
     bare = summary["bare"]
     for mode in ("ledger", "cluster"):

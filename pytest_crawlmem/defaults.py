@@ -90,7 +90,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_MEDIA_FAILURES", False, bool, "count failed media downloads as dropped data", tests="True"),
     SettingSpec("CRAWLMEM_CLUSTER_WORKER", None, int, "this scrapy-redis worker's index: turns on the cluster worker"
                 " extension (the request ledger in Redis, docs/cluster.md)", "3 Redis round trips a request instead of"
-                " scrapy-redis's 2; ~100 us CPU and ~410 B of Redis a request", tests="set by crawl_cluster", minimum=0),
+                " scrapy-redis's 2; 60-90 us CPU and ~410 B of Redis a request", tests="set by crawl_cluster", minimum=0),
 )
 
 #: The defaults by name, as Scrapy's ``default_settings`` (``None``: derived from other settings, or off).
