@@ -55,6 +55,9 @@ SPECS: dict[str, BudgetSpec] = {
         BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped (the test fails)"),
         BudgetSpec("min_responses", parse_count, "fewest responses a crawl must get (default 1: a crawl that measured"
                    " nothing fails; 0 lets it pass)"),
+        BudgetSpec("lost", parse_count, "crawl_cluster: most requests scheduled and never processed"),
+        BudgetSpec("redis_memory", parse_size, "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger left out)"),
+        BudgetSpec("cluster_rss", parse_size, "crawl_cluster: the workers' peak RSS summed"),
         BudgetSpec("compare_fail", parse_compare_fail, "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'"),
         BudgetSpec("snapshot_at", parse_size, "RSS at which the danger snapshot is taken once (danger.json; default 80% of"
                    " kill_at, else of peak_rss); never fails a test"),
@@ -90,6 +93,9 @@ class Budgets:
     snapshot_at: int | None = None
     max_amplification: float | None = None
     billed_mismatch: int | None = None
+    lost: int | None = None
+    redis_memory: int | None = None
+    cluster_rss: int | None = None
 
     def set_values(self) -> dict[str, object]:
         """Return the budgets that are set, by name."""
