@@ -246,7 +246,7 @@ def test_kill_at_stops_a_runaway_crawl_within_a_second_and_keeps_its_data(suite)
     ])
     report = json.loads((suite.path / ".crawlmem" / "test_crawl.py__test_it" / "report.json").read_text())
     assert report["result"]["finish_reason"] == "crawlmem_kill_at"
-    assert report["violations"][0]["budget"] == "kill_at"
+    assert "kill_at" in {v["budget"] for v in report["violations"]}  # a runaway crawl may also read as a leak
 
 
 def test_timeout_ends_a_crawl_that_would_hang(suite):
