@@ -11,7 +11,7 @@ import functools
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import scrapy
 from scrapy import signals
@@ -114,6 +114,30 @@ class CacheKeeper(Catalog):
         yield from super().parse_product(response)
 
 
+class BufferPipeline:
+    """An item pipeline that buffers every item for a bulk write it never flushes (a database buffer never emptied)."""
+
+    def __init__(self) -> None:
+        self.buffer: list[Any] = []
+
+    def process_item(self, item: Any) -> Any:
+        """Buffer the item (the flush that should empty the buffer is missing)."""
+        self.buffer.append(item)
+        return item
+
+
+class BlobItems(Catalog):
+    """The catalog spider whose items carry ``leak`` bytes of text; kept by BufferPipeline."""
+
+    name = "blob_items"
+    leak = 0
+    custom_settings: ClassVar[dict[str, Any]] = {"ITEM_PIPELINES": {f"{__name__}.BufferPipeline": 300}}
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """One item with a text field of ``leak`` bytes."""
+        yield {"name": response.css("h1.name::text").get(), "blob": "x" * int(self.leak)}
+
+
 def _line_of(text: str) -> str:
     return f"{Path(__file__).name}:" + str(
         next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if text in line)
@@ -127,6 +151,7 @@ KEEPERS: dict[str, tuple[type, str]] = {
     "list": (Leaky, LEAK_SITE),
     "signal": (SignalKeeper, _line_of("RECEIVED.append(")),
     "cache": (CacheKeeper, _line_of("return b\"x\" * size")),
+    "pipeline": (BlobItems, _line_of("self.buffer.append(item)")),
 }
 
 

@@ -9,8 +9,9 @@ Every crawl runs in this one process against the fixture site, measured exactly 
 ``crawl`` fixture measures it (``run_crawl``, default mode: drained checkpoints and the
 attribution window). Leaky crawls keep ``leak`` bytes per product response, in one of three
 keepers (``list``: a list on the spider; ``signal``: a response_received receiver appending to a
-module-level list; ``cache``: an unbounded ``functools.lru_cache``), and should be called
-``retained-objects`` with the keeper's line as the top growth site; the clean scenarios (a catalog
+module-level list; ``cache``: an unbounded ``functools.lru_cache``; ``pipeline``: an item pipeline
+buffering items it never flushes), and should be called ``retained-objects`` with the keeper's line as
+the top growth site or as the line that stores into the holder; the clean scenarios (a catalog
 at every grid length, large pages, a bounded cache, a slow pipeline, a scheduler backlog) must never be.
 The grid is monotonic when no cell is flagged less often than a cell with a smaller leak or a shorter crawl.
 """
@@ -43,7 +44,9 @@ TARGET_LEAK, TARGET_SIZE, TARGET_RATE = 2048, 1000, 0.95
 def _crawl(crawl: Crawl, site_line: str = "") -> dict[str, Any]:
     result = measured(crawl, CrawlOptions(), reports=False)
     top = result.top_growth[0].location if result.top_growth else ""
-    return {"verdict": result.verdict, "attributed": bool(site_line) and top.endswith(site_line), "top": top,
+    holder = result.holders[0].line or "" if result.holders else ""
+    named = bool(site_line) and (top.endswith(site_line) or holder.endswith(site_line))  # the allocating or keeping line
+    return {"verdict": result.verdict, "attributed": named, "top": top, "holder": holder,
             "responses": result.responses, "per_response_bytes": result.growth.per_response_bytes,
             "seconds": result.duration_seconds, "rule": result.growth.rule}
 

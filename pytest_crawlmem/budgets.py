@@ -55,6 +55,9 @@ SPECS: dict[str, BudgetSpec] = {
         BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped (the test fails)"),
         BudgetSpec("min_responses", parse_count, "fewest responses a crawl must get (default 1: a crawl that measured"
                    " nothing fails; 0 lets it pass)"),
+        BudgetSpec("lost", parse_count, "crawl_cluster: most requests scheduled and never processed"),
+        BudgetSpec("redis_memory", parse_size, "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger left out)"),
+        BudgetSpec("cluster_rss", parse_size, "crawl_cluster: the workers' peak RSS summed"),
         BudgetSpec("compare_fail", parse_compare_fail, "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'"),
         BudgetSpec("snapshot_at", parse_size, "RSS at which the danger snapshot is taken once (danger.json; default 80% of"
                    " kill_at, else of peak_rss); never fails a test"),
@@ -90,6 +93,9 @@ class Budgets:
     snapshot_at: int | None = None
     max_amplification: float | None = None
     billed_mismatch: int | None = None
+    lost: int | None = None
+    redis_memory: int | None = None
+    cluster_rss: int | None = None
 
     def set_values(self) -> dict[str, object]:
         """Return the budgets that are set, by name."""
@@ -193,9 +199,9 @@ def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
         _count_check("max_open_pages", "open browser pages", result.max_open_pages, budgets.max_open_pages),
         _unclosed_pages_check(result),
         _replay_misses_check(budgets.max_replay_misses, result),
-        _leak_check(budgets, result),
-        _stop_check("kill_at", budgets.kill_at, result, "crawlmem_kill_at"),
+        _stop_check("kill_at", budgets.kill_at, result, "crawlmem_kill_at"),  # a stopped crawl's leak verdict comes second
         _stop_check("timeout", budgets.timeout, result, "crawlmem_timeout"),
+        _leak_check(budgets, result),
         nothing_measured(budgets.min_responses, result),
         _amplification_check(budgets.max_amplification, result),
         _billing_check(budgets.billed_mismatch, result),
@@ -314,7 +320,8 @@ def _stop_check(name: str, limit: float | None, result: CrawlResult, reason: str
 
 def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:
     growth = result.growth
-    if budgets.leak == "fail" and growth.verdict == "inconclusive":  # never a silent pass: a warning that says why
+    # never a silent pass: a warning that says why (a crawl without responses or stopped by a hard limit says so already)
+    if budgets.leak == "fail" and growth.verdict == "inconclusive" and result.responses and not result.stopped_because:
         message = f"leak=\"fail\" could not judge this crawl's memory: {growth.reason}"
         return Violation("leak", growth.per_response_bytes or 0.0, 0.0, message, fails=False)
     if budgets.leak == "off" or growth.verdict not in LEAK_VERDICTS:

@@ -124,8 +124,8 @@ class CrawlMemExtension:
         self._traced_whole = False
         # -- production: bounded memory and disk, status, metrics (timeline.py, stream.py, status.py, metrics.py)
         self.gc_freeze = gc_freeze
-        self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_checkpoints=timeline_samples // 8,
-                                   max_bytes=jsonl_max_bytes)
+        self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_bytes=jsonl_max_bytes,
+                                   max_checkpoints=max(32, timeline_samples // 8) if timeline_samples else 0)
         self.sampler_cpu_seconds = 0.0  # the sampler thread's CPU time (it alone writes it)
         self.ticker: StatusTicker | None = None
         self.prometheus_port, self.prometheus_addr = prometheus_port, prometheus_addr
@@ -509,9 +509,10 @@ class CrawlMemExtension:
     def _attribute(self, checkpoint: Checkpoint) -> None:
         """Open a traced window when the checkpoints look like a leak; snapshot it at the next checkpoint.
 
-        The window lasts ``attribution_responses`` responses (an extra checkpoint ends it, then the
-        schedule resumes where it was), so only a crawl that already looks leaky pays for deep tracing,
-        and only briefly; its checkpoints are judged like the others (tracemalloc's memory taken off).
+        The window lasts ``attribution_responses`` responses at most and ends on an extra checkpoint
+        halfway to the scheduled one at the latest; the schedule then resumes where it was, so leaving
+        that traced checkpoint out of the judgement costs no judged interval. Only a crawl that already
+        looks leaky pays for deep tracing, and only briefly.
         """
         if self._window_done or not self.attribution_frames:
             return
@@ -530,7 +531,10 @@ class CrawlMemExtension:
                 self._window_started_tracing = True
                 self._window = [None]  # nothing is traced yet: the empty snapshot
             self._window_responses = [checkpoint.responses]
-            self._lengths = container_lengths(self._holder_roots())
+            try:
+                self._lengths = container_lengths(self._holder_roots())
+            except Exception as exc:  # evidence, never a reason to break the crawl
+                self.recording.add_error(f"measuring containers failed: {exc!r}")
             self._resume_at = self._next_checkpoint
             # the window closes on an extra checkpoint halfway to the scheduled one at the latest: that one stays untraced
             room = max(self._next_checkpoint - checkpoint.responses, 2) // 2
@@ -601,7 +605,12 @@ class CrawlMemExtension:
         if self.prometheus_port is not None:
             self.metrics = MetricsServer(lambda: read_status(self), port=self.prometheus_port, addr=self.prometheus_addr,
                                          spider=getattr(spider, "name", "?"))
-            self.metrics.start()
+            try:
+                self.metrics.start()
+            except OSError as exc:  # a port in use must not stop the crawl it monitors
+                message = f"could not serve Prometheus metrics on {self.prometheus_addr}:{self.prometheus_port}: {exc}"
+                self.recording.add_error(message)
+                logger.error("crawlmem: %s", message)
 
     def _stop_reporting(self) -> None:
         if self.ticker is not None:

@@ -15,6 +15,7 @@ from typing import Any
 from .budgets import CAUSES
 from .growth import (
     FIXES,
+    MAX_REQUEST_CREDIT,
     REQUEST_ALLOWANCE,
     REQUEST_CREDIT,
     heap_estimate,
@@ -392,7 +393,8 @@ def growth_explanation(result: Mapping[str, Any]) -> str:
     kind = "raw" if growth.get("verdict") == "scheduler-backlog" else "net"
     return (f"growth per {unit} ({kind}, the figure at the top): the change of {what} over the judged checkpoints, divided by"
             f" the {unit}s between them. raw = the change itself; net = raw less {format_size(REQUEST_ALLOWANCE)} for each"
-            f" request the scheduler gained (plus {format_size(REQUEST_CREDIT)} for each it gave back), since waiting"
+            f" request the scheduler gained (plus a credit for each it gave back: what a queued request cost in this"
+            f" crawl, {format_size(REQUEST_CREDIT)} to {format_size(MAX_REQUEST_CREDIT)}), since waiting"
             " requests explain that memory. A growing queue makes net lower than raw; a draining one, higher."
             + (" This crawl's verdict is a scheduler backlog, so the raw figure is shown." if kind == "raw" else ""))
 
@@ -405,19 +407,23 @@ def checkpoints_section(result: Mapping[str, Any], checkpoints: Sequence[Checkpo
     judged = judged_checkpoints(checkpoints)
     values = _signal_values(str(growth.get("signal") or ""), judged)
     spans = {id(i.end): i for i in intervals(judged, values)} if values is not None else {}
+    judged_net = [_number(d) for d in growth.get("deltas_per_response") or []]
+    nets = {id(c): d for c, d in zip(judged[1:], judged_net, strict=False)} if len(judged_net) == len(judged) - 1 else {}
     judged_ids = {id(c) for c in judged}
     warm = warmup_responses(checkpoints[-1].responses)
     unit = _unit(result)
     rows = []
     for c in checkpoints:
-        phase = "warm-up" if c.responses < warm else "judged" if id(c) in judged_ids else "merged"
+        phase = ("warm-up" if c.responses < warm else "judged" if id(c) in judged_ids
+                 else "traced, not judged" if c.tracer_bytes else "merged (too short)")
         span = spans.get(id(c))
         refs = sorted(c.live_refs.items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{name} {n:,}" for name, n in refs[:4]) + (f", +{len(refs) - 4} more" if len(refs) > 4 else "")
         odd = unexplained_refs(c)
         rows.append([f"{c.responses:,}", f"{c.t_seconds:.1f}", format_size(c.rss_bytes), size(heap_estimate(c)),
                      size(c.traced_bytes), f"{c.scheduled:,}",
-                     "-" if span is None else size(span.raw_per_response), "-" if span is None else size(span.net_per_response),
+                     "-" if span is None else size(span.raw_per_response),
+                     size(nets[id(c)]) if id(c) in nets else "-" if span is None else size(span.net_per_response),
                      shown or "-", ", ".join(f"{k} {v:,}" for k, v in odd.items()) or "-",
                      "yes" if c.drained else Safe(_badge("no", "warn")), f"{c.cost_seconds * 1000:,.0f}", phase])
     headers = [unit, "time (s)", "RSS", "heap", "traced", "scheduler", f"raw growth/{unit[:-1]}",
@@ -828,7 +834,7 @@ th, td { text-align:left; padding:5px 8px; border-bottom:1px solid var(--line); 
 th { color:var(--muted); font-weight:600; font-size:12px; }
 table.checkpoints td { font-size:12.5px; white-space:nowrap; padding:5px 6px; }
 table.checkpoints th { padding:5px 6px; }
-table.checkpoints td:nth-child(9), table.checkpoints td:nth-child(10) { white-space:normal; }
+table.checkpoints td:nth-child(9), table.checkpoints td:nth-child(10), table.checkpoints td:last-child { white-space:normal; }
 .scroll { overflow-x:auto; }
 table.env, table.counts { width:auto; min-width:320px; }
 code { font:12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; word-break:break-all; }

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "LOG_LEVEL": "INFO",
     "ROBOTSTXT_OBEY": False,
     "COOKIES_ENABLED": False,
-    "CRAWLMEM_LOG_INTERVAL_SECONDS": 0,  # no status lines in tests, unless the test asks
+    "CRAWLMEM_LOG_INTERVAL_SECONDS": 0,  # no status lines in tests, unless the project or the test sets it
 }
 #: Settings a test crawl cannot turn back on: they would measure or kill the wrong thing.
 FORCED_SETTINGS: dict[str, Any] = {
@@ -80,6 +80,8 @@ class CrawlOptions:
     project_settings: str | None = None  # the Scrapy project's settings module the crawl starts from
     replay: ReplayTarget | None = None  # a running replay site: the crawl downloads from it
     snapshot_at_bytes: int | None = None  # RSS at which the danger snapshot is taken (danger.json)
+    base_settings: Mapping[str, Any] = field(default_factory=dict)  # under the project's and the test's (crawl_cluster)
+    extensions: Mapping[str, int] = field(default_factory=dict)  # more of the plugin's extensions (crawl_cluster)
 
 
 def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> Any:
@@ -93,7 +95,7 @@ def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOption
     from scrapy.settings import Settings
 
     settings = Settings()
-    settings.setdict(DEFAULT_SETTINGS, priority="default")
+    settings.setdict({**DEFAULT_SETTINGS, **options.base_settings}, priority="default")
     if options.project_settings:
         settings.setmodule(options.project_settings, priority="project")
     settings.setdict(dict(user_settings or {}), priority="cmdline")
@@ -129,7 +131,7 @@ def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
     """
     base = settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")
     ours = {
-        "EXTENSIONS": {EXTENSION_PATH: 0},
+        "EXTENSIONS": {EXTENSION_PATH: 0, **options.extensions},
         "DOWNLOADER_MIDDLEWARES": counting_middlewares(settings.getdict("DOWNLOADER_MIDDLEWARES"), base),
         "SPIDER_MIDDLEWARES": {SPIDER_MIDDLEWARE_PATH: SPIDER_MIDDLEWARE_ORDER},  # parse amplification
     }

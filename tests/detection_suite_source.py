@@ -106,4 +106,10 @@ def test_grid(crawl, fixture_site, leak, size):
 @pytest.mark.crawl_memory(leak="fail")
 def test_unjudged_leak_fail(crawl, fixture_site):
     crawl(Catalog, start_urls=[catalog(fixture_site, 250)])
+
+
+@pytest.mark.crawl_memory(leak="fail")
+@pytest.mark.parametrize("size", [150, 600])
+def test_clean(crawl, fixture_site, size):
+    crawl(Catalog, start_urls=[catalog(fixture_site, size)])
 '''

@@ -1,7 +1,7 @@
 """Detection is monotonic on real crawls: short crawls with strong or proven leaks are judged (issue 21, issue 13 item 6).
 
-One inner pytest session (a subprocess, in this venv with the plugin installed editable) runs every
-crawl; the tests here read its reports and its output.
+One inner pytest session (a subprocess, in this venv with the plugin installed editable, pytest's log
+capture at DEBUG) runs every crawl; the tests here read its reports and its output.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from detection_suite_source import SUITE
 def inner(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     root = tmp_path_factory.mktemp("detection")
     (root / "test_suite.py").write_text(SUITE)
-    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "pytest.ini").write_text("[pytest]\nlog_level = DEBUG\n")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "test_suite.py"],
         cwd=root, capture_output=True, text=True, timeout=600,
@@ -42,7 +42,14 @@ def leak_line(needle: str) -> str:
 
 def test_the_inner_suite_ran(inner):
     proc, _ = inner
-    assert "8 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "10 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("size", [150, 600])
+def test_clean_crawls_with_debug_logging_are_not_leaks(inner, size):
+    _, root = inner
+    result = result_of(root, f"test_clean[{size}]")
+    assert result["verdict"] in ("steady", "inconclusive"), result["growth"]["reason"]
 
 
 @pytest.mark.parametrize(("case", "holder"), [("signal_requests", "module test_suite .KEPT -> list["),
