@@ -94,7 +94,7 @@ def test_it(crawl, fixture_site):
         "*DANGER-CHECKED*",
         "*crawl_memory budget broken: RSS reached * MiB at * s, the hard ceiling kill_at=*; danger snapshot at * s:"
         f" RSS * MiB crossed snapshot_at=* MiB after * responses*; top site in the next * s: danger_spiders.py:{kept_line()}"
-        " +* KiB (danger.json)*",
+        " +* (danger.json)*",
     ])
     report_dir = suite.path / ".crawlmem" / "test_crawl.py__test_it"
     report = json.loads((report_dir / "report.json").read_text())
