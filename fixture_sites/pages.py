@@ -61,6 +61,19 @@ ROUTE_TABLE: tuple[tuple[str, str, str], ...] = (
         "page built by JavaScript; alloc keeps allocating; socket opens an EventSource",
     ),
     (
+        "/nested/<id>?depth=D&kb=K",
+        "/nested/1?depth=50&kb=64",
+        f"K KiB of blocks nested D elements deep (default 50, max {limits.NESTED_MAX_DEPTH:,})",
+    ),
+    (
+        "/shot?url=PATH&format=png|jpeg|webp|pdf",
+        "/shot?url=/catalog/product/1&format=png",
+        "capture of a page of this site in Chromium; X-Page-Verdict clean|blank|bot-check|timeout|failed|cached,"
+        " X-Billed true for clean; timeout_ms=T, width=W, height=H, bill=all|VERDICT,...",
+    ),
+    ("/blank/<id>", "/blank/1", "a page whose script fails before drawing: a blank capture"),
+    ("/botcheck/<id>", "/botcheck/1", "a bot-check interstitial: a bot-check capture"),
+    (
         "/js/stream/<id>?ms=D",
         "/js/stream/1",
         "text/event-stream, one event every D ms (default 1000) until the client leaves",

@@ -14,10 +14,12 @@ from fixture_sites.cache import PageCache
 from fixture_sites.catalog import render_listing, render_product
 from fixture_sites.js import JS_MODES, event_stream, render_js_page
 from fixture_sites.media import jpeg_chunks
+from fixture_sites.nested import nested_chunks
 from fixture_sites.pages import render_explode, render_index, render_not_found, render_slow, render_status
 from fixture_sites.params import BadParameter, Query, checked_int, choice_param, int_param, parse_query
 from fixture_sites.protocol import Request
 from fixture_sites.replies import HTML, BodyWriter, Pending, Reply, Response, Streamed, text_response
+from fixture_sites.shots import ShotRenderer, parse_shot_query, render_blank, render_botcheck
 
 RouteHandler = Callable[["re.Match[str]", Query], Reply]
 
@@ -47,6 +49,7 @@ class Site:
         self.seed = seed
         self.pages = PageCache()
         self.bombs = BombCache()
+        self.shots = ShotRenderer()  # its base_url is set once the server has bound its port
         self._routes: dict[str, list[tuple[re.Pattern[str], RouteHandler]]] = {}
         table: list[tuple[str, RouteHandler]] = [
             (r"/", self.index),
@@ -63,6 +66,10 @@ class Site:
             (rf"/media/{_ID}\.jpg", self.media),
             (rf"/js/{_ID}", self.js_page),
             (rf"/js/stream/{_ID}", self.js_stream),
+            (rf"/nested/{_ID}", self.nested),
+            (r"/shot", self.shot),
+            (rf"/blank/{_ID}", self.blank),
+            (rf"/botcheck/{_ID}", self.botcheck),
         ]
         for pattern, handler in table:
             key = pattern.split("/")[1]
@@ -203,3 +210,31 @@ class Site:
             await event_stream(writer, stream_id, interval_ms / 1000)
 
         return Streamed(200, "text/event-stream", produce, None, (("Cache-Control", "no-cache"),))
+
+    def nested(self, match: re.Match[str], query: Query) -> Reply:
+        """``/nested/<id>?depth=D&kb=K``: K KiB of blocks nested D elements deep, streamed."""
+        page_id = int(match[1])
+        depth = int_param(query, "depth", 50, 1, limits.NESTED_MAX_DEPTH)
+        kb = int_param(query, "kb", 256, 1, limits.LARGE_MAX_KB)
+        total = kb * limits.KIB
+        return Streamed(200, HTML, partial(write_all, nested_chunks(page_id, depth, total, limits.STREAM_CHUNK_BYTES)), total)
+
+    def shot(self, match: re.Match[str], query: Query) -> Reply:
+        """``/shot?url=PATH&format=png|jpeg|webp|pdf``: a capture of a page of this site, with its verdict and billing."""
+        request = parse_shot_query(query)
+        renderer = self.shots
+
+        async def resolve() -> Response:
+            return await renderer.answer(request)
+
+        return Pending(resolve)
+
+    def blank(self, match: re.Match[str], query: Query) -> Reply:
+        """``/blank/<id>``: a page whose script fails before it draws anything (a blank capture)."""
+        page_id = int(match[1])
+        return self._page(("blank", page_id), partial(render_blank, page_id))
+
+    def botcheck(self, match: re.Match[str], query: Query) -> Reply:
+        """``/botcheck/<id>``: a bot-check interstitial (a bot-check capture)."""
+        page_id = int(match[1])
+        return self._page(("botcheck", page_id), partial(render_botcheck, page_id))

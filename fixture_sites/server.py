@@ -67,6 +67,7 @@ async def serve(host: str, port: int, seed: int, parent_pid: int | None = None) 
         lambda: HttpConnection(site, registry), host, port, backlog=LISTEN_BACKLOG, reuse_address=True
     )
     bound_port = server.sockets[0].getsockname()[1]
+    site.shots.base_url = url_for(host, bound_port)  # /shot captures pages of this site
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
@@ -80,6 +81,8 @@ async def serve(host: str, port: int, seed: int, parent_pid: int | None = None) 
         server.close()
         registry.close_all()
         await server.wait_closed()
+        with contextlib.suppress(Exception):  # the capture browser, if /shot launched one
+            await asyncio.wait_for(site.shots.aclose(), 10)
         await _cancel_remaining_tasks()
 
 

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 from .budgets import Budgets, Violation
+from .cluster import ClusterResult, RedisSample
+from .ledger import Ledger, LostRequest
 from .models import Checkpoint, CrawlResult, DroppedResponse, Growth, GrowthSite, Sample
 from .sweep import SweepResult, SweepRow
 
 __all__ = [
     "Budgets",
     "Checkpoint",
+    "ClusterResult",
     "CrawlResult",
     "DroppedResponse",
     "Growth",
     "GrowthSite",
+    "Ledger",
+    "LostRequest",
+    "RedisSample",
     "Sample",
     "SweepResult",
     "SweepRow",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from .baseline import parse_compare_fail
 from .growth import DEFAULT_LEAK_PER_RESPONSE
 from .models import CrawlResult
-from .units import UnitError, format_size, parse_count, parse_seconds, parse_size
+from .units import UnitError, format_size, parse_count, parse_ratio, parse_seconds, parse_size
 
 LEAK_MODES = ("fail", "warn", "off")
 LEAK_VERDICTS = frozenset({"retained-objects", "browser-state"})
@@ -55,7 +55,16 @@ SPECS: dict[str, BudgetSpec] = {
         BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped (the test fails)"),
         BudgetSpec("min_responses", parse_count, "fewest responses a crawl must get (default 1: a crawl that measured"
                    " nothing fails; 0 lets it pass)"),
+        BudgetSpec("lost", parse_count, "crawl_cluster: most requests scheduled and never processed"),
+        BudgetSpec("redis_memory", parse_size, "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger left out)"),
+        BudgetSpec("cluster_rss", parse_size, "crawl_cluster: the workers' peak RSS summed"),
         BudgetSpec("compare_fail", parse_compare_fail, "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'"),
+        BudgetSpec("snapshot_at", parse_size, "RSS at which the danger snapshot is taken once (danger.json; default 80% of"
+                   " kill_at, else of peak_rss); never fails a test"),
+        BudgetSpec("max_amplification", parse_ratio, "most memory a callback may hold while parsing, as a multiple of the"
+                   " response body (e.g. 8 or '8x')"),
+        BudgetSpec("billed_mismatch", parse_count, "most screenshot captures billed although not clean, or clean and not"
+                   " billed (X-Page-Verdict / X-Billed)"),
     )
 }
 
@@ -81,6 +90,12 @@ class Budgets:
     timeout: float | None = None
     min_responses: int | None = None
     compare_fail: str | None = None
+    snapshot_at: int | None = None
+    max_amplification: float | None = None
+    billed_mismatch: int | None = None
+    lost: int | None = None
+    redis_memory: int | None = None
+    cluster_rss: int | None = None
 
     def set_values(self) -> dict[str, object]:
         """Return the budgets that are set, by name."""
@@ -188,8 +203,56 @@ def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
         _stop_check("timeout", budgets.timeout, result, "crawlmem_timeout"),
         _leak_check(budgets, result),
         nothing_measured(budgets.min_responses, result),
+        _amplification_check(budgets.max_amplification, result),
+        _billing_check(budgets.billed_mismatch, result),
     ]
-    return [v for v in checks if v is not None]
+    return [_with_danger(v, result) for v in checks if v is not None]
+
+
+#: Snapshot taken at this share of ``kill_at`` (else of ``peak_rss``) when ``snapshot_at`` is not set.
+DEFAULT_SNAPSHOT_SHARE = 0.8
+
+
+def snapshot_threshold(budgets: Budgets) -> int | None:
+    """RSS at which to take the danger snapshot: ``snapshot_at``, else 80% of ``kill_at``, else of ``peak_rss``."""
+    if budgets.snapshot_at is not None:
+        return budgets.snapshot_at
+    ceiling = budgets.kill_at if budgets.kill_at is not None else budgets.peak_rss
+    return int(ceiling * DEFAULT_SNAPSHOT_SHARE) if ceiling is not None else None
+
+
+def _with_danger(violation: Violation, result: CrawlResult) -> Violation:
+    """A broken peak_rss or kill_at carries the danger snapshot's one-line summary."""
+    if result.danger is None or violation.budget not in ("peak_rss", "kill_at"):
+        return violation
+    return replace(violation, message=f"{violation.message}; {result.danger.describe()} (danger.json)")
+
+
+def _amplification_check(limit: float | None, result: CrawlResult) -> Violation | None:
+    """A callback held more than ``max_amplification`` times its response body while parsing."""
+    amp = result.parse_amplification
+    if limit is None or amp is None or amp.max_ratio is None or amp.max_ratio <= limit:
+        return None
+    worst = amp.worst[0] if amp.worst else None
+    where = (f": {worst.url} ({format_size(worst.body_bytes)} body) held {format_size(worst.held_bytes)} while its callback"
+             " parsed" if worst else "")
+    over = sum(1 for page in amp.worst if page.ratio > limit)
+    message = (f"parse amplification reached {amp.max_ratio:.1f}x, over the budget max_amplification={limit:g}x{where}"
+               f" (p50 {amp.p50_ratio:.1f}x, p95 {amp.p95_ratio:.1f}x over {amp.count:,} callbacks; {over:,} of the"
+               f" {len(amp.worst):,} worst pages over)")
+    return Violation("max_amplification", amp.max_ratio, limit, message)
+
+
+def _billing_check(limit: int | None, result: CrawlResult) -> Violation | None:
+    """More screenshot captures were billed wrongly (billed and not clean, or clean and not billed) than allowed."""
+    shots = result.shots
+    if limit is None or shots is None or shots.billed_mismatch <= limit:
+        return None
+    from .shots import describe_mismatch  # pure, reads only the summary
+
+    message = (f"{shots.billed_mismatch:,} of {shots.captures:,} screenshot captures were billed wrongly, over the budget"
+               f" billed_mismatch={limit:,}: {describe_mismatch(shots)}")
+    return Violation("billed_mismatch", shots.billed_mismatch, limit, message)
 
 
 def _dropped_check(limit: int | None, result: CrawlResult, shown: int = 3) -> Violation | None:

@@ -20,7 +20,7 @@ LOCATION_WIDTH = 60
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="crawlmem", description="Reports of pytest-crawlmem crawls.")
+    parser = argparse.ArgumentParser(prog="crawlmem", description="Reports of pytest-crawlmem crawls; recordings to replay.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="{report,diff,record}")
     report = commands.add_parser(
         "report", help="render report.html from a report dir, a report.json or a bare samples.jsonl",
@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("spider", help="the spider's name, as `scrapy crawl` takes it")
     record.add_argument("-o", "--output", type=Path, required=True, help="a new directory for the recording")
     record.add_argument("--pages", type=int, help="stop after this many responses (CLOSESPIDER_PAGECOUNT)")
-    record.add_argument("--gzip", action="store_true", help="gzip the cache files (HTTPCACHE_GZIP): about 4x smaller")
+    record.add_argument("--gzip", action="store_true", help="gzip the cache files (HTTPCACHE_GZIP)")
     record.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="a Scrapy setting, as -s")
     return parser
 

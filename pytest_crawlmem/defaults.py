@@ -3,7 +3,7 @@
 The one table of the extension's settings, as Scrapy keeps ``default_settings.py``:
 ``CrawlMemExtension.from_crawler`` reads them through :func:`read_settings`, test crawls
 override some in ``runner.crawl_settings`` (the ``tests`` column), and ``docs/production.md``'s
-table is generated from it (``python -m pytest_crawlmem.defaults``; a test keeps them equal).
+table is generated from it (``python -m pytest_crawlmem.docgen``; tests/test_docs.py keeps them equal).
 Defaults are production defaults: what a crawl that runs for days should pay.
 """
 
@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from .growth import CHECKPOINT_MIN_RESPONSES
 
 MIB = 2**20
 
@@ -34,7 +36,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_ENABLED", False, bool, "turn the extension on"),
     SettingSpec("CRAWLMEM_INTERVAL_SECONDS", 1.0, float, "seconds between samples (RSS, queues) by the sampler thread",
                 "sampler + status CPU 0.06-0.12% of the crawl's CPU at 1 s (soak); keeping and streaming a"
-                " sample 45-55 us", tests="0.1 (--crawlmem-interval)", minimum=0.001),
+                " sample 11-20 us", tests="0.1 (--crawlmem-interval)", minimum=0.001),
     SettingSpec("CRAWLMEM_TIMELINE_SAMPLES", 4096, int,
                 "samples kept in memory; at the bound neighbours are merged pairwise (peaks kept), halving the resolution",
                 "a day at 1 s (86,400 samples): 1.0 MiB held, 1.9 MiB peak (unbounded: 31.9 MiB)",
@@ -44,15 +46,16 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_JSONL_MAX_BYTES", 64 * MIB, int,
                 "size budget of the stream on disk: past it, the file is rotated to a compacted history"
                 " (<path>.1, the whole crawl at the timeline's resolution, peaks kept) and restarted",
-                "a rotation rewrites the history (a full timeline: 0.7 s on a loaded machine) once per"
+                "a rotation rewrites the history (a full timeline: 0.17 s on a loaded machine) once per"
                 " budget's worth of records (about 2 days at 1 s)",
                 minimum=8 * MIB, allow_zero=True),
     SettingSpec("CRAWLMEM_CHECKPOINTS", True, bool,
                 "drained checkpoints: pause the engine, let in-flight work finish, gc.collect(), read memory, resume",
-                "each pauses the crawl: 12 in 6,000 responses paused it 2.7 s in all, 0.43 s at most (soak);"
-                " O(log N) of them in N responses (about 20 in 100,000)"),
+                "each pauses the crawl: 14 in 6,000 responses paused it 4.5 s in all, 0.41 s at most (soak,"
+                " loaded machine); O(log N) of them in N responses (21 in 100,000)"),
     SettingSpec("CRAWLMEM_CHECKPOINT_MIN_RESPONSES", None, int,
-                "responses before the first checkpoint and least responses between two (50; 20 for browser crawls);"
+                f"responses before the first checkpoint and least responses between two ({CHECKPOINT_MIN_RESPONSES};"
+                " 20 for browser crawls);"
                 " later intervals are half the responses so far", minimum=1),
     SettingSpec("CRAWLMEM_DRAIN_TIMEOUT_SECONDS", 5.0, float,
                 "longest wait for in-flight work at a checkpoint before it is read undrained (and not judged)",
@@ -63,10 +66,10 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 " on, checkpoints' gc.collect() walk only the crawl's objects", tests="True"),
     SettingSpec("CRAWLMEM_LOG_INTERVAL_SECONDS", 60.0, float,
                 "seconds between status lines (log) and crawlmem/status/* stats; 0: only at the close",
-                "54 us a status (stats scan, percentiles, the line)", tests="0", minimum=0.0),
+                "34-54 us a status (stats scan, percentiles, the line)", tests="0", minimum=0.0),
     SettingSpec("CRAWLMEM_PROMETHEUS_PORT", None, int,
                 "serve Prometheus metrics on this port (0: any free port; unset: off); needs the prometheus extra",
-                "one HTTP server thread; a scrape builds one status (54 us)", minimum=0.0),
+                "one HTTP server thread; a scrape builds one status (34-54 us)", minimum=0.0),
     SettingSpec("CRAWLMEM_PROMETHEUS_ADDR", "127.0.0.1", str, "address the metrics server binds"),
     SettingSpec("CRAWLMEM_TRACEMALLOC_FRAMES", 0, int, "trace the whole crawl with tracemalloc at this depth (0: off)",
                 "1 frame: ~1.9x the crawl's time; 10 frames: ~5.6x (DESIGN.md)",
@@ -88,6 +91,23 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_STALL_SECONDS", 5.0, float,
                 "stop a browser crawl waiting this long with full contexts and unclosed pages", minimum=0.0),
     SettingSpec("CRAWLMEM_MEDIA_FAILURES", False, bool, "count failed media downloads as dropped data", tests="True"),
+    SettingSpec("CRAWLMEM_REPLAY_URL", None, str,
+                "the replay site the replay download handler asks for every http(s) URL (docs/replay.md; unset: no replay)",
+                "~0.2-0.45 ms of crawl CPU a response (benchmarks/replay_throughput.py)", tests="crawl(replay=...)"),
+    SettingSpec("CRAWLMEM_REPLAY_COPIES", 1, int, "copies of the recording the replay copies middleware starts",
+                tests="crawl(replay_copies=...)", minimum=1),
+    SettingSpec("CRAWLMEM_SNAPSHOT_AT_BYTES", 0, int,
+                "take the danger snapshot (danger.json beside CRAWLMEM_JSONL) when RSS first reaches this (0: off)",
+                "nothing until then; then a trackref count and a traced window", tests="budget snapshot_at", minimum=0.0),
+    SettingSpec("CRAWLMEM_DANGER_WINDOW_SECONDS", 1.0, float,
+                "length of the danger snapshot's traced window (and at least 10 responses, at most 10 times as long)",
+                "tracemalloc at CRAWLMEM_ATTRIBUTION_FRAMES for that window", minimum=0.001),
+    SettingSpec("CRAWLMEM_AMPLIFICATION", True, bool,
+                "measure parse amplification (needs the spider middleware the test runner adds)",
+                "15 us a callback step (two mallinfo2 reads): about 1.7% of a catalog crawl's CPU"),
+    SettingSpec("CRAWLMEM_CLUSTER_WORKER", None, int, "this scrapy-redis worker's index: turns on the cluster worker"
+                " extension (the request ledger in Redis, docs/cluster.md)", "3 Redis round trips a request instead of"
+                " scrapy-redis's 2; 60-90 us CPU and ~410 B of Redis a request", tests="set by crawl_cluster", minimum=0),
 )
 
 #: The defaults by name, as Scrapy's ``default_settings`` (``None``: derived from other settings, or off).

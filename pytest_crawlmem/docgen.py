@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .budgets import SPECS
+from .defaults import settings_table
 from .models import CrawlResult, Growth, Peaks
 from .report import report_document
 from .settings import OPTIONS
@@ -70,7 +71,8 @@ def report_keys() -> str:
     return f"- top level: {top}\n- `result`: {figures}\n- `result.growth`: {growth}"
 
 
-GENERATORS: dict[str, Callable[[], str]] = {"budgets": budgets_table, "options": options_table, "report-keys": report_keys}
+GENERATORS: dict[str, Callable[[], str]] = {"budgets": budgets_table, "options": options_table, "report-keys": report_keys,
+                                             "crawlmem-settings": lambda: settings_table().rstrip("\n")}
 
 
 def render(text: str, *, source: str = "text") -> str:

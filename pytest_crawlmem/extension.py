@@ -28,9 +28,11 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from . import probes
+from .amplification import AmplificationMeter
 from .browser import is_playwright_crawl
 from .browsertree import TreeReading
 from .browserwatch import BrowserWatch
+from .danger import DEFAULT_WINDOW_SECONDS, DangerWatch
 from .defaults import read_settings
 from .distribution import Histogram
 from .dropped import DropLedger
@@ -42,6 +44,7 @@ from .media import summarize_media, watch_media_failures
 from .metrics import MetricsServer, require_prometheus
 from .models import BrowserSummary, Checkpoint, GrowthSite, Holder, MediaSummary, Sample
 from .recording import Recording
+from .shots import ShotLedger
 from .snapshots import growing_sites, take_snapshot
 from .status import StatusTicker, read_status
 
@@ -93,6 +96,8 @@ class CrawlMemExtension:
         jsonl_max_bytes: int = 0,
         prometheus_port: int | None = None,
         prometheus_addr: str = "127.0.0.1",
+        snapshot_at_bytes: int = 0,
+        danger_window_seconds: float = DEFAULT_WINDOW_SECONDS,
     ) -> None:
         self.crawler = crawler
         self.interval_seconds = interval_seconds
@@ -119,8 +124,8 @@ class CrawlMemExtension:
         self._traced_whole = False
         # -- production: bounded memory and disk, status, metrics (timeline.py, stream.py, status.py, metrics.py)
         self.gc_freeze = gc_freeze
-        self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_checkpoints=timeline_samples // 8,
-                                   max_bytes=jsonl_max_bytes)
+        self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_bytes=jsonl_max_bytes,
+                                   max_checkpoints=max(32, timeline_samples // 8) if timeline_samples else 0)
         self.sampler_cpu_seconds = 0.0  # the sampler thread's CPU time (it alone writes it)
         self.ticker: StatusTicker | None = None
         self.prometheus_port, self.prometheus_addr = prometheus_port, prometheus_addr
@@ -154,6 +159,11 @@ class CrawlMemExtension:
         self._handed_pages: list[weakref.ref[Any]] = []  # pages given to callbacks (playwright_include_page)
         self._progress = (0, 0.0)  # (responses, when that count was first seen)
         self.unclosed_at_close = 0
+        # issue 19: screenshot captures (shots.py), parse amplification (amplification.py's spider middleware)
+        self.shots = ShotLedger()
+        self.amplification = AmplificationMeter()
+        self.danger = DangerWatch(snapshot_at_bytes, report_dir=jsonl_path.parent if jsonl_path else None,
+                                  window_seconds=danger_window_seconds, frames=attribution_frames) if snapshot_at_bytes else None
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> CrawlMemExtension:
@@ -194,11 +204,14 @@ class CrawlMemExtension:
             jsonl_max_bytes=values["CRAWLMEM_JSONL_MAX_BYTES"],
             prometheus_port=values["CRAWLMEM_PROMETHEUS_PORT"],
             prometheus_addr=values["CRAWLMEM_PROMETHEUS_ADDR"],
+            snapshot_at_bytes=values["CRAWLMEM_SNAPSHOT_AT_BYTES"],
+            danger_window_seconds=values["CRAWLMEM_DANGER_WINDOW_SECONDS"],
         )
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.response_received, signal=signals.response_received)
         crawler.signals.connect(ext.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(ext.shots.response_received, signal=signals.response_received)
         return ext
 
     # -- signals (reactor thread) -------------------------------------------------
@@ -264,6 +277,7 @@ class CrawlMemExtension:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        self._close_danger()
         if self.jobdir is not None:
             self.jobdir.expire()  # the closing sample has JOBDIR as a resumed crawl will find it
         self._take_sample()
@@ -333,12 +347,41 @@ class CrawlMemExtension:
             media_cached=probes.read_media_cached(self.media_pipelines),
         )
         self.recording.add_sample(sample)
+        if self.danger is not None:
+            self._watch_danger(sample)
         if pages is not None:
             self._check_stall(sample, pages)
         if self.kill_at_bytes and sample.rss_bytes >= self.kill_at_bytes and not self.stopped_because:
             self.stopped_because = "pending"  # once: the reactor thread fills in the reason
             message = f"RSS reached {sample.rss_bytes / 2**20:,.1f} MiB at {sample.t_seconds:.1f} s, the hard ceiling kill_at"
             _reactor().callFromThread(self._stop_crawl, "crawlmem_kill_at", message)
+
+    # -- the danger snapshot (danger.py): taken by the sampler thread, its traced window closed there or at the end --
+
+    def _watch_danger(self, sample: Sample) -> None:
+        """Take the snapshot when RSS first crosses snapshot_at; close its traced window when due (sampler thread)."""
+        assert self.danger is not None
+        if self.danger.observe(sample, start_rss=self.start_rss, live_refs=lambda: probes.live_ref_counts(self.epoch)):
+            self.danger.close(responses=self.responses, rss_bytes=sample.rss_bytes)
+            if self.danger.started_tracing:
+                self.danger.started_tracing = False
+                _reactor().callFromThread(self._release_danger_tracing)
+
+    def _close_danger(self) -> None:
+        """Close a traced window still open when the spider closes (reactor thread)."""
+        if self.danger is None:
+            return
+        self.danger.close(responses=self.responses, rss_bytes=probes.read_rss_bytes())
+        if self.danger.started_tracing:
+            self.danger.started_tracing = False
+            self._release_danger_tracing()
+
+    def _release_danger_tracing(self) -> None:
+        """Stop the tracing the danger window started, unless the attribution window now relies on it (reactor thread)."""
+        if self._window and not self._window_done and not self._window_started_tracing:
+            self._window_started_tracing = True  # the attribution window traces on it: it stops it when it ends
+        elif tracemalloc.is_tracing() and not self._traced_whole and not self._window_started_tracing:
+            tracemalloc.stop()
 
     # -- the browser tree (sampler thread, or the reactor thread at checkpoints) -----------
 
@@ -562,7 +605,12 @@ class CrawlMemExtension:
         if self.prometheus_port is not None:
             self.metrics = MetricsServer(lambda: read_status(self), port=self.prometheus_port, addr=self.prometheus_addr,
                                          spider=getattr(spider, "name", "?"))
-            self.metrics.start()
+            try:
+                self.metrics.start()
+            except OSError as exc:  # a port in use must not stop the crawl it monitors
+                message = f"could not serve Prometheus metrics on {self.prometheus_addr}:{self.prometheus_port}: {exc}"
+                self.recording.add_error(message)
+                logger.error("crawlmem: %s", message)
 
     def _stop_reporting(self) -> None:
         if self.ticker is not None:

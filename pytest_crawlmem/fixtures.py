@@ -11,7 +11,7 @@ from typing import Any, Protocol
 import pytest
 
 from .browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
-from .budgets import Budgets, check_budgets, nothing_measured, only_errors
+from .budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold
 from .extension import interrupt_running_crawls
 from .interrupts import INTERRUPTED_MESSAGE, graceful_sigint
 from .isolated import interrupt_children, run_isolated, spec_for
@@ -230,6 +230,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             kill_at_bytes=budgets.kill_at if budgets else None,
             timeout_seconds=budgets.timeout if budgets else None,
             project_settings=project,
+            snapshot_at_bytes=snapshot_threshold(budgets) if budgets else None,
         )
         knobs = (replay_latency, replay_drip, replay_inflate)
         with _replaying(replay, replay_copies, knobs, spider_cls, start_urls) as target, \

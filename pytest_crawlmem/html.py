@@ -15,6 +15,7 @@ from typing import Any
 from .budgets import CAUSES
 from .growth import (
     FIXES,
+    MAX_REQUEST_CREDIT,
     REQUEST_ALLOWANCE,
     REQUEST_CREDIT,
     heap_estimate,
@@ -206,6 +207,9 @@ def timeline(document: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], 
     if warm is not None:
         rule = "a quarter of the pages, after the browser's launch" if browser_job else "max(150, N/4)"
         markers.append(Marker(warm, "warmup", f"warm-up ends at {warm_units:,} {unit}: {rule}"))
+    danger = result.get("danger")  # the danger snapshot (danger.json): where RSS crossed snapshot_at
+    if isinstance(danger, Mapping) and is_number(danger.get(x_key)):
+        markers.append(Marker(float(danger[x_key]), "danger", str(danger.get("summary") or "danger snapshot")))
     by_responses = x_key == "responses"
     axis = XAxis(f"{unit} processed" if by_responses else "seconds since the start",
                  count_tick if by_responses else seconds_tick, shade_until=warm, markers=markers)
@@ -229,8 +233,9 @@ def chart_section(document: Mapping[str, Any], samples: Sequence[Mapping[str, An
         f'<ul class="legend"><li><span class="swatch warmup"></span>{esc(warm)}</li>'
         '<li><span class="swatch checkpoint"></span>drained checkpoint (hover a dot for its figures)</li>'
         '<li><span class="swatch undrained"></span>checkpoint that did not drain in time</li>'
-        '<li><span class="swatch budget"></span>budget</li></ul>'
-        f'<p class="note">{esc(zoom)}</p>'
+        '<li><span class="swatch budget"></span>budget</li>'
+        + ('<li><span class="swatch danger"></span>danger snapshot (danger.json)</li>' if result.get("danger") else "")
+        + f'</ul><p class="note">{esc(zoom)}</p>'
     )
     body = (
         '<div class="chart">'
@@ -265,15 +270,30 @@ def _measured(name: str, result: Mapping[str, Any], growth: Mapping[str, Any]) -
     if name == "leak_per_response":
         per = _number(growth.get("per_response_bytes"))
         return "-" if per is None else f"{format_size(per)}/{_unit(result)[:-1]}"
-    return "-"
+    return _issue19_measured(name, result)
+
+
+def _issue19_measured(name: str, result: Mapping[str, Any]) -> str:
+    """The figures of snapshot_at, max_amplification and billed_mismatch (``-`` when not measured)."""
+    figure = {"snapshot_at": ("danger", "rss_bytes"), "max_amplification": ("parse_amplification", "max_ratio"),
+              "billed_mismatch": ("shots", "billed_mismatch")}.get(name)
+    part = result.get(figure[0]) if figure else None
+    value = part.get(figure[1]) if figure and isinstance(part, Mapping) else None
+    if name == "snapshot_at":
+        return "not reached" if value is None else f"reached ({size(value)})"
+    if value is None:
+        return "-"
+    return f"{_number(value) or 0:.1f}x" if name == "max_amplification" else count(value)
 
 
 def _limit(name: str, value: object) -> str:
-    if name in SIZE_BUDGETS or name == "browser_pss":
+    if name in SIZE_BUDGETS or name in ("browser_pss", "snapshot_at"):
         return size(value)
+    if name == "max_amplification":
+        return f"{value}x"
     if name == "leak_per_response":
         return f"{size(value)}/response"
-    if name in COUNT_BUDGETS or name == "max_open_pages":
+    if name in COUNT_BUDGETS or name in ("max_open_pages", "billed_mismatch"):
         return count(value)
     if name == "timeout":
         number = _number(value)
@@ -373,7 +393,8 @@ def growth_explanation(result: Mapping[str, Any]) -> str:
     kind = "raw" if growth.get("verdict") == "scheduler-backlog" else "net"
     return (f"growth per {unit} ({kind}, the figure at the top): the change of {what} over the judged checkpoints, divided by"
             f" the {unit}s between them. raw = the change itself; net = raw less {format_size(REQUEST_ALLOWANCE)} for each"
-            f" request the scheduler gained (plus {format_size(REQUEST_CREDIT)} for each it gave back), since waiting"
+            f" request the scheduler gained (plus a credit for each it gave back: what a queued request cost in this"
+            f" crawl, {format_size(REQUEST_CREDIT)} to {format_size(MAX_REQUEST_CREDIT)}), since waiting"
             " requests explain that memory. A growing queue makes net lower than raw; a draining one, higher."
             + (" This crawl's verdict is a scheduler backlog, so the raw figure is shown." if kind == "raw" else ""))
 
@@ -386,19 +407,23 @@ def checkpoints_section(result: Mapping[str, Any], checkpoints: Sequence[Checkpo
     judged = judged_checkpoints(checkpoints)
     values = _signal_values(str(growth.get("signal") or ""), judged)
     spans = {id(i.end): i for i in intervals(judged, values)} if values is not None else {}
+    judged_net = [_number(d) for d in growth.get("deltas_per_response") or []]
+    nets = {id(c): d for c, d in zip(judged[1:], judged_net, strict=False)} if len(judged_net) == len(judged) - 1 else {}
     judged_ids = {id(c) for c in judged}
     warm = warmup_responses(checkpoints[-1].responses)
     unit = _unit(result)
     rows = []
     for c in checkpoints:
-        phase = "warm-up" if c.responses < warm else "judged" if id(c) in judged_ids else "merged"
+        phase = ("warm-up" if c.responses < warm else "judged" if id(c) in judged_ids
+                 else "traced, not judged" if c.tracer_bytes else "merged (too short)")
         span = spans.get(id(c))
         refs = sorted(c.live_refs.items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{name} {n:,}" for name, n in refs[:4]) + (f", +{len(refs) - 4} more" if len(refs) > 4 else "")
         odd = unexplained_refs(c)
         rows.append([f"{c.responses:,}", f"{c.t_seconds:.1f}", format_size(c.rss_bytes), size(heap_estimate(c)),
                      size(c.traced_bytes), f"{c.scheduled:,}",
-                     "-" if span is None else size(span.raw_per_response), "-" if span is None else size(span.net_per_response),
+                     "-" if span is None else size(span.raw_per_response),
+                     size(nets[id(c)]) if id(c) in nets else "-" if span is None else size(span.net_per_response),
                      shown or "-", ", ".join(f"{k} {v:,}" for k, v in odd.items()) or "-",
                      "yes" if c.drained else Safe(_badge("no", "warn")), f"{c.cost_seconds * 1000:,.0f}", phase])
     headers = [unit, "time (s)", "RSS", "heap", "traced", "scheduler", f"raw growth/{unit[:-1]}",
@@ -705,6 +730,29 @@ def _head(document: Mapping[str, Any], header: Mapping[str, Any], problems: Sequ
     return Safe("".join(parts))
 
 
+def parse_and_captures_section(result: Mapping[str, Any]) -> Safe:
+    """Parse amplification, screenshot captures and the danger snapshot, when the crawl has them (issue 19)."""
+    rows: list[list[object]] = []
+    amp = result.get("parse_amplification")
+    if isinstance(amp, Mapping) and amp.get("count"):
+        worst = (amp.get("worst") or [{}])[0]
+        ratios = f"p50 {amp.get('p50_ratio')}x, p95 {amp.get('p95_ratio')}x, max {amp.get('max_ratio')}x"
+        held = f"held up to {size(amp.get('max_held_bytes'))}"
+        rows.append(["parse amplification", f"{ratios} over {count(amp.get('count'))} callbacks; {held}",
+                     f"{worst.get('url', '')} ({size(worst.get('body_bytes'))} body)"])
+    shots = result.get("shots")
+    if isinstance(shots, Mapping):
+        verdicts = ", ".join(f"{count(n)} {v}" for v, n in (shots.get("by_verdict") or {}).items())
+        rows.append(["screenshot captures", f"{count(shots.get('captures'))}: {verdicts}; {count(shots.get('billed'))} billed,"
+                     f" {size(shots.get('bytes_total'))}", f"{count(shots.get('billed_mismatch'))} billed wrongly"])
+    danger = result.get("danger")
+    if isinstance(danger, Mapping):
+        rows.append(["danger snapshot", str(danger.get("summary", "")), "danger.json, danger-diff.txt"])
+    if not rows:
+        return Safe("")
+    return section("Parse, captures, danger", table(["figure", "value", "where"], rows))
+
+
 def render_html(
     document: Mapping[str, Any],
     samples: Sequence[Mapping[str, Any]],
@@ -738,6 +786,7 @@ def render_html(
         counts_section("Responses by status", result.get("status_counts"), ["status", "responses"], "None recorded."),
         dropped_section(result),
         backpressure_section(result),
+        parse_and_captures_section(result),
         environment_section(document, header or {}),
     ]
     return page(f"crawlmem: {title}", "\n".join(body))
@@ -785,7 +834,7 @@ th, td { text-align:left; padding:5px 8px; border-bottom:1px solid var(--line); 
 th { color:var(--muted); font-weight:600; font-size:12px; }
 table.checkpoints td { font-size:12.5px; white-space:nowrap; padding:5px 6px; }
 table.checkpoints th { padding:5px 6px; }
-table.checkpoints td:nth-child(9), table.checkpoints td:nth-child(10) { white-space:normal; }
+table.checkpoints td:nth-child(9), table.checkpoints td:nth-child(10), table.checkpoints td:last-child { white-space:normal; }
 .scroll { overflow-x:auto; }
 table.env, table.counts { width:auto; min-width:320px; }
 code { font:12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; word-break:break-all; }
@@ -812,6 +861,8 @@ svg .warmup-label { font-size:11px; fill:#7a8594; }
 svg .marker { stroke:#9aa5b1; stroke-width:1; }
 svg .marker.undrained { stroke:#e69f00; stroke-dasharray:4 3; }
 svg .marker.warmup { stroke:#5f6b7a; stroke-dasharray:5 3; stroke-width:1.5; }
+svg .marker.danger { stroke:#d55e00; stroke-width:2; }
+.swatch.danger { border-left:2px solid #d55e00; width:1px; height:14px; margin:0 10px 0 8px; vertical-align:-3px; }
 svg polyline.series { stroke-width:1.8; stroke-linejoin:round; }
 svg .budget { stroke-dasharray:6 4; stroke-width:1.5; }
 svg .budget-label { font-size:11px; fill:#c0392b; font-weight:600; }

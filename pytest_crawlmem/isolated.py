@@ -25,6 +25,7 @@ from typing import Any
 
 import psutil
 
+from .danger import load_danger
 from .extension import interrupt_running_crawls
 from .growth import analyze
 from .interrupts import graceful_sigint
@@ -70,28 +71,57 @@ def spec_for(
 def run_isolated(spec: IsolatedSpec, *, kill_grace_seconds: float = KILL_GRACE_SECONDS) -> CrawlResult:
     """Run the crawl in a child process and return its result (pytest process)."""
     with tempfile.TemporaryDirectory(prefix="crawlmem-") as tmp:
-        spec_path, result_path = Path(tmp) / "spec.pickle", Path(tmp) / "result.pickle"
-        spec_path.write_bytes(pickle.dumps(spec))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
-        started = time.monotonic()
-        child = subprocess.Popen(  # its own session: Ctrl-C reaches the parent, which forwards it once
-            [sys.executable, "-m", "pytest_crawlmem.isolated", str(spec_path), str(result_path)],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-        )
-        _CHILDREN.add(child)
+        child = launch_isolated(spec, Path(tmp))
         try:
-            killed = _watch(child, spec.options, kill_grace_seconds)
+            while check_child(child, kill_grace_seconds):
+                time.sleep(_POLL_SECONDS)
         finally:
-            _CHILDREN.discard(child)
-            if child.poll() is None:
-                child.kill()
-            _, stderr = child.communicate()
-        if result_path.exists() and child.returncode == 0 and not killed:
-            result: CrawlResult = pickle.loads(result_path.read_bytes())
-            return result
-        why = killed or f"the isolated crawl process exited with code {child.returncode}"
-        tail = stderr.decode(errors="replace").strip().splitlines()[-15:]
-        return result_from_stream(spec, why, time.monotonic() - started, tuple(tail))
+            stderr = stop_child(child)
+        return child_result(child, stderr)
+
+
+@dataclass
+class IsolatedChild:
+    """An isolated crawl running in a child process, as the parent sees it (pytest process)."""
+
+    spec: IsolatedSpec
+    process: subprocess.Popen[bytes]
+    result_path: Path
+    started: float
+    killed: str = ""  # why the parent killed it ('' if it did not)
+    over_since: float | None = None
+
+
+def launch_isolated(spec: IsolatedSpec, directory: Path) -> IsolatedChild:
+    """Start the child crawl; its spec and result files live in ``directory`` (the caller removes it)."""
+    spec_path, result_path = directory / "spec.pickle", directory / "result.pickle"
+    spec_path.write_bytes(pickle.dumps(spec))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
+    process = subprocess.Popen(  # its own session: Ctrl-C reaches the parent, which forwards it once
+        [sys.executable, "-m", "pytest_crawlmem.isolated", str(spec_path), str(result_path)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    _CHILDREN.add(process)
+    return IsolatedChild(spec, process, result_path, time.monotonic())
+
+
+def stop_child(child: IsolatedChild) -> bytes:
+    """Make sure the child is gone (kill it if it still runs); return its stderr."""
+    _CHILDREN.discard(child.process)
+    if child.process.poll() is None:
+        child.process.kill()
+    _, stderr = child.process.communicate()
+    return stderr
+
+
+def child_result(child: IsolatedChild, stderr: bytes, why: str = "") -> CrawlResult:
+    """The child's result: the one it wrote, else one built from what it streamed before it died (``why``)."""
+    if child.result_path.exists() and child.process.returncode == 0 and not child.killed:
+        result: CrawlResult = pickle.loads(child.result_path.read_bytes())
+        return result
+    why = child.killed or why or f"the isolated crawl process exited with code {child.process.returncode}"
+    tail = stderr.decode(errors="replace").strip().splitlines()[-15:]
+    return result_from_stream(child.spec, why, time.monotonic() - child.started, tuple(tail))
 
 
 def interrupt_children() -> None:
@@ -101,39 +131,39 @@ def interrupt_children() -> None:
             child.send_signal(signal.SIGINT)
 
 
-def _watch(child: subprocess.Popen[bytes], options: CrawlOptions, grace: float) -> str:
-    """Wait for the child; kill it when it stays over kill_at or past timeout; say why, or ''."""
-    process = psutil.Process(child.pid)
-    started = time.monotonic()
-    over_since: float | None = None
-    while child.poll() is None:
-        now = time.monotonic()
-        try:
-            rss = process.memory_info().rss
-        except psutil.Error:
-            rss = 0
-        if options.kill_at_bytes and rss >= options.kill_at_bytes:
-            over_since = over_since or now
-            if now - over_since > grace:
-                child.kill()
-                return (
-                    f"RSS reached {rss / 2**20:,.1f} MiB and the crawl did not stop within {grace:g} s:"
-                    " the isolated process was killed at the hard ceiling kill_at"
-                )
-        if options.timeout_seconds and now - started > options.timeout_seconds + grace:
-            child.kill()
-            return (
-                f"the crawl was still running after {options.timeout_seconds:g} s and did not stop within {grace:g} s"
-                " more: the isolated process was killed at the budget timeout"
+def check_child(child: IsolatedChild, grace: float) -> bool:
+    """Whether the child still runs; kill it (saying why in ``child.killed``) when it stays over kill_at or past timeout."""
+    if child.process.poll() is not None:
+        return False
+    options, now = child.spec.options, time.monotonic()
+    try:
+        rss = psutil.Process(child.process.pid).memory_info().rss
+    except psutil.Error:
+        rss = 0
+    if options.kill_at_bytes and rss >= options.kill_at_bytes:
+        child.over_since = child.over_since or now
+        if now - child.over_since > grace:
+            child.process.kill()
+            child.killed = (
+                f"RSS reached {rss / 2**20:,.1f} MiB and the crawl did not stop within {grace:g} s:"
+                " the isolated process was killed at the hard ceiling kill_at"
             )
-        time.sleep(_POLL_SECONDS)
-    return ""
+            return False
+    if options.timeout_seconds and now - child.started > options.timeout_seconds + grace:
+        child.process.kill()
+        child.killed = (
+            f"the crawl was still running after {options.timeout_seconds:g} s and did not stop within {grace:g} s"
+            " more: the isolated process was killed at the budget timeout"
+        )
+        return False
+    return True
 
 
 def result_from_stream(spec: IsolatedSpec, why: str, duration: float, stderr_tail: tuple[str, ...]) -> CrawlResult:
     """A result from what the child streamed before it died: samples and checkpoints, no exact peak."""
     report_dir = spec.options.report_dir
-    stream = read_samples_jsonl(report_dir / "samples.jsonl") if report_dir else None
+    stream_path = report_dir / "samples.jsonl" if report_dir else None  # absent when the child died before the crawl opened
+    stream = read_samples_jsonl(stream_path) if stream_path is not None and stream_path.exists() else None
     samples = tuple(Sample.from_json(s) for s in stream.samples) if stream else ()
     checkpoints = [checkpoint_from_json(c) for c in stream.checkpoints] if stream else []
     rss = [s.rss_bytes for s in samples] or [0]
@@ -156,6 +186,7 @@ def result_from_stream(spec: IsolatedSpec, why: str, duration: float, stderr_tai
         errors=(why, *(stream.problems if stream else ()), *stderr_tail),
         stopped_because=why,
         report_dir=report_dir,
+        danger=load_danger(report_dir),  # written by the child when RSS crossed snapshot_at
     )
 
 
@@ -168,7 +199,8 @@ def _reactor_wait(deferred: Any) -> Any:
 
     def done(value: Any) -> None:
         outcome.append(value)
-        reactor.stop()
+        if reactor.running:  # a crawl that fails at once fires before the reactor runs: its error, not ReactorNotRunning
+            reactor.stop()
 
     deferred.addBoth(done)
     if not outcome:

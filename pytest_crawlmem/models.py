@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .units import format_size
+
 SCHEMA_VERSION = 1
 
 
@@ -276,6 +278,161 @@ class MediaSummary:
             "retained": [{"class": r.class_name, "count": r.count, "path": r.path} for r in self.retained],
         }
 
+# -- issue 19: screenshot accounting, parse amplification, the danger snapshot ----------------
+
+
+@dataclass(frozen=True, slots=True)
+class ShotMismatch:
+    """A capture whose billing disagrees with its verdict (billed and not clean, or clean and not billed)."""
+
+    url: str
+    verdict: str
+    billed: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ShotSummary:
+    """Captures of a screenshot API seen by a crawl (responses with ``X-Page-Verdict``): counts, billing, bytes.
+
+    Responses replayed from Scrapy's HTTP cache are counted in ``replayed`` only: nobody bills them twice.
+    """
+
+    captures: int = 0
+    by_verdict: Mapping[str, int] = field(default_factory=dict)
+    billed: int = 0
+    billed_by_verdict: Mapping[str, int] = field(default_factory=dict)
+    bytes_total: int = 0
+    max_bytes: int = 0
+    replayed: int = 0
+    unreadable_billing: int = 0  # X-Billed missing or neither true nor false: counted as not billed
+    mismatches: tuple[ShotMismatch, ...] = ()  # the first few
+
+    @property
+    def billed_not_clean(self) -> int:
+        """Captures billed although their verdict was not ``clean``."""
+        return sum(n for verdict, n in self.billed_by_verdict.items() if verdict != "clean")
+
+    @property
+    def clean_not_billed(self) -> int:
+        """Clean captures that were not billed."""
+        return self.by_verdict.get("clean", 0) - self.billed_by_verdict.get("clean", 0)
+
+    @property
+    def billed_mismatch(self) -> int:
+        """Captures whose billing is not exactly "billed when clean"."""
+        return self.billed_not_clean + self.clean_not_billed
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the summary as a JSON-ready dict."""
+        return {
+            "captures": self.captures,
+            "by_verdict": dict(self.by_verdict),
+            "billed": self.billed,
+            "billed_by_verdict": dict(self.billed_by_verdict),
+            "billed_mismatch": self.billed_mismatch,
+            "bytes_total": self.bytes_total,
+            "max_bytes": self.max_bytes,
+            "replayed": self.replayed,
+            "unreadable_billing": self.unreadable_billing,
+            "mismatches": [asdict(m) for m in self.mismatches],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class AmplifiedPage:
+    """One response's parse: memory its callback held at most against the body size."""
+
+    url: str
+    body_bytes: int
+    held_bytes: int
+    ratio: float
+
+
+@dataclass(frozen=True, slots=True)
+class AmplificationSummary:
+    """Parse amplification of a crawl: memory held while callbacks parsed, over body size (p50, p95, max), worst pages.
+
+    ``held`` is the most malloc-backed memory (libxml2 trees, decoded text, large Python objects) a
+    callback's own steps had allocated and not freed; the ratio divides it by max(body, 1 KiB).
+    Percentiles come from histograms: at most 6.25% high; maxima are exact.
+    """
+
+    count: int = 0
+    p50_ratio: float | None = None
+    p95_ratio: float | None = None
+    max_ratio: float | None = None
+    p50_held_bytes: int | None = None
+    p95_held_bytes: int | None = None
+    max_held_bytes: int | None = None
+    worst: tuple[AmplifiedPage, ...] = ()
+    unmeasured: int = 0  # async callbacks: their steps await, so other work would count as theirs
+
+    def describe(self) -> str:
+        """``p50 2.1x, p95 4.0x, max 11.3x (https://.../nested/1, 512.0 KiB body held 5.6 MiB)``."""
+        if not self.count or self.max_ratio is None:
+            return "no callback was measured"
+        text = f"p50 {self.p50_ratio:.1f}x, p95 {self.p95_ratio:.1f}x, max {self.max_ratio:.1f}x"
+        if self.worst:
+            top = self.worst[0]
+            text += f" ({top.url}: {top.body_bytes:,} B body, {top.held_bytes:,} B held)"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the summary as a JSON-ready dict."""
+        data = asdict(self)
+        data["worst"] = [asdict(page) for page in self.worst]
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class DangerSnapshot:
+    """The crawl's state when RSS first crossed ``snapshot_at``, and what was allocated in the traced window after it."""
+
+    threshold_bytes: int
+    t_seconds: float
+    rss_bytes: int
+    start_rss_bytes: int
+    responses: int
+    items: int
+    scheduled: int | None = None
+    inflight: int | None = None
+    slot_queued: int | None = None
+    active_size_bytes: int | None = None
+    backout: bool | None = None
+    live_refs: Mapping[str, int] = field(default_factory=dict)
+    window_seconds: float = 0.0  # how long the traced window lasted (0 if it never closed)
+    window_responses: int = 0
+    window_rss_bytes: int | None = None  # RSS when the window closed
+    sites: tuple[GrowthSite, ...] = ()  # top allocation sites of the window (live at its end, allocated in it)
+    note: str = ""  # why the window has no sites, if it has none
+
+    def describe(self) -> str:
+        """One line: when, how high, the queues, the most numerous live objects and the top site."""
+        text = (
+            f"danger snapshot at {self.t_seconds:.1f} s: RSS {format_size(self.rss_bytes)} crossed"
+            f" snapshot_at={format_size(self.threshold_bytes)} after {self.responses:,} responses"
+        )
+        queues = [f"{v:,} {name}" for name, v in (("scheduled", self.scheduled), ("in flight", self.inflight)) if v is not None]
+        if self.active_size_bytes is not None:
+            queues.append(f"active {format_size(self.active_size_bytes)}{' (backout)' if self.backout else ''}")
+        if queues:
+            text += " with " + ", ".join(queues)
+        alive = sorted(self.live_refs.items(), key=lambda pair: -pair[1])[:2]
+        if alive:
+            text += "; alive: " + ", ".join(f"{count:,} {name}" for name, count in alive)
+        if self.sites:
+            top = self.sites[0]
+            text += f"; top site in the next {self.window_seconds:.1f} s: {top.location} +{format_size(top.size_diff_bytes)}"
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the snapshot as a JSON-ready dict (``danger.json``)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sites"}
+        data["live_refs"] = dict(self.live_refs)
+        data["sites"] = [asdict(site) for site in self.sites]
+        data["summary"] = self.describe()
+        return data
+
 
 @dataclass(frozen=True)
 class CrawlResult:
@@ -317,6 +474,9 @@ class CrawlResult:
     replay_hits: int = 0  # responses the replay site found in the recording (0 without replay)
     replay_misses: int = 0  # requests it did not find: answered 404, never fetched
     replay_missed_urls: tuple[str, ...] = ()  # the first 1,000 distinct missed URLs
+    shots: ShotSummary | None = None  # screenshot API captures (None when no response had X-Page-Verdict)
+    parse_amplification: AmplificationSummary | None = None  # None when no callback was measured
+    danger: DangerSnapshot | None = None  # None when RSS never crossed snapshot_at
 
     @property
     def verdict(self) -> str:

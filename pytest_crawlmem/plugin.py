@@ -10,13 +10,14 @@ import pytest
 
 from .baseline import BaselineError
 from .budgets import SPECS, BudgetError, resolve_budgets
+from .cluster_fixture import crawl_cluster  # noqa: F401 - registered with pytest through this module
 from .fixtures import browser_job, crawl, fixture_site  # noqa: F401 - registered with pytest through this module
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .settings import OPTIONS, resolve_settings
 from .sweep_fixture import crawl_sweep  # noqa: F401 - registered with pytest through this module
 
 #: Fixtures whose tests get their budgets enforced in the call phase.
-MEASURING_FIXTURES = frozenset({"crawl", "browser_job"})
+MEASURING_FIXTURES = frozenset({"crawl", "browser_job", "crawl_cluster"})
 MARKER_HELP = (
     "crawl_memory(**budgets): fail the test when a crawl run through the `crawl` fixture breaks a"
     " budget or shows the leak signature. Budgets: " + ", ".join(f"{n} ({s.help})" for n, s in SPECS.items() if s.enforced)

@@ -126,6 +126,13 @@ def _attempt(func: Any, *args: Any) -> Any:
     return None
 
 
+def _in_process_len(scheduler: Any) -> int:
+    """Requests this process's scheduler holds: 0 for scrapy-redis, whose queue is shared in Redis (not this worker's)."""
+    if any(cls.__module__.startswith("scrapy_redis") for cls in type(scheduler).__mro__):
+        return 0
+    return len(scheduler)
+
+
 def _disk_len(scheduler: Any) -> int:
     dqs = getattr(scheduler, "dqs", None)
     return len(dqs) if dqs is not None else 0
@@ -143,7 +150,7 @@ def read_queues(crawler: Any) -> QueueReading:
     scheduler = _scheduler(engine)
     scraper_slot = getattr(getattr(engine, "scraper", None), "slot", None)
     return QueueReading(
-        scheduled=_attempt(len, scheduler) if scheduler is not None else None,
+        scheduled=_attempt(_in_process_len, scheduler) if scheduler is not None else None,
         disk_scheduled=_attempt(_disk_len, scheduler) if scheduler is not None else None,
         inflight=_attempt(lambda: len(engine.downloader.active)),
         slot_queued=_attempt(_slot_queued, engine),
@@ -186,6 +193,47 @@ def resume_engine(crawler: Any) -> None:
     slot = getattr(engine, "_slot", None)
     if slot is not None:
         slot.nextcall.schedule()
+
+
+class _FinishedSet(set[Any]):
+    """The engine's set of requests in progress, calling back when one leaves it (its callback and output are done)."""
+
+    __slots__ = ("on_finished",)
+
+    def __init__(self, elements: Any, on_finished: Any) -> None:
+        super().__init__(elements)
+        self.on_finished = on_finished
+
+    def remove(self, element: Any) -> None:
+        super().remove(element)
+        self.on_finished(element)
+
+    def discard(self, element: Any) -> None:
+        if element in self:
+            self.remove(element)
+
+
+def watch_finished_requests(crawler: Any, on_finished: Any) -> bool:
+    """Call ``on_finished(request)`` as each request leaves the engine's in-progress set; return whether it could.
+
+    Scrapy removes a request from ``engine._slot.inprogress`` once it is downloaded and its callback's
+    output handled (requests scheduled, items through the pipelines). Call after ``spider_opened``.
+    """
+    slot: Any = getattr(_engine(crawler), "_slot", None)
+    current = getattr(slot, "inprogress", None)
+    if not isinstance(current, set):
+        return False
+    slot.inprogress = _FinishedSet(current, on_finished)
+    return True
+
+
+def is_idle(crawler: Any) -> bool:
+    """Whether the engine has nothing left to do: no start request, download, callback or scheduled request."""
+    engine = _engine(crawler)
+    try:
+        return bool(engine is not None and engine.spider is not None and engine.spider_is_idle())
+    except Exception:
+        return False
 
 
 @dataclass(frozen=True, slots=True)

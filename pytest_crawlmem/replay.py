@@ -124,6 +124,12 @@ def replay_settings(settings: Mapping[str, Any], target: ReplayTarget) -> dict[s
     Other network schemes are switched off and the HTTP cache too (it would answer before the replay site).
     """
     handlers = dict(settings.get("DOWNLOAD_HANDLERS") or {})
+    browser = [f"{scheme}: {path}" for scheme, path in handlers.items() if "scrapy_playwright" in str(path)]
+    if browser:
+        raise ReplayError(
+            f"replay serves Scrapy's own HTTP downloads, not a browser's; this crawl downloads with {', '.join(browser)}:"
+            " replay its pages without scrapy-playwright, or measure the browser against the fixture site"
+        )
     handlers.update({"http": HANDLER_PATH, "https": HANDLER_PATH, "ftp": None, "s3": None})
     middlewares = dict(settings.get("SPIDER_MIDDLEWARES") or {})
     middlewares[COPIES_MIDDLEWARE_PATH] = COPIES_MIDDLEWARE_ORDER

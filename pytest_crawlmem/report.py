@@ -97,6 +97,9 @@ def result_to_json(result: CrawlResult) -> dict[str, Any]:
         "retention": [{"class": r.class_name, "count": r.count, "path": r.path} for r in result.retention],
         "holders": [{"path": h.path, "gained": h.gained, "responses": h.responses, "line": h.line} for h in result.holders],
         "stats": dict(result.stats),
+        "shots": result.shots.to_json() if result.shots else None,
+        "parse_amplification": result.parse_amplification.to_json() if result.parse_amplification else None,
+        "danger": result.danger.to_json() if result.danger else None,
     }
 
 

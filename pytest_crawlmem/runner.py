@@ -9,11 +9,12 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from . import probes
+from .amplification import SPIDER_MIDDLEWARE_ORDER, SPIDER_MIDDLEWARE_PATH
 from .browser import is_playwright_crawl, launch_options
 from .distribution import Histogram
 from .dropped import MEDIA_FAILED, suggest_maxsize
@@ -50,7 +51,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "LOG_LEVEL": "INFO",
     "ROBOTSTXT_OBEY": False,
     "COOKIES_ENABLED": False,
-    "CRAWLMEM_LOG_INTERVAL_SECONDS": 0,  # no status lines in tests, unless the test asks
+    "CRAWLMEM_LOG_INTERVAL_SECONDS": 0,  # no status lines in tests, unless the project or the test sets it
 }
 #: Settings a test crawl cannot turn back on: they would measure or kill the wrong thing.
 FORCED_SETTINGS: dict[str, Any] = {
@@ -62,7 +63,7 @@ FORCED_SETTINGS: dict[str, Any] = {
 #: test's settings nor a spider's custom_settings or update_settings() can switch it off.
 MEASURING_PRIORITY = 50
 #: The component settings the plugin adds entries to (never replaces).
-COMPONENT_SETTINGS = ("EXTENSIONS", "DOWNLOADER_MIDDLEWARES")
+COMPONENT_SETTINGS = ("EXTENSIONS", "DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES")
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,9 @@ class CrawlOptions:
     timeout_seconds: float | None = None
     project_settings: str | None = None  # the Scrapy project's settings module the crawl starts from
     replay: ReplayTarget | None = None  # a running replay site: the crawl downloads from it
+    snapshot_at_bytes: int | None = None  # RSS at which the danger snapshot is taken (danger.json)
+    base_settings: Mapping[str, Any] = field(default_factory=dict)  # under the project's and the test's (crawl_cluster)
+    extensions: Mapping[str, int] = field(default_factory=dict)  # more of the plugin's extensions (crawl_cluster)
 
 
 def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> Any:
@@ -91,7 +95,7 @@ def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOption
     from scrapy.settings import Settings
 
     settings = Settings()
-    settings.setdict(DEFAULT_SETTINGS, priority="default")
+    settings.setdict({**DEFAULT_SETTINGS, **options.base_settings}, priority="default")
     if options.project_settings:
         settings.setmodule(options.project_settings, priority="project")
     settings.setdict(dict(user_settings or {}), priority="cmdline")
@@ -112,6 +116,7 @@ def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
         "CRAWLMEM_TIMEOUT_SECONDS": options.timeout_seconds or 0.0,
         "CRAWLMEM_MEDIA_FAILURES": True,
         "CRAWLMEM_GC_FREEZE": True,  # checkpoints walk the crawl's objects only (production leaves it off)
+        "CRAWLMEM_SNAPSHOT_AT_BYTES": options.snapshot_at_bytes or 0,
     }
 
 
@@ -126,8 +131,9 @@ def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
     """
     base = settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")
     ours = {
-        "EXTENSIONS": {EXTENSION_PATH: 0},
+        "EXTENSIONS": {EXTENSION_PATH: 0, **options.extensions},
         "DOWNLOADER_MIDDLEWARES": counting_middlewares(settings.getdict("DOWNLOADER_MIDDLEWARES"), base),
+        "SPIDER_MIDDLEWARES": {SPIDER_MIDDLEWARE_PATH: SPIDER_MIDDLEWARE_ORDER},  # parse amplification
     }
     for name in COMPONENT_SETTINGS:
         settings.set(name, {**settings.getdict(name), **ours[name]}, priority=MEASURING_PRIORITY)
@@ -358,6 +364,9 @@ def _build_result(
         download_latency=latency_distribution(ext.latency_us),
         browser=ext.browser_summary(),
         media=ext.media,
+        shots=ext.shots.summary(),
+        parse_amplification=ext.amplification.summary(),
+        danger=ext.danger.snapshot if ext.danger else None,
     )
 
 

@@ -54,15 +54,18 @@ class SummaryRow:
     duration_seconds: float
     variant: str = ""
     crawl: str = ""  # "2: spider" for the second of several crawls of a test
+    amplification_p95: float | None = None  # parse amplification (issue 19), shown with -v
+    amplification_max: float | None = None
 
     @classmethod
     def of(cls, record: CrawlRecord, crawl: str = "") -> SummaryRow:
         """Summarize a crawl record; ``crawl`` tells several crawls of one test apart."""
         result = record.result
+        amp = result.parse_amplification
         return cls(
             record.test_id, result.responses, result.peak_rss, result.growth.per_response_bytes, result.verdict,
             record.outcome, result.rss_growth, result.max_scheduled, result.max_inflight, result.duration_seconds,
-            record.variant or "", crawl,
+            record.variant or "", crawl, amp.p95_ratio if amp else None, amp.max_ratio if amp else None,
         )
 
     def cells(self, verbose: bool) -> list[str]:
@@ -73,8 +76,9 @@ class SummaryRow:
         cells = [test, f"{self.responses:,}", format_size(self.peak_rss),
                  "-" if per is None else format_size(per), self.verdict, self.outcome]
         if verbose:
+            amp = "-" if self.amplification_max is None else f"{self.amplification_p95 or 0:.1f}x/{self.amplification_max:.1f}x"
             cells[4:4] = [format_size(self.rss_growth), f"{self.max_scheduled:,}", f"{self.max_inflight:,}",
-                          f"{self.duration_seconds:.1f}s"]
+                          f"{self.duration_seconds:.1f}s", amp]
         return cells
 
 
@@ -213,7 +217,7 @@ class CrawlMemSession:
         terminalreporter.write_sep("=", "crawl memory")
         header = ["test", "responses", "peak RSS", "growth/resp", "verdict", "outcome"]
         if verbose:
-            header[4:4] = ["RSS growth", "max sched", "max inflight", "duration"]
+            header[4:4] = ["RSS growth", "max sched", "max inflight", "duration", "parse amp p95/max"]
         rows = [header] + [r.cells(verbose) for r in sorted(self.rows, key=lambda r: (r.test_id, r.crawl))]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:

@@ -99,6 +99,17 @@ def parse_count(value: object, *, source: str = "value") -> int:
     raise UnitError(f"invalid count {value!r} for {source}: expected a whole number >= 0")
 
 
+def parse_ratio(value: object, *, source: str = "value") -> float:
+    """Return ``value`` as a ratio > 0: a number, or a string such as ``"8"``, ``"8.5x"``."""
+    number: object = value
+    if isinstance(value, str):
+        text = value.strip().lower().removesuffix("x").strip()
+        number = float(text) if re.fullmatch(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", text) else None
+    if isinstance(number, (int, float)) and not isinstance(number, bool) and 0 < number < float("inf"):
+        return float(number)
+    raise UnitError(f"invalid ratio {value!r} for {source}: expected a number > 0, like 8 or '8x'")
+
+
 def format_size(num_bytes: float) -> str:
     """Return ``num_bytes`` in IEC units for people: ``612.4 MiB``, ``-3.0 KiB``, ``512 B``."""
     sign = "-" if num_bytes < 0 else ""

@@ -11,9 +11,10 @@ from scrapy.settings import Settings
 from pytest_crawlmem.defaults import CRAWLMEM_DEFAULTS, SETTINGS, read_settings, settings_table
 
 ROOT = Path(__file__).resolve().parent.parent
-#: CRAWLMEM_ names that are not settings of the extension: the table itself, an environment variable, SlowPipeline settings.
-NOT_EXTENSION_SETTINGS = {"CRAWLMEM_DEFAULTS", "CRAWLMEM_CHROMIUM",
-                          "CRAWLMEM_SLOW_PIPELINE_DELAY_MS", "CRAWLMEM_SLOW_PIPELINE_CPU_MS"}
+#: CRAWLMEM_ names that are not settings of the extension: the table itself, an environment variable, and the settings
+#: of other components (testing.SlowPipeline; the replay download handler and middleware, set by the runner).
+NOT_EXTENSION_SETTINGS = {"CRAWLMEM_DEFAULTS", "CRAWLMEM_CHROMIUM", "CRAWLMEM_SLOW_PIPELINE_DELAY_MS",
+                          "CRAWLMEM_SLOW_PIPELINE_CPU_MS", "CRAWLMEM_REPLAY_URL", "CRAWLMEM_REPLAY_COPIES"}
 
 
 def test_every_crawlmem_setting_the_package_reads_is_in_the_table():
@@ -64,3 +65,24 @@ def test_a_stream_budget_too_small_for_the_timeline_names_both_settings():
         read_settings(Settings({"CRAWLMEM_JSONL_MAX_BYTES": 16 * 2**20, "CRAWLMEM_TIMELINE_SAMPLES": 16384}))
     with pytest.raises(ValueError, match="a bounded stream needs a bounded timeline"):
         read_settings(Settings({"CRAWLMEM_TIMELINE_SAMPLES": 0}))
+
+
+def test_test_crawls_keep_the_gc_freeze_and_stay_quiet_unless_the_test_asks():
+    from pytest_crawlmem.runner import CrawlOptions, crawl_settings
+
+    settings = crawl_settings(None, CrawlOptions())
+    values = read_settings(settings)
+    assert values["CRAWLMEM_GC_FREEZE"] is True and values["CRAWLMEM_LOG_INTERVAL_SECONDS"] == 0
+    assert values["CRAWLMEM_INTERVAL_SECONDS"] == 0.1
+    asked = read_settings(crawl_settings({"CRAWLMEM_LOG_INTERVAL_SECONDS": 5}, CrawlOptions()))
+    assert asked["CRAWLMEM_LOG_INTERVAL_SECONDS"] == 5
+
+
+def test_a_metrics_port_without_prometheus_client_is_an_error_naming_the_extra(monkeypatch):
+    import sys
+
+    from pytest_crawlmem.metrics import MissingPrometheus, require_prometheus
+
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # what an environment without the extra sees
+    with pytest.raises(MissingPrometheus, match=re.escape("pip install 'pytest-crawlmem[prometheus]'")):
+        require_prometheus()

@@ -251,6 +251,11 @@ async def capture(job):
 @pytest.mark.crawl_memory(browser_pss="3 GiB", max_open_pages=2, leak="warn")
 def test_browser(browser_job, fixture_site):
     pytest.importorskip("playwright")
+    from pytest_crawlmem.browser import BrowserNotFound, chromium_path
+    try:
+        chromium_path()
+    except BrowserNotFound as exc:
+        pytest.skip(str(exc))
     assert browser_job(capture).responses == 12
 
 

@@ -99,19 +99,22 @@ def test_in_process(crawl, fixture_site):
 def test_isolated(crawl, fixture_site):
     crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=3")], isolate=True)
 """)
-    started = time.time() - 1
+    import os
+    import uuid
+
+    mark = uuid.uuid4().hex  # every process the inner session starts inherits it: other sessions' processes don't count
     inner = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_procs.py"], cwd=suite.path,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "CRAWLMEM_TEST_MARK": mark})
     out, _ = inner.communicate(timeout=300)
     assert inner.returncode == 0, out.decode()[-2000:]
     time.sleep(1.0)  # the site exits within 0.5 s of its parent
     leftovers = []
-    for proc in psutil.process_iter(["cmdline", "create_time"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if f"--parent-pid {inner.pid}" in cmdline or (
-            "pytest_crawlmem.isolated" in cmdline and proc.info["create_time"] >= started
-        ):
-            leftovers.append(cmdline)
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if proc.environ().get("CRAWLMEM_TEST_MARK") == mark:
+                leftovers.append(" ".join(proc.info["cmdline"] or []))
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
     assert leftovers == []
 
 

@@ -105,7 +105,7 @@ def test_an_unknown_budget_is_a_usage_error_naming_the_test(suite):
         ('crawl_memory(peak_rss="lots")', "*invalid size 'lots' for peak_rss in crawl_memory marker of test_crawl.py::test_it*"),
         ('crawl_memory("1 MiB")', "*crawl_memory marker of test_crawl.py::test_it takes keyword budgets only*"),
         ('crawl_memory(leak="sometimes")', "*invalid leak mode 'sometimes' for leak in crawl_memory marker*"),
-        ("crawl_memory(max_open_pages=-3)", "*invalid count -3 for max_open_pages in crawl_memory marker of test_crawl.py*"),
+        ("crawl_memory(max_open_pages=-3)", "*invalid max_open_pages -3 in crawl_memory marker of *: must not be negative*"),
         ("crawl_memory(timeout=0)", "*invalid duration 0 for timeout in crawl_memory marker of *: expected seconds > 0*"),
     ],
 )
@@ -246,7 +246,7 @@ def test_kill_at_stops_a_runaway_crawl_within_a_second_and_keeps_its_data(suite)
     ])
     report = json.loads((suite.path / ".crawlmem" / "test_crawl.py__test_it" / "report.json").read_text())
     assert report["result"]["finish_reason"] == "crawlmem_kill_at"
-    assert report["violations"][0]["budget"] == "kill_at"
+    assert "kill_at" in {v["budget"] for v in report["violations"]}  # a runaway crawl may also read as a leak
 
 
 def test_timeout_ends_a_crawl_that_would_hang(suite):

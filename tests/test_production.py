@@ -253,3 +253,56 @@ def test_prometheus_metrics_are_served_while_the_crawl_runs_and_the_port_is_free
     assert counts == sorted(counts) and counts[-1] > counts[0]  # scraped while it ran, not once at the end
     with pytest.raises(OSError):
         _scrape(url)
+
+
+THINNED_TEST = '''
+import json
+from spiders import Catalog
+
+
+def test_it(crawl, fixture_site):
+    result = crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=40&per_page=20")],
+                   settings={"CRAWLMEM_TIMELINE_SAMPLES": 16, "CONCURRENT_REQUESTS": 4})
+    assert result.responses == 840
+    assert 0 < len(result.samples) <= 16
+    assert max(s.span for s in result.samples) > 1  # the timeline halved at least once
+    assert result.peak_rss >= max(s.rss_bytes for s in result.samples)
+    assert result.peaks.max_scheduled >= max(s.scheduled or 0 for s in result.samples) > 0
+    assert result.verdict in ("steady", "inconclusive")
+    report = json.loads((result.report_dir / "report.json").read_text())
+    assert report["result"]["samples"] == len(result.samples)
+'''
+
+
+def test_a_test_crawl_whose_timeline_thins_still_judges_and_reports(pytester: pytest.Pytester):
+    """A real crawl through the plugin with a 16-sample timeline at 0.01 s: merged samples reach every consumer."""
+    from spiders_source import SPIDERS
+
+    pytester.makepyfile(spiders=SPIDERS, test_thinned=THINNED_TEST)
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--crawlmem-interval", "0.01", timeout=300)
+    outcome.assert_outcomes(passed=1)
+    report_dir = pytester.path / ".crawlmem" / "test_thinned.py__test_it"
+    assert (report_dir / "report.html").is_file()
+    spans = [json.loads(line).get("span", 1) for line in (report_dir / "samples.jsonl").read_text().splitlines()
+             if json.loads(line)["kind"] == "sample"]
+    assert spans and set(spans) == {1}  # the stream keeps every raw sample (no rotation under 64 MiB)
+
+
+def test_a_metrics_port_in_use_is_logged_and_the_crawl_goes_on(tmp_path: Path):
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    script = tmp_path / "crawl.py"
+    script.write_text(METRICS_SCRIPT.replace('"CRAWLMEM_PROMETHEUS_PORT": 0', f'"CRAWLMEM_PROMETHEUS_PORT": {port}')
+                      .replace("range(120)", "range(5)"))
+    try:
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    finally:
+        taken.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"crawlmem: could not serve Prometheus metrics on 127.0.0.1:{port}:" in proc.stderr
+    received = re.search(r"'response_received_count': (\d+)", proc.stderr)
+    assert received and int(received.group(1)) >= 5, proc.stderr[-2000:]  # the 5 slow pages at least: the crawl ran

@@ -339,6 +339,17 @@ def test_knobs_and_copies_are_checked_with_their_names():
         replay.check_copies("3")
 
 
+def test_a_browser_crawl_is_not_replayed_silently_without_its_browser():
+    target = replay.ReplayTarget("http://127.0.0.1:1", 1, "shop.har")
+    handler = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
+    with pytest.raises(replay.ReplayError, match=r"not a browser's; this crawl downloads with https: scrapy_playwright"):
+        replay.replay_settings({"DOWNLOAD_HANDLERS": {"https": handler}}, target)
+    settings = replay.replay_settings({"DOWNLOAD_HANDLERS": {"file": "x.Y"}}, target)
+    assert settings["DOWNLOAD_HANDLERS"] == {"file": "x.Y", "http": replay.HANDLER_PATH, "https": replay.HANDLER_PATH,
+                                             "ftp": None, "s3": None}
+    assert settings["HTTPCACHE_ENABLED"] is False
+
+
 def test_start_urls_on_no_recorded_host_are_refused_before_the_crawl():
     target = replay.ReplayTarget("http://127.0.0.1:1", 1, "/r/shop.har",
                                  {"hosts": ["www.shop.example"], "first_url": "https://www.shop.example/"})
@@ -392,6 +403,15 @@ class Keep:
     def process_item(self, item):
         KEPT.append(dict(item))
         return item
+
+
+class LeakyShop(Shop):
+    name = "leaky-shop"
+    held = []
+
+    def parse_page(self, response):
+        self.held.append(bytes(8192))
+        yield from super().parse_page(response)
 '''
 
 
@@ -422,7 +442,7 @@ def shop(pytester: pytest.Pytester) -> pytest.Pytester:
 def run(pytester: pytest.Pytester, body: str, marker: str = "", *args: str) -> pytest.RunResult:
     pytester.makepyfile(test_replayed=f"""
 import pytest
-from shop_spider import KEPT, Shop
+from shop_spider import KEPT, LeakyShop, Shop
 
 {marker}
 def test_it(crawl):
@@ -443,6 +463,8 @@ def test_a_replayed_crawl_follows_redirects_cookies_and_relative_links_and_count
     ]
     assert result.stats.get("offsite/filtered") == 1  # allowed_domains works as against the real host
     assert "X-Crawlmem-Replay" not in str(result.stats)
+    from scrapy.downloadermiddlewares import cookies
+    assert cookies._split_domain.suffix_list_urls == ()  # the public suffix list is read offline
 """)
     outcome.assert_outcomes(passed=1)
 
@@ -490,7 +512,7 @@ def test_the_knobs_slow_and_inflate_replayed_pages(pytester):
     outcome = run(pytester, """
     plain = crawl(Shop, replay="shop.har")
     slow = crawl(Shop, replay="shop.har", replay_latency=0.3)
-    assert slow.download_latency.p50_seconds >= 0.3 > plain.download_latency.p50_seconds
+    assert slow.download_latency.p50_seconds >= 0.3  # every reply waited 0.3 s before its head
     dripped = crawl(Shop, replay="shop.har", replay_drip="8 KiB", settings={"CONCURRENT_REQUESTS": 4})
     assert dripped.duration_seconds >= 2.5  # 22 pages of ~4 KiB at 8 KiB/s, 4 at a time: 0.5 s each, 6 rounds
     big = crawl(Shop, replay="shop.har", replay_inflate=8)
@@ -499,4 +521,24 @@ def test_the_knobs_slow_and_inflate_replayed_pages(pytester):
     assert capped.dropped_count == 22 and capped.items_scraped == 0
     assert plain.items_scraped == big.items_scraped == 22
 """)
+    outcome.assert_outcomes(passed=1)
+
+
+def test_copies_agree_with_an_original_recording_on_verdict_and_growth_per_response(pytester):
+    pytester.makepyfile(shop_spider=SHOP_SPIDER)
+    shop_har(pytester.path / "original.har", products=1000)
+    shop_har(pytester.path / "small.har", products=48)
+    outcome = run(pytester, """
+    for spider, verdict in ((Shop, "steady"), (LeakyShop, "retained-objects")):
+        original = crawl(spider, replay="original.har")
+        copies = crawl(spider, replay="small.har", replay_copies=20)
+        LeakyShop.held.clear()
+        assert original.responses >= 1000 and copies.responses >= 1000
+        assert original.verdict == copies.verdict == verdict, (original.growth.reason, copies.growth.reason)
+        growth = [r.growth.per_response_bytes or 0.0 for r in (original, copies)]
+        if verdict == "steady":
+            assert abs(growth[0] - growth[1]) <= 2048, growth  # both inside the steady band of +-1 KiB per response
+        else:
+            assert growth[1] == pytest.approx(growth[0], rel=0.25), growth
+""", '@pytest.mark.crawl_memory(leak="warn")')
     outcome.assert_outcomes(passed=1)

@@ -43,7 +43,7 @@ def test_clean_copies_and_the_original_are_both_steady(crawl, large_recording):
     original, copies = crawl_both(crawl, large_recording)
     assert original.verdict == copies.verdict == "steady", (original.growth.reason, copies.growth.reason)
     per_response = [r.growth.per_response_bytes or 0.0 for r in (original, copies)]
-    assert abs(per_response[0] - per_response[1]) <= 1024, per_response
+    assert abs(per_response[0] - per_response[1]) <= 2048, per_response  # both inside the steady band (+-1 KiB)
 
 
 @pytest.mark.crawl_memory(leak="warn", timeout=300)

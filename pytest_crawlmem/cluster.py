@@ -1,0 +1,237 @@
+"""Results, kill plans, verdicts and budget checks of a scrapy-redis cluster crawl (pure: no pytest, Scrapy or redis).
+
+Runs in the pytest process. All sizes in bytes, times in seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .budgets import LEAK_VERDICTS, Budgets, Violation, check_budgets
+from .ledger import Ledger
+from .models import CrawlResult
+from .units import format_size
+
+KILL_SIGNALS = ("KILL", "TERM")
+#: scheduler-backlog: the shared queue peaked at this many requests or more ...
+BACKLOG_MIN_REQUESTS = 1000
+#: ... and at this share of every request scheduled (most of the frontier waited in Redis at once).
+BACKLOG_SHARE = 0.5
+#: Worker verdicts that describe memory held while the crawl runs, in the order they win.
+WORKER_PRESSURE = ("scheduler-backlog", "response-processing", "media-disk", "downloader-activity")
+
+
+class ClusterError(ValueError):
+    """A crawl_cluster argument that is not valid; the message names it."""
+
+
+@dataclass(frozen=True)
+class KillPlan:
+    """Which worker to stop, after how many of its responses, with which signal."""
+
+    worker: int
+    after_responses: int
+    signal: str = "KILL"
+
+    def describe(self) -> str:
+        """``SIGKILL of worker 1 after 500 responses``."""
+        return f"SIG{self.signal} of worker {self.worker} after {self.after_responses:,} responses"
+
+
+def parse_kill(value: object, workers: int, *, source: str = "crawl_cluster(kill=...)") -> KillPlan | None:
+    """Validate ``kill={"worker": i, "after_responses": n, "signal": "KILL"|"TERM"}``; ``None`` stays ``None``."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ClusterError(f"invalid kill {value!r} in {source}: expected a dict with worker, after_responses, signal")
+    unknown = set(value) - {"worker", "after_responses", "signal"}
+    if unknown or "worker" not in value or "after_responses" not in value:
+        raise ClusterError(f"invalid kill {dict(value)!r} in {source}: expected keys worker, after_responses"
+                           f" and optionally signal{f'; unknown: {sorted(unknown)}' if unknown else ''}")
+    worker, after, sig = value["worker"], value["after_responses"], value.get("signal", "KILL")
+    if not isinstance(worker, int) or isinstance(worker, bool) or not 0 <= worker < workers:
+        raise ClusterError(f"invalid kill worker {worker!r} in {source}: expected an index from 0 to {workers - 1}")
+    if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+        raise ClusterError(f"invalid kill after_responses {after!r} in {source}: expected a count >= 0")
+    if sig not in KILL_SIGNALS:
+        raise ClusterError(f"invalid kill signal {sig!r} in {source}: expected 'KILL' or 'TERM'")
+    return KillPlan(worker, after, str(sig))
+
+
+@dataclass(frozen=True, slots=True)
+class RedisSample:
+    """One reading of the cluster's Redis by the coordinator."""
+
+    t_seconds: float
+    queue: int  # requests waiting in the shared queue
+    used_memory_bytes: int  # Redis used_memory less the ledger's own keys
+    dupefilter: int  # fingerprints in the dupefilter
+    start_urls: int  # start URLs waiting in a RedisSpider's redis_key
+    responses: int  # responses of all workers so far
+    processed: int  # requests processed by all workers so far
+    ledger_bytes: int = 0  # what the ledger's keys took (left out of used_memory_bytes)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the sample as a JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class WorkerEnd:
+    """How one worker ended."""
+
+    worker: int
+    exit_code: int | None
+    how: str  # "finished", "killed", "terminated", "crashed", "stopped"
+    detail: str = ""
+    responses_at_signal: int | None = None
+
+
+@dataclass(frozen=True)
+class ClusterResult:
+    """What a cluster crawl measured; returned by the ``crawl_cluster`` fixture."""
+
+    spider: str
+    workers: tuple[CrawlResult, ...]
+    redis_samples: tuple[RedisSample, ...]
+    ledger: Ledger
+    verdict: str
+    reason: str
+    duration_seconds: float
+    ends: tuple[WorkerEnd, ...] = ()
+    kill: KillPlan | None = None
+    redis_peak_memory: int = 0
+    report_dir: Path | None = None
+    errors: tuple[str, ...] = ()  # what went wrong with the cluster itself (a planned failure that never fired, the deadline)
+
+    @property
+    def max_queue(self) -> int:
+        """Most requests waiting in the shared Redis queue at any sample."""
+        return max((s.queue for s in self.redis_samples), default=0)
+
+    @property
+    def max_dupefilter(self) -> int:
+        """Most fingerprints in the dupefilter at any sample."""
+        return max((s.dupefilter for s in self.redis_samples), default=0)
+
+    @property
+    def scheduled(self) -> int:
+        """Requests pushed to the shared queue."""
+        return self.ledger.scheduled
+
+    @property
+    def taken(self) -> int:
+        """Requests popped from the shared queue by a worker."""
+        return self.ledger.taken
+
+    @property
+    def processed(self) -> int:
+        """Requests a worker finished (downloaded, callback and its output handled)."""
+        return self.ledger.processed
+
+    @property
+    def lost(self) -> int:
+        """Requests scheduled and never processed."""
+        return self.ledger.lost
+
+    @property
+    def lost_urls(self) -> tuple[str, ...]:
+        """URL of each lost request (a URL lost twice appears twice)."""
+        return tuple(r.url for r in self.ledger.lost_urls)
+
+    @property
+    def processed_twice(self) -> int:
+        """URLs the cluster processed more than once (retries not counted)."""
+        return self.ledger.processed_twice
+
+    @property
+    def items_scraped(self) -> int:
+        """Items of all workers."""
+        return sum(w.items_scraped for w in self.workers)
+
+    @property
+    def responses(self) -> int:
+        """Responses of all workers."""
+        return sum(w.responses for w in self.workers)
+
+    @property
+    def cluster_rss(self) -> int:
+        """Sum of the workers' peak RSS (what the machine must hold if their peaks meet)."""
+        return sum(w.peak_rss for w in self.workers)
+
+    @property
+    def work_shares(self) -> tuple[float, ...]:
+        """Each worker's share of the responses (0-1)."""
+        total = self.responses
+        return tuple(w.responses / total if total else 0.0 for w in self.workers)
+
+
+def cluster_verdict(workers: Sequence[CrawlResult], samples: Sequence[RedisSample], ledger: Ledger) -> tuple[str, str]:
+    """The cluster's verdict and its reason: a worker's leak first, then a backlog read from the Redis queue.
+
+    Per-worker verdicts never credit the shared queue to a worker (the worker's scheduler length reads 0).
+    """
+    for index, worker in enumerate(workers):
+        if worker.verdict in LEAK_VERDICTS:
+            return worker.verdict, f"worker {index}: {worker.growth.reason}"
+    peak = max((s.queue for s in samples), default=0)
+    if peak >= BACKLOG_MIN_REQUESTS and ledger.scheduled and peak >= BACKLOG_SHARE * ledger.scheduled:
+        at = max(samples, key=lambda s: s.queue)
+        return "scheduler-backlog", (
+            f"the shared Redis queue peaked at {peak:,} requests ({peak / ledger.scheduled:.0%} of the"
+            f" {ledger.scheduled:,} scheduled) with Redis at {format_size(at.used_memory_bytes)}: the frontier was"
+            " discovered much faster than the workers fetched it"
+        )
+    for verdict in WORKER_PRESSURE:
+        for index, worker in enumerate(workers):
+            if worker.verdict == verdict:
+                return verdict, f"worker {index}: {worker.growth.reason}"
+    judged = [(i, w) for i, w in enumerate(workers) if w.verdict != "inconclusive"]
+    if judged and all(w.verdict == "steady" for _, w in judged):
+        skipped = len(workers) - len(judged)
+        note = f" ({skipped} worker{'s' if skipped > 1 else ''} too short to judge)" if skipped else ""
+        return "steady", f"every judged worker levelled off{note}; the shared queue peaked at {peak:,} requests"
+    busiest = max(range(len(workers)), key=lambda i: workers[i].responses, default=None)
+    why = f": the busiest, worker {busiest}: {workers[busiest].growth.reason}" if busiest is not None else ""
+    return "inconclusive", f"no worker crawled long enough of its own to judge its growth{why}"
+
+
+def check_cluster(budgets: Budgets, result: ClusterResult) -> list[Violation]:
+    """Every cluster budget ``result`` broke: lost, redis_memory, cluster_rss, and max_scheduled on the shared queue."""
+    found: list[Violation] = []
+    if budgets.lost is not None and result.lost > budgets.lost:
+        found.append(Violation("lost", result.lost, budgets.lost,
+                               f"{result.lost:,} requests were lost, over the budget lost={budgets.lost:,}:"
+                               f" {result.ledger.describe_lost()}"))
+    if budgets.redis_memory is not None and result.redis_peak_memory > budgets.redis_memory:
+        found.append(Violation("redis_memory", result.redis_peak_memory, budgets.redis_memory,
+                               f"Redis used {format_size(result.redis_peak_memory)} at its peak (queue up to"
+                               f" {result.max_queue:,} requests, dupefilter up to {result.max_dupefilter:,} fingerprints),"
+                               f" over the budget redis_memory={format_size(budgets.redis_memory)}"))
+    if budgets.cluster_rss is not None and result.cluster_rss > budgets.cluster_rss:
+        peaks = ", ".join(f"worker {i} {format_size(w.peak_rss)}" for i, w in enumerate(result.workers))
+        found.append(Violation("cluster_rss", result.cluster_rss, budgets.cluster_rss,
+                               f"the workers' peak RSS summed to {format_size(result.cluster_rss)} ({peaks}),"
+                               f" over the budget cluster_rss={format_size(budgets.cluster_rss)}"))
+    if budgets.leak == "fail" and result.verdict == "inconclusive":  # never a silent pass: say why, once
+        found.append(Violation("leak", 0.0, 0.0, f"leak=\"fail\" could not judge any worker's memory; {result.reason}",
+                               fails=False))
+    if budgets.max_scheduled is not None and result.max_queue > budgets.max_scheduled:
+        found.append(Violation("max_scheduled", result.max_queue, budgets.max_scheduled,
+                               f"the shared Redis queue reached {result.max_queue:,} requests, over the budget"
+                               f" max_scheduled={budgets.max_scheduled:,}"))
+    return found
+
+
+def check_worker(budgets: Budgets, index: int, worker: CrawlResult) -> list[Violation]:
+    """The per-worker budgets (the crawl_memory ones) of worker ``index``, each message naming the worker.
+
+    ``min_responses`` is the cluster's (a worker may find no work while the others crawl), and so is the
+    warning that ``leak="fail"`` could not judge: one worker judged is enough (see :func:`check_cluster`).
+    """
+    return [Violation(v.budget, v.measured, v.limit, f"worker {index}: {v.message}", v.fails)
+            for v in check_budgets(budgets, worker)
+            if v.budget != "min_responses" and not (v.budget == "leak" and not v.fails and worker.verdict == "inconclusive")]
