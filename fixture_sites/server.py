@@ -9,9 +9,10 @@ import os
 import resource
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 
 from fixture_sites.limits import IDLE_TIMEOUT_SECONDS, LISTEN_BACKLOG
-from fixture_sites.protocol import ConnectionRegistry, HttpConnection
+from fixture_sites.protocol import ConnectionRegistry, Handler, HttpConnection
 from fixture_sites.routes import Site
 
 READY_PREFIX = "fixture-site listening on "
@@ -60,18 +61,40 @@ async def _housekeeping(registry: ConnectionRegistry, stop: asyncio.Event, paren
 
 async def serve(host: str, port: int, seed: int, parent_pid: int | None = None) -> None:
     """Serve the site on ``host:port`` until a stop signal (or the watched parent's death)."""
-    loop = asyncio.get_running_loop()
     site = Site(seed)
+
+    def bound(base_url: str) -> None:
+        site.shots.base_url = base_url  # /shot captures pages of this site
+
+    async def closing() -> None:
+        with contextlib.suppress(Exception):  # the capture browser, if /shot launched one
+            await asyncio.wait_for(site.shots.aclose(), 10)
+
+    await serve_handler(site, host, port, parent_pid, on_bound=bound, on_close=closing)
+
+
+async def serve_handler(
+    handler: Handler,
+    host: str,
+    port: int,
+    parent_pid: int | None,
+    *,
+    on_bound: Callable[[str], None] | None = None,
+    on_close: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Bind ``host:port``, print the ready line, answer with ``handler`` until a stop signal; shared by every site."""
+    loop = asyncio.get_running_loop()
     registry = ConnectionRegistry()
     server = await loop.create_server(
-        lambda: HttpConnection(site, registry), host, port, backlog=LISTEN_BACKLOG, reuse_address=True
+        lambda: HttpConnection(handler, registry), host, port, backlog=LISTEN_BACKLOG, reuse_address=True
     )
-    bound_port = server.sockets[0].getsockname()[1]
-    site.shots.base_url = url_for(host, bound_port)  # /shot captures pages of this site
+    base_url = url_for(host, server.sockets[0].getsockname()[1])
+    if on_bound is not None:
+        on_bound(base_url)
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    sys.stdout.write(f"{READY_PREFIX}{url_for(host, bound_port)}\n")
+    sys.stdout.write(f"{READY_PREFIX}{base_url}\n")
     sys.stdout.flush()
     housekeeping = loop.create_task(_housekeeping(registry, stop, parent_pid))
     try:
@@ -81,8 +104,8 @@ async def serve(host: str, port: int, seed: int, parent_pid: int | None = None) 
         server.close()
         registry.close_all()
         await server.wait_closed()
-        with contextlib.suppress(Exception):  # the capture browser, if /shot launched one
-            await asyncio.wait_for(site.shots.aclose(), 10)
+        if on_close is not None:
+            await on_close()
         await _cancel_remaining_tasks()
 
 

@@ -5,16 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import signal
 import sys
 from pathlib import Path
 
-from fixture_sites.limits import LISTEN_BACKLOG
-from fixture_sites.protocol import ConnectionRegistry, HttpConnection
 from fixture_sites.replay.load import Recording, load_recording
 from fixture_sites.replay.recording import RecordingError
 from fixture_sites.replay.site import Knobs, ReplaySite
-from fixture_sites.server import READY_PREFIX, _cancel_remaining_tasks, _housekeeping, raise_open_file_limit, url_for
+from fixture_sites.server import raise_open_file_limit, serve_handler
 
 #: First line of stderr when the recording cannot be replayed; the rest of the line is the reason.
 ERROR_PREFIX = "crawlmem-replay: bad recording: "
@@ -23,26 +20,7 @@ EXIT_BAD_RECORDING = 2
 
 async def serve(recording: Recording, knobs: Knobs, host: str, port: int, parent_pid: int | None) -> None:
     """Serve ``recording`` on ``host:port`` until a stop signal (or the watched parent's death)."""
-    loop = asyncio.get_running_loop()
-    site = ReplaySite(recording, knobs)
-    registry = ConnectionRegistry()
-    server = await loop.create_server(
-        lambda: HttpConnection(site, registry), host, port, backlog=LISTEN_BACKLOG, reuse_address=True
-    )
-    stop = asyncio.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    sys.stdout.write(f"{READY_PREFIX}{url_for(host, server.sockets[0].getsockname()[1])}\n")
-    sys.stdout.flush()
-    housekeeping = loop.create_task(_housekeeping(registry, stop, parent_pid))
-    try:
-        await stop.wait()
-    finally:
-        housekeeping.cancel()
-        server.close()
-        registry.close_all()
-        await server.wait_closed()
-        await _cancel_remaining_tasks()
+    await serve_handler(ReplaySite(recording, knobs), host, port, parent_pid)
 
 
 def load_or_explain(path: Path) -> Recording | None:
