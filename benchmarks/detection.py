@@ -4,6 +4,8 @@
                                    [--leaks 512 1024 2048 5120 10240] [--keepers list signal cache]
                                    [--clean-sizes 300 600] [--json out.json]
     python benchmarks/detection.py --grid [--runs 10]   # issue 21's grid: 1-32 KiB x 300-2,500 responses x 3 keepers
+    python benchmarks/detection.py --grid --keepers list --clean-runs 0 --json a.json   # one shard of it (one process a core)
+    python benchmarks/detection.py --merge a.json b.json ... [--json grid.json]          # the shards' table, as one run
 
 Every crawl runs in this one process against the fixture site, measured exactly as the
 ``crawl`` fixture measures it (``run_crawl``, default mode: drained checkpoints and the
@@ -72,6 +74,7 @@ def run_detection(
     leaky: dict[str, list[dict[str, Any]]] = defaultdict(list)
     configs = [(keeper, leak, size, 20) for keeper in keepers or ["list"] for size in sizes for leak in leaks]
     configs += [("list", *parse_shape(e)) for e in extra]
+    configs = configs if runs else []  # --runs 0: the clean scenarios only
     for keeper, leak, size, per_page in configs:
         spider, line = KEEPERS[keeper]
         url = site.url(catalog_path(size, per_page=per_page))
@@ -144,6 +147,21 @@ def summarize(leaky: dict[str, list[dict[str, Any]]], clean: dict[str, list[dict
             "runs": {"leaky": leaky, "clean": clean}}
 
 
+def merge_runs(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    """One summary of several ``--json`` files' runs (shards of one grid run in parallel processes)."""
+    leaky: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    clean: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for document in documents:
+        runs = document["detection"].get("runs")
+        if runs is None:
+            raise SystemExit("a file to --merge has no runs: write it with this version's --json")
+        for key, rows in runs["leaky"].items():
+            leaky[key].extend(rows)
+        for name, rows in runs["clean"].items():
+            clean[name].extend(rows)
+    return summarize(leaky, clean)
+
+
 def format_table(summary: dict[str, Any]) -> str:
     """Plain-text tables: flagged (attributed) per keeper, leak and size; clean verdicts per scenario."""
     lines = []
@@ -178,11 +196,22 @@ def main() -> None:
     parser.add_argument("--extra", nargs="*", default=EXTRA, help="more leaky crawls, LEAK@RESPONSES/PER_PAGE")
     parser.add_argument("--keepers", nargs="+", default=["list"], choices=sorted(KEEPERS), help="what keeps the leak")
     parser.add_argument("--clean-sizes", type=int, nargs="*", default=[], help="clean catalog crawls of these lengths too")
-    parser.add_argument("--grid", action="store_true", help="issue 21's grid (sets --leaks, --sizes, --keepers, --clean-sizes)")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--grid", action="store_true",
+                        help="issue 21's grid (sets --leaks, --sizes, --clean-sizes, and --keepers unless given)")
+    parser.add_argument("--merge", type=Path, nargs="+", help="print (and --json) the table of these runs' JSON files as one")
+    parser.add_argument("--json", type=Path, help="write the summary and every run to this file")
     args = parser.parse_args()
+    if args.merge:
+        merged = merge_runs([json.loads(path.read_text()) for path in args.merge])
+        print(format_table(merged))
+        if args.json:
+            args.json.write_text(json.dumps({"machine": machine_info(), "merged": [str(p) for p in args.merge],
+                                             "detection": merged}, indent=2) + "\n")
+        return
     if args.grid:
-        args.leaks, args.sizes, args.keepers, args.clean_sizes = GRID_LEAKS, GRID_SIZES, GRID_KEEPERS, GRID_SIZES
+        keepers_given = args.keepers != ["list"]
+        args.leaks, args.sizes, args.clean_sizes = GRID_LEAKS, GRID_SIZES, GRID_SIZES
+        args.keepers = args.keepers if keepers_given else GRID_KEEPERS
         args.extra = [] if args.extra == EXTRA else args.extra
     try:
         with start_site() as site:
@@ -192,7 +221,6 @@ def main() -> None:
         stop_reactor()
     print(format_table(summary))
     if args.json:
-        summary.pop("runs")
         args.json.write_text(json.dumps({"machine": machine_info(), "detection": summary}, indent=2) + "\n")
 
 
