@@ -494,6 +494,7 @@ class CrawlMemExtension:
             heap_bytes=probes.read_malloc_in_use_bytes(),
             traced_bytes=traced,
             scheduled=queues.scheduled or 0,
+            disk_scheduled=queues.disk_scheduled or 0,
             allocated_blocks=sys.getallocatedblocks(),
             tracer_bytes=tracemalloc.get_tracemalloc_memory() if tracemalloc.is_tracing() else 0,
             live_refs=probes.live_ref_counts(self.epoch),

@@ -229,27 +229,37 @@ def intervals(
     request_allowance: int = REQUEST_ALLOWANCE,
     request_credit: float = REQUEST_CREDIT,
 ) -> list[Interval]:
-    """Growth of ``values`` between consecutive checkpoints, net of the scheduler's share."""
+    """Growth of ``values`` between consecutive checkpoints, net of the scheduler's share.
+
+    Requests added to the queue are allowed ``request_allowance`` each, on disk too (JOBDIR's dupefilter and
+    queue files still cost some memory); only requests given back by the *memory* queue are credited: a
+    request waiting in JOBDIR's disk queue is pickled, so draining it frees nothing.
+    """
     result = []
     for (a, va), (b, vb) in pairwise(zip(checkpoints, values, strict=True)):
         raw = vb - va
         queued = b.scheduled - a.scheduled
-        share = request_allowance * queued if queued > 0 else request_credit * queued
+        share = request_allowance * queued if queued > 0 else request_credit * min(memory_queued(b) - memory_queued(a), 0)
         result.append(Interval(a, b, raw, raw - share))
     return result
+
+
+def memory_queued(checkpoint: Checkpoint) -> int:
+    """Requests the scheduler holds in memory: its length less JOBDIR's disk queue."""
+    return max(checkpoint.scheduled - checkpoint.disk_scheduled, 0)
 
 
 def measured_request_credit(checkpoints: Sequence[Checkpoint], values: Sequence[int]) -> float:
     """Memory to credit per request the scheduler gives back, from the crawl's own intervals where the queue grew.
 
-    The smallest growth per queued request among intervals after STRONG_WARMUP_RESPONSES whose queue grew by
+    The smallest growth per queued request among intervals after STRONG_WARMUP_RESPONSES whose memory queue grew by
     COST_MIN_QUEUED or more (growth the queue does not explain only raises it), clamped to
     [REQUEST_CREDIT, MAX_REQUEST_CREDIT]; REQUEST_CREDIT when no interval measured it.
     """
     costs = [
-        (vb - va) / (b.scheduled - a.scheduled)
+        (vb - va) / (memory_queued(b) - memory_queued(a))
         for (a, va), (b, vb) in pairwise(zip(checkpoints, values, strict=True))
-        if a.responses >= STRONG_WARMUP_RESPONSES and b.scheduled - a.scheduled >= COST_MIN_QUEUED
+        if a.responses >= STRONG_WARMUP_RESPONSES and memory_queued(b) - memory_queued(a) >= COST_MIN_QUEUED
     ]
     if not costs:
         return float(REQUEST_CREDIT)
@@ -257,11 +267,11 @@ def measured_request_credit(checkpoints: Sequence[Checkpoint], values: Sequence[
 
 
 def unexplained_refs(checkpoint: Checkpoint) -> dict[str, int]:
-    """Live Scrapy objects a drained crawl should not hold: Requests beyond the scheduler's, all others."""
+    """Live Scrapy objects a drained crawl should not hold: Requests beyond the scheduler's memory queue, all others."""
     counts = {}
     for name, count in checkpoint.live_refs.items():
         if name == "Request":
-            count -= checkpoint.scheduled
+            count -= memory_queued(checkpoint)
         if count > 0:
             counts[name] = count
     return counts
