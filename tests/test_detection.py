@@ -11,11 +11,15 @@ import os
 import subprocess
 import sys
 import sysconfig
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from detection_suite_source import SUITE
+
+from pytest_crawlmem.growth import WINDOW_RESIDUE_CAP, heap_estimate, window_residue
+from pytest_crawlmem.models import Checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -124,3 +128,28 @@ def test_rss_growth_is_end_minus_start_never_minus_start(inner):
     for test in ("test_unjudged_leak_fail", "test_grid[300-2048]", "test_big_pages"):
         result = result_of(root, test)
         assert result["end_rss"] > 0 and result["rss_growth"] != -result["start_rss"], result
+
+
+def _at(responses: int, heap: int) -> Checkpoint:
+    return Checkpoint(responses=responses, t_seconds=float(responses), rss_bytes=heap, heap_bytes=heap,
+                      traced_bytes=None, scheduled=0, allocated_blocks=0)
+
+
+def test_the_attribution_windows_residue_is_what_the_crawl_did_not_grow():
+    """Measured on a clean catalog: ~500 KiB stays in use after tracemalloc stops (a false 3 KiB/response step)."""
+    opening = [_at(240, 50_000_000), _at(350, 50_011_000)]  # the crawl grew 100 B/response before the window
+    # 90 responses later, tracing stopped: 9 KB of crawl growth (the rate before) and 500 KB left by the window
+    assert window_residue(opening, 50_011_000 + 9_000 + 500_000, traced=400_000, responses=90) == 500_000
+    # a leak of 2 KB/response grows as much in the window as before it: none of it is taken for the residue
+    leaking = [_at(240, 50_000_000), _at(350, 50_220_000)]
+    assert window_residue(leaking, 50_220_000 + 180_000 + 500_000, traced=700_000, responses=90) == 500_000
+    # what the window traced bounds the crawl's growth in it: heap growth beyond it is the window's
+    assert window_residue(leaking, 50_220_000 + 180_000, traced=90_000, responses=90) == 90_000
+    assert window_residue(opening, 50_011_000, traced=0, responses=90) == 0  # never negative
+    assert window_residue(opening, 60_000_000, traced=0, responses=90) == WINDOW_RESIDUE_CAP
+    assert window_residue(opening[-1:], 60_000_000, traced=0, responses=90) == 0  # no interval before the window
+
+
+def test_a_window_residue_is_taken_off_the_heap_signal():
+    after = replace(_at(500, 51_000_000), plugin_bytes=500_000)
+    assert heap_estimate(after) == 50_500_000
