@@ -138,6 +138,20 @@ class BlobItems(Catalog):
         yield {"name": response.css("h1.name::text").get(), "blob": "x" * int(self.leak)}
 
 
+class CookiejarPerRequest(Catalog):
+    """Gives every product request a cookie jar of its own (``meta['cookiejar']``, a new id per request) and a session
+    cookie of ``leak`` bytes: CookiesMiddleware keeps one jar per id, with its cookies, until the crawl ends."""
+
+    name = "cookiejar_per_request"
+    leak = 0
+    def parse(self, response: Any) -> Iterator[Any]:
+        """A listing page: each product in a session of its own, then the next page."""
+        for link in response.css("a.product::attr(href)").getall():
+            token = f"{link}:" + "x" * int(self.leak)
+            yield response.follow(link, self.parse_product, meta={"cookiejar": link}, cookies={"session": token})  # LEAK
+        yield from response.follow_all(css="a.next")
+
+
 def _line_of(text: str) -> str:
     return f"{Path(__file__).name}:" + str(
         next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if text in line)
@@ -152,7 +166,10 @@ KEEPERS: dict[str, tuple[type, str]] = {
     "signal": (SignalKeeper, _line_of("RECEIVED.append(")),
     "cache": (CacheKeeper, _line_of("return b\"x\" * size")),
     "pipeline": (BlobItems, _line_of("self.buffer.append(item)")),
+    "cookiejar": (CookiejarPerRequest, _line_of('meta={"cookiejar": link}')),
 }
+#: Settings a keeper's crawl needs beyond BASE_SETTINGS (the benchmarks turn cookies off).
+KEEPER_SETTINGS: dict[str, dict[str, Any]] = {"cookiejar": {"COOKIES_ENABLED": True}}
 
 
 class BoundedCache(Catalog):

@@ -26,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench_spiders import KEEPERS, Catalog, catalog_path, clean_scenarios
+from bench_spiders import KEEPER_SETTINGS, KEEPERS, Catalog, catalog_path, clean_scenarios
 from harness import Crawl, machine_info, measured, progress, stop_reactor
 
 from pytest_crawlmem.runner import CrawlOptions
@@ -80,7 +80,7 @@ def run_detection(
         url = site.url(catalog_path(size, per_page=per_page))
         key = key_of(keeper, leak, size, per_page)
         for _ in range(runs):
-            leaky[key].append(_crawl(Crawl(spider, {"start_urls": [url], "leak": leak}, {}), line))
+            leaky[key].append(_crawl(Crawl(spider, {"start_urls": [url], "leak": leak}, KEEPER_SETTINGS.get(keeper, {})), line))
         flagged = sum(r["verdict"] == "retained-objects" for r in leaky[key])
         attributed = sum(r["attributed"] for r in leaky[key])
         progress(f"  {keeper:6} leak {leak:6} B/response at {size:5} responses, {per_page} per listing page:"

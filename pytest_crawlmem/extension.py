@@ -52,7 +52,7 @@ from .metrics import MetricsServer, require_prometheus
 from .models import BrowserSummary, Checkpoint, GrowthSite, Holder, MediaSummary, Sample
 from .recording import Recording
 from .shots import ShotLedger
-from .snapshots import growing_sites, take_snapshot
+from .snapshots import growing_sites, queued_share, take_snapshot
 from .status import StatusTicker, read_status
 
 logger = logging.getLogger(__name__)
@@ -128,6 +128,7 @@ class CrawlMemExtension:
         self._window_done = False
         self._window_started_tracing = False
         self._resume_at = 0  # the checkpoint the schedule had planned when the window opened
+        self._queued: dict[str, int] = {}  # the scheduler's share of the growth sites when the window closed
         self._window_opening: list[Checkpoint] = []  # the checkpoint that opened the window and the one before it
         self.plugin_bytes = 0  # memory the closed window left behind (not the crawl's): off the heap signal after it
         self._traced_whole = False
@@ -529,6 +530,7 @@ class CrawlMemExtension:
             return
         if self._window:
             self._window.append(take_snapshot())
+            self._queued = self._queued_share()
             self._window_responses.append(checkpoint.responses)
             self._close_window(checkpoint.traced_bytes)
             if self._resume_at > checkpoint.responses:  # the window's extra checkpoint does not shift the schedule
@@ -569,6 +571,14 @@ class CrawlMemExtension:
             self.recording.add_error(f"finding holders failed: {exc!r}")
         self._lengths = {}
 
+    def _queued_share(self) -> dict[str, int]:
+        """Traced bytes per growth site of the requests the scheduler holds (evidence: never breaks the crawl)."""
+        try:
+            return queued_share(probes.queued_requests(self.crawler))
+        except Exception as exc:
+            self.recording.add_error(f"measuring the scheduler's share failed: {exc!r}")
+            return {}
+
     def _close_window(self, traced: int | None) -> None:
         """End the window, find the holders, then measure what tracing left behind once stopped (drained crawl).
 
@@ -596,7 +606,7 @@ class CrawlMemExtension:
             return
         self._window_done = True
         if len(self._window) >= 2:
-            self.growth_sites = growing_sites(self._window, self._window_responses)
+            self.growth_sites = growing_sites(self._window, self._window_responses, queued=self._queued)
         self._window = []
         if self._window_started_tracing and tracemalloc.is_tracing():
             tracemalloc.stop()
