@@ -212,6 +212,26 @@ def merge_runs(documents: list[dict[str, Any]]) -> dict[str, Any]:
     return summarize(leaky, clean)
 
 
+def format_markdown(summary: dict[str, Any]) -> str:
+    """The grid as one Markdown table (the README's): per leak and length, flagged runs of each keeper; then the clean row."""
+    matrix = [v for v in summary["leaks"].values() if v["per_page"] == 20]
+    keepers = [k for k in ("list", "signal", "cache") if any(v["keeper"] == k for v in matrix)]
+    leaks, sizes = sorted({v["leak_bytes"] for v in matrix}), sorted({v["size"] for v in matrix})
+    lines = ["| kept per product | " + " | ".join(f"{s:,} responses" for s in sizes) + " |",
+             "|---|" + "---|" * len(sizes)]
+    for leak in leaks:
+        cells = []
+        for size in sizes:
+            rows = [summary["leaks"].get(key_of(k, leak, size)) for k in keepers]
+            cells.append(" · ".join(f"{r['flagged']}/{r['runs']}" if r else "-" for r in rows))
+        lines.append(f"| {leak // 1024} KiB | " + " | ".join(cells) + " |")
+    clean = {int(name.rpartition("_")[2]): row for name, row in summary["clean"].items() if name.startswith("catalog_")}
+    if clean:
+        lines.append("| clean (false positives) | " + " | ".join(
+            f"{clean[s]['false_positives']}/{clean[s]['runs']}" if s in clean else "-" for s in sizes) + " |")
+    return "\n".join(lines)
+
+
 def format_table(summary: dict[str, Any]) -> str:
     """Plain-text tables: flagged (attributed) per keeper, leak and size; clean verdicts per scenario."""
     lines = []
@@ -250,10 +270,13 @@ def main() -> None:
                         help="issue 21's grid (sets --leaks, --sizes, --clean-sizes, and --keepers unless given)")
     parser.add_argument("--merge", type=Path, nargs="+", help="print (and --json) the table of these runs' JSON files as one")
     parser.add_argument("--json", type=Path, help="write the summary and every run to this file")
+    parser.add_argument("--markdown", action="store_true", help="with --merge: print the grid as the README's table too")
     args = parser.parse_args()
     if args.merge:
         merged = merge_runs([json.loads(path.read_text()) for path in args.merge])
         print(format_table(merged))
+        if args.markdown:
+            print(format_markdown(merged))
         if args.json:
             args.json.write_text(json.dumps({"machine": machine_info(), "merged": [str(p) for p in args.merge],
                                              "detection": merged}, indent=2) + "\n")
