@@ -101,9 +101,13 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 def run_detection(
     site: RunningSite, *, runs: int, clean_runs: int, sizes: list[int], leaks: list[int], extra: list[str] = EXTRA,
-    keepers: list[str] | None = None, clean_sizes: list[int] | None = None, only: list[str] | None = None,
+    keepers: list[str] | None = None, clean_sizes: list[int] | None = None, save: Path | None = None,
+    only: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run the leaky crawls (per keeper, then the ``extra`` shapes) and the clean scenarios; return every run and the rates."""
+    """Run the leaky crawls (per keeper, then the ``extra`` shapes) and the clean scenarios; return every run and the rates.
+
+    ``save``: rewrite this JSON file after every cell, so a long run stopped midway keeps what it measured.
+    """
     leaky: dict[str, list[dict[str, Any]]] = defaultdict(list)
     configs = [(keeper, leak, size, 20) for keeper in keepers or ["list"] for size in sizes for leak in leaks]
     configs += [("list", *parse_shape(e)) for e in extra]
@@ -119,6 +123,7 @@ def run_detection(
         attributed = sum(r["attributed"] for r in leaky[key])
         progress(f"  {keeper:6} leak {leak:6} B/response at {size:5} responses, {per_page} per listing page:"
                  f" flagged {flagged}/{runs}, attributed {attributed}/{runs}")
+        _save(save, leaky, {})
     clean: dict[str, list[dict[str, Any]]] = defaultdict(list)
     scenarios = {name: s for name, s in clean_scenarios(site.base_url).items() if not only or name in only}
     for size in clean_sizes or []:
@@ -129,7 +134,14 @@ def run_detection(
         verdicts = [r["verdict"] for r in clean[name]]
         progress(f"  clean {name:14}: retained-objects {verdicts.count('retained-objects')}/{clean_runs}"
                  f" ({', '.join(f'{v} {verdicts.count(v)}' for v in sorted(set(verdicts)))})")
+        _save(save, leaky, clean)
     return summarize(leaky, clean)
+
+
+def _save(path: Path | None, leaky: dict[str, list[dict[str, Any]]], clean: dict[str, list[dict[str, Any]]]) -> None:
+    """Write the runs so far (and their summary) to ``path``, if given."""
+    if path is not None:
+        path.write_text(json.dumps({"machine": machine_info(), "detection": summarize(leaky, clean)}, indent=2) + "\n")
 
 
 def _flagged(run: dict[str, Any]) -> bool:
@@ -256,7 +268,7 @@ def main() -> None:
     try:
         with start_site() as site:
             summary = run_detection(site, runs=args.runs, clean_runs=args.clean_runs, sizes=args.sizes, leaks=args.leaks,
-                                    extra=args.extra, keepers=args.keepers, clean_sizes=args.clean_sizes,
+                                    extra=args.extra, keepers=args.keepers, clean_sizes=args.clean_sizes, save=args.json,
                                     only=args.scenarios)
     finally:
         stop_reactor()
