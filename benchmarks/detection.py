@@ -102,6 +102,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 def run_detection(
     site: RunningSite, *, runs: int, clean_runs: int, sizes: list[int], leaks: list[int], extra: list[str] = EXTRA,
     keepers: list[str] | None = None, clean_sizes: list[int] | None = None, save: Path | None = None,
+    only: list[str] | None = None,
 ) -> dict[str, Any]:
     """Run the leaky crawls (per keeper, then the ``extra`` shapes) and the clean scenarios; return every run and the rates.
 
@@ -124,7 +125,7 @@ def run_detection(
                  f" flagged {flagged}/{runs}, attributed {attributed}/{runs}")
         _save(save, leaky, {})
     clean: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    scenarios = clean_scenarios(site.base_url)
+    scenarios = {name: s for name, s in clean_scenarios(site.base_url).items() if not only or name in only}
     for size in clean_sizes or []:
         scenarios[f"catalog_{size}"] = (Catalog, {"start_urls": [site.url(catalog_path(size, per_page=20))]}, {})
     for name, (spider, kwargs, settings) in scenarios.items():
@@ -265,6 +266,7 @@ def main() -> None:
     parser.add_argument("--leaks", type=int, nargs="+", default=LEAKS, help="bytes kept per response")
     parser.add_argument("--extra", nargs="*", default=EXTRA, help="more leaky crawls, LEAK@RESPONSES/PER_PAGE")
     parser.add_argument("--keepers", nargs="+", default=["list"], choices=sorted(KEEPERS), help="what keeps the leak")
+    parser.add_argument("--scenarios", nargs="*", default=[], help="only these clean scenarios (default: all)")
     parser.add_argument("--clean-sizes", type=int, nargs="*", default=[], help="clean catalog crawls of these lengths too")
     parser.add_argument("--grid", action="store_true",
                         help="issue 21's grid (sets --leaks, --sizes, --clean-sizes, and --keepers unless given)")
@@ -289,7 +291,8 @@ def main() -> None:
     try:
         with start_site() as site:
             summary = run_detection(site, runs=args.runs, clean_runs=args.clean_runs, sizes=args.sizes, leaks=args.leaks,
-                                    extra=args.extra, keepers=args.keepers, clean_sizes=args.clean_sizes, save=args.json)
+                                    extra=args.extra, keepers=args.keepers, clean_sizes=args.clean_sizes, save=args.json,
+                                    only=args.scenarios)
     finally:
         stop_reactor()
     print(format_table(summary))
