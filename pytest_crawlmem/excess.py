@@ -79,7 +79,7 @@ class DrainedExcess:
         bucket = rss_bytes // self.bucket_bytes
         self._pending[bucket] = self._pending.get(bucket, 0) + 1
         self._pending_inflight[inflight] = self._pending_inflight.get(inflight, 0) + 1
-        if len(self._pending) > self.max_buckets:
+        while len(self._pending) > self.max_buckets:
             self._coarsen()
 
     def add_checkpoint(self, rss_bytes: int) -> None:
@@ -92,7 +92,7 @@ class DrainedExcess:
                 self._excess[key] = self._excess.get(key, 0) + count
             for inflight, count in self._pending_inflight.items():
                 self._inflight[inflight] = self._inflight.get(inflight, 0) + count
-            if len(self._excess) > self.max_buckets:
+            while len(self._excess) > self.max_buckets:
                 self._coarsen()
         self._pending, self._pending_inflight = {}, {}
         self._level = rss_bytes

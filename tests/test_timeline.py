@@ -216,3 +216,15 @@ def test_the_running_excess_stays_bounded_by_widening_its_buckets():
     assert summary is not None and summary.samples == 10_000
     assert len(aggregate._pending) <= 64 and len(aggregate._excess) <= 64
     assert abs(summary.median_bytes - 5000 * 4096) <= aggregate.bucket_bytes
+
+
+def test_sparse_buckets_are_widened_until_the_bound_holds():
+    aggregate = DrainedExcess(bucket_bytes=1024, max_buckets=8)
+    aggregate.add_checkpoint(0)
+    for i in range(20):
+        aggregate.add_sample(i * 3 * 2**20, 1)  # 3 MiB apart: one widening of 1 KiB buckets merges none of them
+        assert len(aggregate._pending) <= 8
+    aggregate.add_checkpoint(0)
+    assert len(aggregate._excess) <= 8 and len(aggregate._pending) == 0
+    summary = aggregate.summary()
+    assert summary is not None and summary.samples == 20
