@@ -87,6 +87,10 @@ class Observer:
                "responses": stats.get_value("response_received_count", 0),
                "rss": int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE"),
                "cpu": round(cpu.user + cpu.system, 3)}
+        try:
+            row["scheduled"] = len(self.crawler.engine.scheduler)  # the crawl's own backlog, in every mode
+        except Exception:
+            pass
         if ext is not None:
             walk = time.process_time()
             rec = ext.recording

@@ -22,6 +22,7 @@ from . import probes
 from .browser import launch_options
 from .browserwatch import BrowserWatch
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
+from .jobverdict import in_pages
 from .models import Checkpoint, CrawlResult, Sample
 from .recording import Recording
 from .runner import peaks_of
@@ -252,9 +253,7 @@ def _result(runner: _JobRunner, name: str, start: Checkpoint, exact_peak: bool) 
     end = checkpoints[-1]
     peak = probes.read_peak_rss() if exact_peak else None
     growth = analyze(checkpoints, samples, leak_per_response=options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE)
-    if growth.rule == "too-few-checkpoints":
-        growth = replace(growth, reason=f"{growth.reason}; call `await job.checkpoint()` after each batch of pages"
-                         " (5 batches or more) so growth can be judged")
+    growth = in_pages(growth, checkpoints)
     if growth.verdict in FIXES:
         growth = replace(growth, reason=f"{growth.reason}. Fix: {FIXES[growth.verdict]}")
     done = runner.job.pages_done if runner.job else 0

@@ -23,6 +23,9 @@ from .runner import CrawlOptions, run_crawl
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .site import RunningSite, SiteStartError, start_site
 
+#: Set on the test item by ``crawl_sweep`` while its variants run (a variant that measured nothing loses, not fails).
+SWEEPING_KEY = pytest.StashKey[bool]()
+
 
 class CrawlFunction(Protocol):
     """The callable the ``crawl`` fixture returns."""
@@ -129,12 +132,22 @@ def _project_settings(item: pytest.Item, session: CrawlMemSession, wanted: bool 
     pytest.fail(problem, pytrace=False)
 
 
-def _fail_if_nothing_measured(result: CrawlResult, budgets: Budgets | None, session: CrawlMemSession) -> None:
-    """A crawl that got no response measured nothing: fail now, unless min_responses allows it."""
+def _fail_if_nothing_measured(
+    result: CrawlResult, budgets: Budgets | None, session: CrawlMemSession, variant: CrawlRecord | None = None
+) -> None:
+    """A crawl that got no response measured nothing: fail now, unless min_responses allows it.
+
+    A ``crawl_sweep`` variant (its ``variant`` record given) does not fail the test here: the violation joins
+    its record, so it is a losing row of the sweep, and the test fails when no variant kept the budgets.
+    """
     minimum = budgets.min_responses if budgets is not None else session.settings.budget_defaults.get("min_responses")
     violation = nothing_measured(minimum if isinstance(minimum, int) else None, result)
-    if violation is not None:
+    if violation is None:
+        return
+    if variant is None:
         pytest.fail(f"{violation.message}; report: {result.report_dir}", pytrace=False)
+    if all(v.budget != violation.budget for v in variant.violations):
+        variant.violations.append(violation)
 
 
 def _warn_if_only_errors(item: pytest.Item, result: CrawlResult, session: CrawlMemSession) -> None:
@@ -250,7 +263,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
         _fail_if_site_died(request, result)
         _fail_if_replay_found_nothing(target, result)
-        _fail_if_nothing_measured(result, budgets, session)
+        _fail_if_nothing_measured(result, budgets, session, records[-1] if item.stash.get(SWEEPING_KEY, False) else None)
         _fail_if_every_callback_raised(result)
         _warn_if_only_errors(item, result, session)
         if budgets is None:  # with a marker, the budget check reports it

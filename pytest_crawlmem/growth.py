@@ -16,13 +16,12 @@ that rose at every checkpoint and were still held after the crawl ended (proven 
 
 from __future__ import annotations
 
-import statistics
-from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import pairwise
 
+from .excess import ExcessSummary, excess_of_samples
 from .models import Checkpoint, Growth, MediaSummary, Sample, SizeDistribution
 
 MIN_DELTAS = 3
@@ -346,6 +345,7 @@ def analyze(
     disk_per_response: int = DEFAULT_DISK_PER_RESPONSE,
     held_after_close: Mapping[str, int] | None = None,
     min_interval: int = CHECKPOINT_MIN_RESPONSES,
+    download_excess: ExcessSummary | None = None,
 ) -> Growth:
     """Return the verdict for a crawl from its checkpoints (and samples for processing pressure).
 
@@ -357,6 +357,7 @@ def analyze(
     ``held_after_close`` counts, per Scrapy class, the crawl's objects still alive after it ended that a
     module, class or library structure was shown to hold (proven retention). ``min_interval`` is the
     extension's CRAWLMEM_CHECKPOINT_MIN_RESPONSES (to say how many responses a judgement needs).
+    ``download_excess`` is the timeline's running summary of RSS above the drained level (exact on a thinned one).
     """
     judged = judged_checkpoints(checkpoints)
     picked = _signal(judged)
@@ -448,7 +449,7 @@ def analyze(
             rule=f"every interval >= {disk_per_response} B/response of JOBDIR disk use",
             per_response_bytes=per_response, **base,  # type: ignore[arg-type]
         )
-    downloads = _downloader_activity(checkpoints, samples, response_sizes)
+    downloads = _downloader_activity(checkpoints, samples, response_sizes, download_excess)
     if downloads:
         return Growth(
             verdict="downloader-activity",
@@ -720,40 +721,34 @@ def _jobdir_growth(judged: Sequence[Checkpoint], samples: Sequence[Sample], per_
 
 
 def _downloader_activity(
-    checkpoints: Sequence[Checkpoint], samples: Sequence[Sample], sizes: SizeDistribution | None
+    checkpoints: Sequence[Checkpoint], samples: Sequence[Sample], sizes: SizeDistribution | None,
+    excess: ExcessSummary | None = None,
 ) -> str:
     """Describe memory held by downloads in flight ('' when the samples do not show it).
 
     Each sample between two checkpoints is compared with the higher of their RSS (drained: no download in
     flight, after gc.collect() and malloc_trim). The median excess must reach DOWNLOAD_EXCESS_BYTES, with at
     least 2 downloads in flight in half the samples, and be within DOWNLOAD_EXCESS_FACTOR of what they could
-    buffer (median in flight x mean body).
+    buffer (median in flight x mean body). ``excess`` is the crawl's running summary (a thinned timeline's
+    merged samples hold maxima, so their median reads high); without it the samples give it.
     """
     if sizes is None or not sizes.count or len(checkpoints) < 2:
         return ""
     mean_body = sizes.total_bytes / sizes.count
-    times = [c.t_seconds for c in checkpoints]
-    excess, inflight = [], []
-    for sample in samples:
-        at = bisect_right(times, sample.t_seconds)
-        if sample.inflight is None or at == 0 or at == len(times):
-            continue
-        level = max(checkpoints[at - 1].rss_bytes, checkpoints[at].rss_bytes)
-        excess.append(sample.rss_bytes - level)
-        inflight.append(sample.inflight)
-    if len(excess) < 10:
+    if excess is None:
+        excess = excess_of_samples(checkpoints, samples)
+    if excess is None or excess.samples < 10:
         return ""
-    median_excess, median_inflight = statistics.median(excess), statistics.median(inflight)
+    median_excess, median_inflight = excess.median_bytes, excess.median_inflight
     buffered = median_inflight * mean_body
     if median_excess < DOWNLOAD_EXCESS_BYTES or median_inflight < 2 or buffered * DOWNLOAD_EXCESS_FACTOR < median_excess:
         return ""
-    high = sorted(excess)[int(0.9 * (len(excess) - 1))]
     p95 = f", p95 {_mib(sizes.p95_bytes)}" if sizes.p95_bytes is not None else ""
     return (
         f"downloads held the peak, not retained objects: a median of {median_inflight:g} downloads were in flight"
-        f" (peak {max(inflight):,}) with bodies of {_mib(mean_body)} on average{p95}, up to {_mib(buffered)} buffered"
+        f" (peak {excess.max_inflight:,}) with bodies of {_mib(mean_body)} on average{p95}, up to {_mib(buffered)} buffered"
         f" until each completes, and sampled RSS ran {_mib(median_excess)} above the drained level of the"
-        f" checkpoints around it (median; p90 {_mib(high)}, peak sample {_mib(max(s.rss_bytes for s in samples))})"
+        f" checkpoints around it (median; p90 {_mib(excess.p90_bytes)}, peak sample {_mib(max(s.rss_bytes for s in samples))})"
     )
 
 

@@ -323,6 +323,7 @@ def _build_result(
         media_failure_body_bytes=media_failure_body_bytes(ext.ledger.dropped),
         held_after_close={r.class_name: r.count for r in retention if r.path},
         min_interval=ext.checkpoint_min_responses,
+        download_excess=recording.timeline.excess_summary(),
     )
     sites = tuple(ext.growth_sites)
     if growth.verdict == "retained-objects":

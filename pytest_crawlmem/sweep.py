@@ -234,6 +234,8 @@ class Criteria:
     def rejection(self, row: SweepRow, most_items: int) -> str:
         """Why ``row`` cannot be picked, in one clause per reason; empty when it can."""
         reasons: list[str] = []
+        if not row.responses:
+            reasons.append("it got no responses, so nothing was measured")
         if row.stopped:
             reasons.append(f"the harness stopped it ({row.finish_reason})")
         if self.within_budgets and row.broken:
@@ -333,7 +335,7 @@ class SweepResult:
     ) -> SweepRow | None:
         """The fastest variant (by ``key``) within the memory limits that lost no data; ``None`` when none qualifies.
 
-        A candidate was not stopped by the harness; with ``within_budgets`` it kept every
+        A candidate got responses and was not stopped by the harness; with ``within_budgets`` it kept every
         budget of the test's ``crawl_memory`` marker; its peak RSS and RSS growth are at most
         ``max_peak_rss`` / ``max_rss_growth`` (bytes or ``"300 MiB"``); with
         ``require_complete`` it dropped no response to a size limit, gave up no request after

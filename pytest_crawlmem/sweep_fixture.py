@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import pytest
 
-from .fixtures import CrawlFunction
+from .fixtures import SWEEPING_KEY, CrawlFunction
 from .session import RECORDS_KEY, SESSION_KEY
 from .sweep import Pick, SweepResult, SweepRow, Variants, name_variants
 from .sweep_report import write_sweep_files
@@ -63,8 +63,12 @@ def crawl_sweep(request: pytest.FixtureRequest, crawl: CrawlFunction) -> SweepFu
         sweeps_run[0] += 1
         rows, results = [], {}
         for name, overrides in named:
-            result = crawl(spider_cls, start_urls=start_urls, settings={**(settings or {}), **overrides},
-                           isolate=isolate, **spider_kwargs)
+            item.stash[SWEEPING_KEY] = True
+            try:
+                result = crawl(spider_cls, start_urls=start_urls, settings={**(settings or {}), **overrides},
+                               isolate=isolate, **spider_kwargs)
+            finally:
+                item.stash[SWEEPING_KEY] = False
             record = records[-1]
             assert record.result is result, "the crawl fixture records each crawl it runs"
             record.variant, record.sweep = name, sweeps_run[0]

@@ -10,6 +10,8 @@ thinned timeline equal those of the full one. Shares of samples (the scraper's b
 weighted by ``span``; each kept sample's backout flag is chosen by error diffusion from the exact
 count of raw samples in backout, so the weighted share of any prefix of the timeline is within
 half a kept sample's span of the true one (a uniform 30% backout stays 30%, not 0% by majority).
+Typical levels cannot be read from merged maxima: the RSS above the drained level (the
+``downloader-activity`` verdict's median) is kept from every raw sample by :class:`DrainedExcess`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from .excess import DrainedExcess, ExcessSummary
 from .models import Checkpoint, Sample
 
 #: Figures merged by taking the larger of two readings (``None`` when neither sample had one).
@@ -73,10 +76,12 @@ class Timeline:
         self._true_backouts = 0  # raw samples in backout behind the kept ones
         self._shown_backouts = 0  # spans of the kept samples flagged in backout
         self._checkpoints: list[Checkpoint] = []
+        self._excess = DrainedExcess()  # RSS above the drained level, from every raw sample
 
     def add(self, sample: Sample) -> None:
         """Keep ``sample`` (a raw one, ``span == 1``), merging as the resolution requires."""
         self.raw_samples += 1
+        self._excess.add_sample(sample.rss_bytes, sample.inflight)
         backouts = sample.span if sample.backout else 0
         if self._pending is None:
             self._pending, self._pending_backouts = sample, backouts
@@ -129,9 +134,14 @@ class Timeline:
     def add_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Keep a checkpoint; past ``max_checkpoints``, drop every other one between the first and the last four."""
         self.checkpoints_added += 1
+        self._excess.add_checkpoint(checkpoint.rss_bytes)
         self._checkpoints.append(checkpoint)
         if self.max_checkpoints and len(self._checkpoints) > self.max_checkpoints:
             self._checkpoints = thin_checkpoints(self._checkpoints)
+
+    def excess_summary(self) -> ExcessSummary | None:
+        """Sampled RSS above the drained level around it, over every raw sample (thinning cannot bias it)."""
+        return self._excess.summary()
 
     @property
     def checkpoints(self) -> list[Checkpoint]:

@@ -16,15 +16,8 @@ class Catalog(scrapy.Spider):
         yield {"name": response.css("h1.name::text").get(), "price": response.css("span.price::text").get()}
 '''
 
-SPIDERS = '''
-import gc
-import time
-
-import scrapy
-
-
-''' + CATALOG_SPIDER + '''
-
+#: The leaky catalog spider, shared by every suite that writes spiders (tests/test_cluster.py too).
+HOARDER_SPIDER = '''
 class Hoarder(Catalog):
     """Keeps 4 KiB per product page: a leak of about 2 KiB per response."""
 
@@ -34,7 +27,16 @@ class Hoarder(Catalog):
     def parse_product(self, response):
         self.kept.append(b"x" * 4096 + response.url.encode())
         yield from super().parse_product(response)
+'''
 
+SPIDERS = '''
+import gc
+import time
+
+import scrapy
+
+
+''' + CATALOG_SPIDER + HOARDER_SPIDER + '''
 
 class Ballast(Catalog):
     """Allocates 64 MiB at its first response and keeps it to the end of the crawl."""

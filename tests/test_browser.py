@@ -178,3 +178,17 @@ def test_a_job_that_raises_fails_with_its_error_and_keeps_the_report(pytester):
     report = report_of(pytester)
     assert report["result"]["finish_reason"] == "error"
     assert report["result"]["responses"] == 1
+
+
+def test_a_browser_job_too_short_to_judge_says_pages_and_what_the_job_must_do(pytester):
+    write_job_test(pytester, '@pytest.mark.crawl_memory(leak="fail")', """
+    browser_job(lambda job: capture(job, batches=1, size=3))
+""")
+    outcome = run(pytester, "-W", "always")
+    outcome.assert_outcomes(passed=1)
+    outcome.stdout.fnmatch_lines(["*CrawlMemWarning: test_browser_crawl.py::test_it: leak=\"fail\" could not judge this"
+                                  " crawl's memory: 3 pages gave 0 checkpoint intervals after the warm-up; 3 are needed"
+                                  " to judge growth: call `await job.checkpoint()` after each batch of pages*"
+                                  " about 300 pages*"])
+    warning = next(line for line in outcome.stdout.lines if "could not judge" in line)
+    assert "response" not in warning, warning

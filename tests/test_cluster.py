@@ -9,7 +9,7 @@ import shutil
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from spiders_source import CATALOG_SPIDER
+from spiders_source import CATALOG_SPIDER, HOARDER_SPIDER
 
 from pytest_crawlmem.budgets import Budgets
 from pytest_crawlmem.cluster import ClusterError, ClusterResult, RedisSample, check_cluster, cluster_verdict, parse_kill
@@ -25,17 +25,7 @@ SPIDERS = '''
 import scrapy
 from scrapy_redis.spiders import RedisSpider
 
-''' + CATALOG_SPIDER + '''
-
-class Hoarder(Catalog):
-    """Keeps 4 KiB per product page."""
-
-    name = "hoarder"
-    kept = []
-
-    def parse_product(self, response):
-        self.kept.append(b"x" * 4096 + response.url.encode())
-        yield from super().parse_product(response)
+''' + CATALOG_SPIDER + HOARDER_SPIDER + '''
 
 
 class Fragile(Catalog):

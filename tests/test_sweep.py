@@ -100,6 +100,15 @@ def test_a_variant_that_broke_a_test_budget_or_was_stopped_is_not_picked():
     assert sweep.best(within_budgets=False).variant == "broken"
 
 
+def test_a_variant_that_got_no_response_is_never_picked_whatever_the_rule():
+    empty = row("refused", peak_mib=60, items=0, responses=0, duration_seconds=0.5, broken=("min_responses",))
+    sweep = sweep_of(row("ok", rps=5), empty)
+    assert sweep.rejections()["refused"].startswith("it got no responses, so nothing was measured")
+    assert sweep.best(key="peak_rss", within_budgets=False, require_complete=False).variant == "ok"
+    assert sweep.best(key="duration_seconds", within_budgets=False, require_complete=False).variant == "ok"
+    assert sweep_of(replace(empty, broken=())).best(within_budgets=False, require_complete=False) is None
+
+
 def test_a_stopped_variant_does_not_set_the_item_count_others_must_reach():
     sweep = sweep_of(row("ok", items=50), row("killed", items=500, finish_reason="crawlmem_timeout"))
     assert sweep.best().variant == "ok"
@@ -312,3 +321,52 @@ def test_a_real_sweep_prints_its_table_writes_sweep_json_and_never_picks_a_varia
     assert "capped" in page and "crawl-3/report.html" in page and "dropped by a size limit" in page
     failed = json.loads((test_dir.parent / "test_sweeps.py__test_no_variant_keeps_the_budgets" / "sweep.json").read_text())
     assert failed["best"] is None and failed["isolated"] is False and len(failed["rejected"]) == 2
+
+
+ZERO_TESTS = '''
+import pytest
+from scrapy.exceptions import IgnoreRequest
+from sweep_spiders import Pages
+
+
+class Refuse:
+    """A downloader middleware that lets no request through: the variant gets no response."""
+
+    def process_request(self, request, spider=None):
+        raise IgnoreRequest("refused by the variant")
+
+
+REFUSE = {"DOWNLOADER_MIDDLEWARES": {"test_zero_sweeps.Refuse": 1}}
+
+
+def test_one_variant_gets_nothing(crawl_sweep, fixture_site):
+    sweep = crawl_sweep(Pages, {"refused": REFUSE, "open": {}}, base=fixture_site.base_url, isolate=False)
+    assert sweep["refused"].responses == 0 and sweep["refused"].broken == ("min_responses",)
+    assert sweep["open"].responses == 8 and sweep["open"].broken == ()
+    assert sweep.best().variant == "open"
+    assert sweep.best(key="peak_rss", within_budgets=False).variant == "open"
+    assert sweep.rejections()["refused"].startswith("it got no responses, so nothing was measured")
+
+
+def test_every_variant_gets_nothing(crawl_sweep, fixture_site):
+    sweep = crawl_sweep(Pages, {"refused": REFUSE, "also refused": REFUSE}, base=fixture_site.base_url, isolate=False)
+    assert len(sweep) == 2 and sweep.best() is None
+'''
+
+
+def test_a_variant_that_gets_no_response_is_a_losing_row_and_fails_the_test_only_when_every_variant_does(pytester):
+    pytester.makepyfile(sweep_spiders=SPIDERS, test_zero_sweeps=ZERO_TESTS)
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", timeout=300)
+    outcome.assert_outcomes(passed=1, failed=1)
+    outcome.stdout.fnmatch_lines([
+        "*crawl_memory budget broken: no variant of the sweep kept the budgets: refused: the crawl got 0 responses,"
+        " fewer than min_responses=1*; also refused: the crawl got 0 responses*",
+    ])
+    outcome.stdout.fnmatch_lines(["*CrawlMemWarning: test_zero_sweeps.py::test_one_variant_gets_nothing variant refused:"
+                                  " the crawl got 0 responses*"])
+    outcome.stdout.fnmatch_lines([
+        "*crawl sweep: test_zero_sweeps.py::test_one_variant_gets_nothing (2 variants, in-process)*",
+        "variant *",
+        "  refused * 0 * broken: min_responses *s",
+        "[*] open * 8 * ok *s",
+    ])

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import pairwise
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_growth import BASE, series
 
-from pytest_crawlmem.models import Checkpoint, Sample
+from pytest_crawlmem.excess import EXCESS_BUCKET_BYTES, DrainedExcess, excess_of_samples
+from pytest_crawlmem.growth import analyze
+from pytest_crawlmem.models import Checkpoint, Sample, SizeDistribution
 from pytest_crawlmem.timeline import PEAK_FIELDS, Timeline, merge, thin_checkpoints, weighted_share
 
 
@@ -110,3 +116,115 @@ def test_checkpoints_are_thinned_keeping_the_first_and_the_last_four():
         timeline.add_checkpoint(c)
     assert len(timeline.checkpoints) <= 8 and timeline.checkpoints_added == 20
     assert timeline.checkpoints[-1] == checkpoints[-1]
+
+
+# -- downloader-activity on a thinned timeline ----------------------------------------------------------------
+
+MiB = 2**20
+
+
+def downloading_crawl(bound: int, excess_of: Callable[[int], int], per_gap: int = 60) -> Timeline:
+    """A 100,000-response crawl fed through a timeline in time order: drained checkpoints at a flat level, between
+    them samples with 32 downloads in flight and RSS ``excess_of(i)`` above that level (i: the sample's number)."""
+    timeline = Timeline(max_samples=bound)
+    points = series(100_000, lambda n: 0)
+    i = 0
+    for a, b in pairwise(points):
+        timeline.add_checkpoint(a)
+        for k in range(1, per_gap + 1):
+            t = a.t_seconds + (b.t_seconds - a.t_seconds) * k / (per_gap + 1)
+            timeline.add(Sample(t_seconds=t, responses=a.responses, items=0, rss_bytes=BASE + excess_of(i), inflight=32))
+            i += 1
+    timeline.add_checkpoint(points[-1])
+    return timeline
+
+
+def spiky(i: int) -> int:
+    """20 MiB above the drained level, one sample in four 90 MiB above: median 20 MiB, every pair's maximum 90."""
+    return 90 * MiB if i % 4 == 0 else 20 * MiB
+
+
+def one_mib_bodies() -> SizeDistribution:
+    return SizeDistribution(2000, MiB, MiB, MiB, MiB, 2000 * MiB)
+
+
+def test_the_downloader_activity_median_of_a_thinned_timeline_is_that_of_the_full_one():
+    full, thinned = downloading_crawl(0, spiky), downloading_crawl(64, spiky)
+    assert thinned.span >= 16 and full.span == 1
+    exact = excess_of_samples(full.checkpoints, full.samples())
+    assert exact is not None and exact.median_bytes == 20 * MiB
+    # the bias: the median of kept samples (each the maximum of its span) reads 90 MiB, and the verdict flips
+    biased = excess_of_samples(thinned.checkpoints, thinned.samples())
+    assert biased is not None and biased.median_bytes == 90 * MiB
+    assert analyze(thinned.checkpoints, thinned.samples(), response_sizes=one_mib_bodies()).verdict == "downloader-activity"
+    # the running aggregate is fed every raw sample: thinning cannot bias it
+    summary = thinned.excess_summary()
+    assert summary is not None and summary == full.excess_summary()
+    assert summary.samples == exact.samples
+    assert abs(summary.median_bytes - exact.median_bytes) <= EXCESS_BUCKET_BYTES
+    assert (summary.median_inflight, summary.max_inflight) == (32, 32)
+    growth = analyze(thinned.checkpoints, thinned.samples(), response_sizes=one_mib_bodies(), download_excess=summary)
+    assert growth.verdict == analyze(full.checkpoints, full.samples(), response_sizes=one_mib_bodies()).verdict == "steady"
+
+
+def test_downloads_that_hold_memory_most_of_the_time_are_still_found_on_a_thinned_timeline():
+    thinned = downloading_crawl(64, lambda i: 70 * MiB + (i % 3) * MiB)
+    growth = analyze(thinned.checkpoints, thinned.samples(), response_sizes=one_mib_bodies(),
+                     download_excess=thinned.excess_summary())
+    assert growth.verdict == "downloader-activity"
+    assert "RSS ran 71.0 MiB above the drained level" in growth.reason, growth.reason
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    excess=st.lists(st.integers(min_value=-8 * MiB, max_value=200 * MiB), min_size=10, max_size=600),
+    gap=st.integers(min_value=1, max_value=50),
+    bound=st.integers(min_value=16, max_value=64),
+)
+def test_the_running_excess_is_within_a_bucket_of_the_exact_median_whatever_the_thinning(excess, gap, bound):
+    timeline = Timeline(max_samples=bound)
+    for i, value in enumerate(excess):
+        if i % gap == 0:
+            timeline.add_checkpoint(Checkpoint(responses=i, t_seconds=i - 0.5, rss_bytes=BASE + (i % 7) * MiB,
+                                               heap_bytes=None, traced_bytes=None, scheduled=0))
+        timeline.add(Sample(t_seconds=i, responses=i, items=0, rss_bytes=BASE + value, inflight=i % 5))
+    timeline.add_checkpoint(Checkpoint(responses=len(excess), t_seconds=len(excess), rss_bytes=BASE, heap_bytes=None,
+                                       traced_bytes=None, scheduled=0))
+    raw_samples = [Sample(t_seconds=i, responses=i, items=0, rss_bytes=BASE + value, inflight=i % 5)
+                   for i, value in enumerate(excess)]
+    raw_checkpoints = [Checkpoint(responses=i, t_seconds=i - 0.5, rss_bytes=BASE + (i % 7) * MiB, heap_bytes=None,
+                                  traced_bytes=None, scheduled=0) for i in range(0, len(excess), gap)]
+    raw_checkpoints.append(Checkpoint(responses=len(excess), t_seconds=len(excess), rss_bytes=BASE, heap_bytes=None,
+                                      traced_bytes=None, scheduled=0))
+    exact = excess_of_samples(raw_checkpoints, raw_samples)
+    summary = timeline.excess_summary()
+    assert exact is not None and summary is not None
+    assert summary.samples == exact.samples
+    assert (summary.median_inflight, summary.max_inflight) == (exact.median_inflight, exact.max_inflight)
+    assert abs(summary.median_bytes - exact.median_bytes) <= EXCESS_BUCKET_BYTES
+    assert abs(summary.p90_bytes - exact.p90_bytes) <= EXCESS_BUCKET_BYTES
+
+
+def test_the_running_excess_stays_bounded_by_widening_its_buckets():
+    aggregate = DrainedExcess(bucket_bytes=1024, max_buckets=64)
+    aggregate.add_checkpoint(0)
+    for i in range(10_000):
+        aggregate.add_sample(i * 4096, 1)
+        if i % 1000 == 999:
+            aggregate.add_checkpoint(0)
+    summary = aggregate.summary()
+    assert summary is not None and summary.samples == 10_000
+    assert len(aggregate._pending) <= 64 and len(aggregate._excess) <= 64
+    assert abs(summary.median_bytes - 5000 * 4096) <= aggregate.bucket_bytes
+
+
+def test_sparse_buckets_are_widened_until_the_bound_holds():
+    aggregate = DrainedExcess(bucket_bytes=1024, max_buckets=8)
+    aggregate.add_checkpoint(0)
+    for i in range(20):
+        aggregate.add_sample(i * 3 * 2**20, 1)  # 3 MiB apart: one widening of 1 KiB buckets merges none of them
+        assert len(aggregate._pending) <= 8
+    aggregate.add_checkpoint(0)
+    assert len(aggregate._excess) <= 8 and len(aggregate._pending) == 0
+    summary = aggregate.summary()
+    assert summary is not None and summary.samples == 20
