@@ -11,12 +11,13 @@ from .cluster import ClusterError, ClusterResult, check_cluster, check_worker, p
 from .cluster_report import write_cluster_report
 from .cluster_run import ClusterOptions, run_cluster
 from .fixtures import _fail_if_nothing_measured, _fail_if_site_died, _interrupt_crawls, _project_settings
-from .interrupts import INTERRUPTED_MESSAGE, graceful_sigint
+from .interrupts import graceful_sigint
 from .models import CrawlResult, Growth, Peaks
 from .redisserver import RedisStartError
 from .report import write_reports
 from .runner import CrawlOptions
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlRecord
+from .stops import INTERRUPTED_MESSAGE
 
 
 class ClusterFunction(Protocol):

@@ -27,7 +27,7 @@ from typing import Any, cast
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from . import probes
+from . import probes, stops
 from .amplification import AmplificationMeter
 from .browser import is_playwright_crawl
 from .browsertree import TreeReading
@@ -38,7 +38,6 @@ from .distribution import Histogram
 from .dropped import DropLedger
 from .growth import CHECKPOINT_MIN_RESPONSES, DEFAULT_LEAK_PER_RESPONSE, next_checkpoint_at, suspicious
 from .holders import Lengths, container_lengths, find_holders, user_modules
-from .interrupts import INTERRUPTED_MESSAGE, INTERRUPTED_REASON
 from .jobdir import JobdirMeter, jobdir_meter
 from .media import summarize_media, watch_media_failures
 from .metrics import MetricsServer, require_prometheus
@@ -61,7 +60,7 @@ _RUNNING: weakref.WeakSet[CrawlMemExtension] = weakref.WeakSet()
 def interrupt_running_crawls() -> None:
     """Close every measured crawl of this process early (safe to call from a signal handler)."""
     for ext in list(_RUNNING):
-        _reactor().callFromThread(ext._stop_crawl, INTERRUPTED_REASON, INTERRUPTED_MESSAGE)
+        _reactor().callFromThread(ext._stop_crawl, stops.INTERRUPTED, stops.INTERRUPTED_MESSAGE)
 
 
 def uses_playwright(settings: Any) -> bool:
@@ -244,8 +243,8 @@ class CrawlMemExtension:
         self._thread = threading.Thread(target=self._sample_loop, name="crawlmem-sampler", daemon=True)
         self._thread.start()
         if self.timeout_seconds:
-            message = f"the crawl was still running after {self.timeout_seconds:g} s, the budget timeout"
-            self._timeout_call = _reactor().callLater(self.timeout_seconds, self._stop_crawl, "crawlmem_timeout", message)
+            message = stops.timeout_message(self.timeout_seconds)
+            self._timeout_call = _reactor().callLater(self.timeout_seconds, self._stop_crawl, stops.TIMEOUT, message)
         self._start_reporting(spider)
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
@@ -351,10 +350,10 @@ class CrawlMemExtension:
             self._watch_danger(sample)
         if pages is not None:
             self._check_stall(sample, pages)
-        if self.kill_at_bytes and sample.rss_bytes >= self.kill_at_bytes and not self.stopped_because:
+        if stops.over_kill_at(sample.rss_bytes, self.kill_at_bytes) and not self.stopped_because:
             self.stopped_because = "pending"  # once: the reactor thread fills in the reason
-            message = f"RSS reached {sample.rss_bytes / 2**20:,.1f} MiB at {sample.t_seconds:.1f} s, the hard ceiling kill_at"
-            _reactor().callFromThread(self._stop_crawl, "crawlmem_kill_at", message)
+            message = stops.kill_at_message(sample.rss_bytes, sample.t_seconds)
+            _reactor().callFromThread(self._stop_crawl, stops.KILL_AT, message)
 
     # -- the danger snapshot (danger.py): taken by the sampler thread, its traced window closed there or at the end --
 
@@ -416,7 +415,7 @@ class CrawlMemExtension:
 
     def _stop_unclosed(self, message: str) -> None:
         """Stop the crawl, closing the pages that block it so waiting downloads can finish."""
-        self._stop_crawl("crawlmem_unclosed_pages", message)
+        self._stop_crawl(stops.UNCLOSED_PAGES, message)
         for page in self.unclosed_pages():
             _as_deferred(page.close()).addErrback(lambda _failure: None)
 
@@ -451,7 +450,7 @@ class CrawlMemExtension:
         if self.stopped_because not in ("", "pending"):
             return
         self.stopped_because = message
-        self.recording.add_error(f"stopped: {message}")
+        self.recording.add_stop(reason, message)
         logger.warning("crawlmem: stopping the crawl: %s", message)
         probes.pause_engine(self.crawler)
         probes.close_spider(self.crawler, reason)

@@ -13,7 +13,7 @@ import pytest
 from .browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
 from .budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold
 from .extension import interrupt_running_crawls
-from .interrupts import INTERRUPTED_MESSAGE, graceful_sigint
+from .interrupts import graceful_sigint
 from .isolated import interrupt_children, run_isolated, spec_for
 from .models import CrawlResult
 from .project import ProjectError, find_project, import_settings_module
@@ -22,6 +22,7 @@ from .report import write_reports
 from .runner import CrawlOptions, run_crawl
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .site import RunningSite, SiteStartError, start_site
+from .stops import INTERRUPTED_MESSAGE
 
 
 class CrawlFunction(Protocol):
