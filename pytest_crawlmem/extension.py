@@ -32,11 +32,12 @@ from .amplification import AmplificationMeter
 from .browser import is_playwright_crawl
 from .browsertree import TreeReading
 from .browserwatch import BrowserWatch
-from .danger import DEFAULT_WINDOW_SECONDS, DangerWatch
+from .danger import DangerWatch
+from .defaults import CRAWLMEM_DEFAULTS as _DEFAULT
 from .defaults import read_settings
 from .distribution import Histogram
 from .dropped import DropLedger
-from .growth import CHECKPOINT_MIN_RESPONSES, DEFAULT_LEAK_PER_RESPONSE, next_checkpoint_at, suspicious
+from .growth import CHECKPOINT_MIN_RESPONSES, next_checkpoint_at, suspicious
 from .holders import Lengths, container_lengths, find_holders, user_modules
 from .jobdir import JobdirMeter, jobdir_meter
 from .media import summarize_media, watch_media_failures
@@ -69,34 +70,38 @@ def uses_playwright(settings: Any) -> bool:
 
 
 class CrawlMemExtension:
-    """Measures one crawl; the result is left in :attr:`recording` and :attr:`summary`."""
+    """Measures one crawl; the result is left in :attr:`recording` and :attr:`summary`.
+
+    ``__init__`` takes plain values (testable without a crawler); their defaults, like ``from_crawler``'s,
+    are the one table of ``CRAWLMEM_*`` settings, :data:`pytest_crawlmem.defaults.CRAWLMEM_DEFAULTS`.
+    """
 
     def __init__(
         self,
         crawler: Any,
         *,
-        interval_seconds: float = 0.1,
+        interval_seconds: float = _DEFAULT["CRAWLMEM_INTERVAL_SECONDS"],
         jsonl_path: Path | None = None,
-        checkpoints: bool = True,
+        checkpoints: bool = _DEFAULT["CRAWLMEM_CHECKPOINTS"],
         checkpoint_min_responses: int = CHECKPOINT_MIN_RESPONSES,
-        drain_timeout_seconds: float = 5.0,
-        tracemalloc_frames: int = 0,
-        log_interval_seconds: float = 0.0,
-        attribution_frames: int = 8,
-        attribution_responses: int = 100,
-        kill_at_bytes: int = 0,
-        timeout_seconds: float = 0.0,
-        leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE,
+        drain_timeout_seconds: float = _DEFAULT["CRAWLMEM_DRAIN_TIMEOUT_SECONDS"],
+        tracemalloc_frames: int = _DEFAULT["CRAWLMEM_TRACEMALLOC_FRAMES"],
+        log_interval_seconds: float = _DEFAULT["CRAWLMEM_LOG_INTERVAL_SECONDS"],
+        attribution_frames: int = _DEFAULT["CRAWLMEM_ATTRIBUTION_FRAMES"],
+        attribution_responses: int = _DEFAULT["CRAWLMEM_ATTRIBUTION_RESPONSES"],
+        kill_at_bytes: int = _DEFAULT["CRAWLMEM_KILL_AT_BYTES"],
+        timeout_seconds: float = _DEFAULT["CRAWLMEM_TIMEOUT_SECONDS"],
+        leak_per_response: int = _DEFAULT["CRAWLMEM_LEAK_PER_RESPONSE"],
         browser: bool = False,
-        browser_detail_seconds: float = 2.0,
-        stall_seconds: float = 5.0,
-        gc_freeze: bool = False,
-        timeline_samples: int = 0,
-        jsonl_max_bytes: int = 0,
+        browser_detail_seconds: float = _DEFAULT["CRAWLMEM_BROWSER_DETAIL_SECONDS"],
+        stall_seconds: float = _DEFAULT["CRAWLMEM_STALL_SECONDS"],
+        gc_freeze: bool = _DEFAULT["CRAWLMEM_GC_FREEZE"],
+        timeline_samples: int = _DEFAULT["CRAWLMEM_TIMELINE_SAMPLES"],
+        jsonl_max_bytes: int = _DEFAULT["CRAWLMEM_JSONL_MAX_BYTES"],
         prometheus_port: int | None = None,
-        prometheus_addr: str = "127.0.0.1",
-        snapshot_at_bytes: int = 0,
-        danger_window_seconds: float = DEFAULT_WINDOW_SECONDS,
+        prometheus_addr: str = _DEFAULT["CRAWLMEM_PROMETHEUS_ADDR"],
+        snapshot_at_bytes: int = _DEFAULT["CRAWLMEM_SNAPSHOT_AT_BYTES"],
+        danger_window_seconds: float = _DEFAULT["CRAWLMEM_DANGER_WINDOW_SECONDS"],
     ) -> None:
         self.crawler = crawler
         self.interval_seconds = interval_seconds

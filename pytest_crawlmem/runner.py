@@ -28,7 +28,6 @@ from .browser import is_playwright_crawl, launch_options
 from .distribution import Histogram
 from .dropped import suggest_maxsize
 from .extension import CrawlMemExtension
-from .growth import DEFAULT_LEAK_PER_RESPONSE
 from .logcapture import spilled_log_capture
 from .middleware import (
     COUNTING_HTTPCOMPRESSION_PATH,
@@ -112,7 +111,7 @@ def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
         "CRAWLMEM_INTERVAL_SECONDS": options.interval_seconds,
         "CRAWLMEM_TRACEMALLOC_FRAMES": options.tracemalloc_frames,
         "CRAWLMEM_CHECKPOINTS": options.checkpoints,
-        "CRAWLMEM_LEAK_PER_RESPONSE": options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE,
+        "CRAWLMEM_LEAK_PER_RESPONSE": options.leak_per_response,  # None: the default (defaults.py)
         "CRAWLMEM_JSONL": str(options.report_dir / "samples.jsonl") if options.report_dir else None,
         "CRAWLMEM_KILL_AT_BYTES": options.kill_at_bytes or 0,
         "CRAWLMEM_TIMEOUT_SECONDS": options.timeout_seconds or 0.0,
