@@ -22,6 +22,7 @@ from . import probes, stops
 from .assemble import RunFacts, assemble, judge
 from .browser import launch_options
 from .browserwatch import BrowserWatch
+from .meter import Ceiling, Sampler
 from .models import Checkpoint, CrawlResult, Sample
 from .recording import Recording
 
@@ -103,8 +104,9 @@ class _JobRunner:
         self.started_at = 0.0
         self.stopped_because = ""
         self.finish_reason = stops.FINISHED
-        self._stop = threading.Event()
         self._cancel: Callable[[], None] | None = None
+        self.sampler = Sampler(self.sample, options.interval_seconds, self.recording, name="crawlmem-job-sampler")
+        self.ceiling = Ceiling(options.kill_at_bytes, self._stop_once)
 
     def elapsed(self) -> float:
         return round(time.monotonic() - self.started_at, 4)
@@ -130,9 +132,12 @@ class _JobRunner:
             open_pages=pages, open_contexts=contexts,
         )
         self.recording.add_sample(sample)
-        if stops.over_kill_at(sample.rss_bytes, self.options.kill_at_bytes) and not self.stopped_because:
-            self.stop(stops.KILL_AT, stops.kill_at_message(sample.rss_bytes, sample.t_seconds))
+        self.ceiling.check(sample.rss_bytes, sample.t_seconds)
         return sample
+
+    def _stop_once(self, reason: str, message: str) -> None:
+        if not self.stopped_because:
+            self.stop(reason, message)
 
     def stop(self, reason: str, message: str) -> None:
         """Cancel the job (any thread)."""
@@ -140,13 +145,6 @@ class _JobRunner:
         self.recording.add_stop(reason, message)
         if self._cancel is not None:
             self._cancel()
-
-    def _sample_loop(self) -> None:
-        while not self._stop.wait(self.options.interval_seconds):
-            try:
-                self.sample()
-            except Exception as exc:
-                self.recording.add_error(f"sample failed: {exc!r}")
 
     def checkpoint(self, job: BrowserJob | None, *, cost_started: float | None = None) -> Checkpoint:
         started = time.monotonic() if cost_started is None else cost_started
@@ -216,13 +214,11 @@ def run_browser_job(
         except BaseException as exc:  # handed to the test's thread
             failure.append(exc)
 
-    sampler = threading.Thread(target=runner._sample_loop, name="crawlmem-job-sampler", daemon=True)
     worker = threading.Thread(target=target, name="crawlmem-browser-job", daemon=True)
-    sampler.start()
+    runner.sampler.start()
     worker.start()
     worker.join()
-    runner._stop.set()
-    sampler.join(timeout=5)
+    runner.sampler.stop()
     if failure:
         runner.finish_reason = stops.ERROR
         runner.recording.add_error(f"the job raised {failure[0]!r}")

@@ -16,7 +16,6 @@ import asyncio
 import gc
 import logging
 import sys
-import threading
 import time
 import tracemalloc
 import uuid
@@ -41,6 +40,7 @@ from .growth import CHECKPOINT_MIN_RESPONSES, next_checkpoint_at, suspicious
 from .holders import Lengths, container_lengths, find_holders, user_modules
 from .jobdir import JobdirMeter, jobdir_meter
 from .media import summarize_media, watch_media_failures
+from .meter import Ceiling, Sampler
 from .metrics import MetricsServer, require_prometheus
 from .models import BrowserSummary, Checkpoint, GrowthSite, Holder, MediaSummary, Sample
 from .recording import Recording
@@ -130,7 +130,8 @@ class CrawlMemExtension:
         self.gc_freeze = gc_freeze
         self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_bytes=jsonl_max_bytes,
                                    max_checkpoints=max(32, timeline_samples // 8) if timeline_samples else 0)
-        self.sampler_cpu_seconds = 0.0  # the sampler thread's CPU time (it alone writes it)
+        self.sampler = Sampler(self._take_sample, interval_seconds, self.recording, name="crawlmem-sampler")
+        self.ceiling = Ceiling(kill_at_bytes, self._request_stop)
         self.ticker: StatusTicker | None = None
         self.prometheus_port, self.prometheus_addr = prometheus_port, prometheus_addr
         self.metrics: MetricsServer | None = None
@@ -151,8 +152,6 @@ class CrawlMemExtension:
         self._started_tracing = False
         self._next_checkpoint = checkpoint_min_responses
         self._checkpointing = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._froze_gc = False
         self.jobdir: JobdirMeter | None = None  # JOBDIR's disk use, when the crawl has one
         self.media_pipelines: list[Any] = []  # the crawl's MediaPipelines while it runs, for the cache probes
@@ -245,8 +244,7 @@ class CrawlMemExtension:
         self.media_pipelines = probes.media_pipelines(self.crawler)
         if self.crawler.settings.getbool("CRAWLMEM_MEDIA_FAILURES"):  # test crawls: failed media downloads are dropped data
             watch_media_failures(self.media_pipelines, self.ledger)
-        self._thread = threading.Thread(target=self._sample_loop, name="crawlmem-sampler", daemon=True)
-        self._thread.start()
+        self.sampler.start()
         if self.timeout_seconds:
             message = stops.timeout_message(self.timeout_seconds)
             self._timeout_call = _reactor().callLater(self.timeout_seconds, self._stop_crawl, stops.TIMEOUT, message)
@@ -278,9 +276,7 @@ class CrawlMemExtension:
         self._stop_reporting()
         if self._timeout_call is not None and self._timeout_call.active():
             self._timeout_call.cancel()
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self.sampler.stop()
         self._close_danger()
         if self.jobdir is not None:
             self.jobdir.expire()  # the closing sample has JOBDIR as a resumed crawl will find it
@@ -314,14 +310,10 @@ class CrawlMemExtension:
 
     # -- sampling (sampler thread) --------------------------------------------------
 
-    def _sample_loop(self) -> None:
-        while not self._stop.wait(self.interval_seconds):
-            started = time.thread_time()
-            try:
-                self._take_sample()
-            except Exception as exc:
-                self.recording.add_error(f"sample failed: {exc!r}")
-            self.sampler_cpu_seconds += time.thread_time() - started
+    @property
+    def sampler_cpu_seconds(self) -> float:
+        """CPU time the sampler thread spent (status lines, soak benchmark)."""
+        return self.sampler.cpu_seconds
 
     def _take_sample(self) -> None:
         queues = probes.read_queues(self.crawler)
@@ -355,10 +347,14 @@ class CrawlMemExtension:
             self._watch_danger(sample)
         if pages is not None:
             self._check_stall(sample, pages)
-        if stops.over_kill_at(sample.rss_bytes, self.kill_at_bytes) and not self.stopped_because:
-            self.stopped_because = "pending"  # once: the reactor thread fills in the reason
-            message = stops.kill_at_message(sample.rss_bytes, sample.t_seconds)
-            _reactor().callFromThread(self._stop_crawl, stops.KILL_AT, message)
+        self.ceiling.check(sample.rss_bytes, sample.t_seconds)
+
+    def _request_stop(self, reason: str, message: str) -> None:
+        """Ask the reactor thread to stop the crawl (sampler thread), unless a stop is already under way."""
+        if self.stopped_because:
+            return
+        self.stopped_because = "pending"  # once: the reactor thread fills in the reason
+        _reactor().callFromThread(self._stop_crawl, reason, message)
 
     # -- the danger snapshot (danger.py): taken by the sampler thread, its traced window closed there or at the end --
 

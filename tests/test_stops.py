@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from pytest_crawlmem import stops
@@ -47,3 +48,28 @@ def test_only_the_harness_reasons_mark_a_sweep_row_stopped():
     assert not stops.is_harness_stop("finished") and not stops.is_harness_stop("closespider_timeout")
     row = SweepRow("a", {}, 1, 1, 0, None, 1, 0, 0, 0, 0, 0, 1.0, "steady", stops.KILL_AT)
     assert row.stopped and not SweepRow("b", {}, 1, 1, 0, None, 1, 0, 0, 0, 0, 0, 1.0, "steady", "finished").stopped
+
+
+def test_the_ceiling_fires_once_and_a_failing_sample_does_not_stop_the_sampler(tmp_path):
+    from pytest_crawlmem.meter import Ceiling, Sampler
+
+    fired: list[tuple[str, str]] = []
+    ceiling = Ceiling(100, lambda reason, message: fired.append((reason, message)))
+    assert not ceiling.check(99, 1.0) and ceiling.check(100, 1.5) and not ceiling.check(200, 2.0)
+    assert fired == [(stops.KILL_AT, stops.kill_at_message(100, 1.5))]
+    recording = Recording(None)
+    calls: list[int] = []
+
+    def take() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("no /proc")
+
+    sampler = Sampler(take, 0.001, recording, name="test-sampler")
+    sampler.start()
+    deadline = time.monotonic() + 30
+    while len(calls) < 3 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    sampler.stop()
+    assert len(calls) >= 3
+    assert recording.errors[0] == "sample failed: OSError('no /proc')"
