@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
@@ -13,27 +13,12 @@ from .cluster_run import ClusterOptions, run_cluster
 from .fixtures import _fail_if_nothing_measured, _fail_if_site_died, _interrupt_crawls, _project_settings
 from .interrupts import graceful_sigint
 from .models import CrawlResult, Growth, Peaks
+from .protocols import ClusterFunction
 from .redisserver import RedisStartError
 from .report import write_reports
 from .runner import CrawlOptions
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlRecord
 from .stops import INTERRUPTED_MESSAGE
-
-
-class ClusterFunction(Protocol):
-    """The callable the ``crawl_cluster`` fixture returns."""
-
-    def __call__(
-        self,
-        spider_cls: type,
-        *,
-        workers: int = 3,
-        start_urls: list[str] | None = None,
-        settings: Mapping[str, Any] | None = None,
-        kill: Mapping[str, Any] | None = None,
-        project_settings: bool | str | None = None,
-        **spider_kwargs: Any,
-    ) -> ClusterResult: ...
 
 
 def cluster_summary(result: ClusterResult) -> CrawlResult:

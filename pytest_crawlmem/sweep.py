@@ -29,6 +29,9 @@ _KEY_WORDS = {"responses_per_second": "responses/s", "items_per_second": "items/
               "rss_growth": "lowest RSS growth", "duration_seconds": "shortest duration"}
 
 Variants = Mapping[str, Mapping[str, Any]] | Sequence[Mapping[str, Any]]
+#: Variants run isolated unless the test says otherwise: in one process, each variant's peak
+#: starts from the RSS the earlier ones left behind (docs/sweeps.md).
+DEFAULT_ISOLATE = True
 
 
 def name_variants(variants: Variants) -> list[tuple[str, dict[str, Any]]]:
