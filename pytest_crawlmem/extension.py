@@ -43,6 +43,7 @@ from .media import summarize_media, watch_media_failures
 from .meter import Ceiling, Sampler
 from .metrics import MetricsServer, require_prometheus
 from .models import BrowserSummary, Checkpoint, GrowthSite, Holder, MediaSummary, Sample
+from .pages import HandedPages
 from .recording import Recording
 from .shots import ShotLedger
 from .snapshots import growing_sites, take_snapshot
@@ -157,10 +158,8 @@ class CrawlMemExtension:
         self.media_pipelines: list[Any] = []  # the crawl's MediaPipelines while it runs, for the cache probes
         self.media: MediaSummary | None = None  # their cache when the spider closed
         self.browser = browser
-        self.stall_seconds = stall_seconds
         self.watch = BrowserWatch(detail_seconds=browser_detail_seconds) if browser else None
-        self._handed_pages: list[weakref.ref[Any]] = []  # pages given to callbacks (playwright_include_page)
-        self._progress = (0, 0.0)  # (responses, when that count was first seen)
+        self.handed_pages = HandedPages(stall_seconds)  # pages given to callbacks (playwright_include_page)
         self.unclosed_at_close = 0
         # issue 19: screenshot captures (shots.py), parse amplification (amplification.py's spider middleware)
         self.shots = ShotLedger()
@@ -256,7 +255,7 @@ class CrawlMemExtension:
         if self.browser:
             page = response.meta.get("playwright_page")
             if page is not None:
-                self._handed_pages.append(weakref.ref(page))
+                self.handed_pages.add(page)
         self.response_sizes.add(len(response.body))
         latency = request.meta.get("download_latency")
         if latency is not None:
@@ -391,27 +390,15 @@ class CrawlMemExtension:
 
     def unclosed_pages(self) -> list[Any]:
         """Pages handed to callbacks (``playwright_include_page``) that are still open."""
-        alive = [page for ref in self._handed_pages if (page := ref()) is not None and not page.is_closed()]
-        self._handed_pages = [weakref.ref(page) for page in alive]
-        return alive
+        return self.handed_pages.open()
 
     def _check_stall(self, sample: Sample, pages: probes.PageReading) -> None:
         """Stop a crawl that waits forever for page slots held by pages callbacks never closed."""
-        if sample.responses != self._progress[0]:
-            self._progress = (sample.responses, sample.t_seconds)
-            return
-        if sample.t_seconds - self._progress[1] < self.stall_seconds or not pages.full_contexts or self.stopped_because:
-            return
-        unclosed = len(self.unclosed_pages())
-        if not unclosed:
+        message = self.handed_pages.stall(sample.responses, sample.t_seconds, pages.full_contexts,
+                                          stopping=bool(self.stopped_because))
+        if message is None:
             return
         self.stopped_because = "pending"
-        message = (
-            f"{unclosed:,} pages handed to callbacks (playwright_include_page=True) were never closed, and no response"
-            f" came for {self.stall_seconds:g} s because {pages.full_contexts} browser context(s) had no free page slot"
-            " (PLAYWRIGHT_MAX_PAGES_PER_CONTEXT): the crawl would hang. Close the page in the callback"
-            " (`await page.close()`) and in the errback"
-        )
         _reactor().callFromThread(self._stop_unclosed, message)
 
     def _stop_unclosed(self, message: str) -> None:

@@ -73,3 +73,28 @@ def test_the_ceiling_fires_once_and_a_failing_sample_does_not_stop_the_sampler(t
     sampler.stop()
     assert len(calls) >= 3
     assert recording.errors[0] == "sample failed: OSError('no /proc')"
+
+
+class FakePage:
+    """A Playwright page as HandedPages sees it: open or closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def is_closed(self) -> bool:
+        return self.closed
+
+
+def test_unclosed_pages_that_fill_every_context_stall_the_crawl_only_after_stall_seconds():
+    from pytest_crawlmem.pages import HandedPages
+
+    pages = HandedPages(stall_seconds=5)
+    page = FakePage()
+    pages.add(page)
+    assert pages.stall(10, 1.0, 1, stopping=False) is None  # progress: the clock restarts
+    assert pages.stall(10, 5.9, 1, stopping=False) is None  # not 5 s yet
+    assert pages.stall(10, 6.0, 0, stopping=False) is None  # a context has a free slot
+    assert pages.stall(10, 6.0, 1, stopping=True) is None  # another stop is under way
+    assert pages.stall(10, 6.0, 1, stopping=False).startswith("1 pages handed to callbacks")
+    page.closed = True
+    assert pages.stall(10, 7.0, 1, stopping=False) is None and pages.open() == []
