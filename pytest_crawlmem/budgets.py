@@ -331,7 +331,7 @@ def _replay_misses_check(limit: int | None, result: CrawlResult, shown: int = 3)
 
 def _unclosed_pages_check(result: CrawlResult) -> Violation | None:
     """Pages handed to callbacks were never closed: always a failure (the crawl hangs or holds ~20-40 MiB each)."""
-    if result.finish_reason == "crawlmem_unclosed_pages":
+    if result.finish_reason == stops.UNCLOSED_PAGES:
         return Violation("unclosed_pages", result.browser.unclosed_pages if result.browser else 0, 0, result.stopped_because)
     left = result.browser.unclosed_pages if result.browser else 0
     if not left:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from . import stops
 from .browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
 from .budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold
 from .extension import interrupt_running_crawls
@@ -166,7 +167,7 @@ def _interrupt_crawls() -> None:
 def _fail_if_pages_left_open(result: CrawlResult) -> None:
     """Pages handed to callbacks and never closed hang a scrapy-playwright crawl: fail saying so."""
     left = result.browser.unclosed_pages if result.browser else 0
-    if result.finish_reason == "crawlmem_unclosed_pages" or left:
+    if result.finish_reason == stops.UNCLOSED_PAGES or left:
         reason = result.stopped_because or (
             f"{left:,} pages handed to callbacks (playwright_include_page=True) were still open when the spider closed"
         )

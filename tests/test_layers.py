@@ -75,3 +75,14 @@ def test_the_plugin_and_the_fixture_site_never_import_each_other():
         assert "fixture_sites" not in imports_of(path)[0], path.name
     for path in FIXTURE_SITES.rglob("*.py"):
         assert "pytest_crawlmem" not in imports_of(path)[0], path.name
+
+
+def test_no_stop_reason_is_spelled_outside_the_stops_module():
+    from pytest_crawlmem.stops import HARNESS_STOPS
+
+    for path in PACKAGE.glob("*.py"):
+        if path.name == "stops.py":
+            continue
+        constants = {node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                     if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+        assert not constants & HARNESS_STOPS, f"{path.name} spells {sorted(constants & HARNESS_STOPS)}: use pytest_crawlmem.stops"
