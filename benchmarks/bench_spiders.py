@@ -138,6 +138,57 @@ class BlobItems(Catalog):
         yield {"name": response.css("h1.name::text").get(), "blob": "x" * int(self.leak)}
 
 
+class CookiejarPerRequest(Catalog):
+    """Gives every product request a cookie jar of its own (``meta['cookiejar']``, a new id per request) and a session
+    cookie of ``leak`` bytes: CookiesMiddleware keeps one jar per id, with its cookies, until the crawl ends."""
+
+    name = "cookiejar_per_request"
+    leak = 0
+    def parse(self, response: Any) -> Iterator[Any]:
+        """A listing page: each product in a session of its own, then the next page."""
+        for link in response.css("a.product::attr(href)").getall():
+            token = f"{link}:" + "x" * int(self.leak)
+            yield response.follow(link, self.parse_product, meta={"cookiejar": link}, cookies={"session": token})  # LEAK
+        yield from response.follow_all(css="a.next")
+
+
+class ErrbackKeeper(Catalog):
+    """Each product also fetches its reviews, which fail (404, and 500 for every 5th: retried, then failed); the
+    errback keeps every Failure (and through it the error response and its request). The size is a Failure's own."""
+
+    name = "errback_keeper"
+    leak = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.failures: list[Any] = []
+
+    def parse(self, response: Any) -> Iterator[Any]:
+        """A listing page: each product and its (failing) reviews, then the next page."""
+        for i, link in enumerate(response.css("a.product::attr(href)").getall()):
+            yield response.follow(link, self.parse_product)
+            status = 500 if i % 5 == 0 else 404
+            yield response.follow(f"/status/{status}?reviews={link}", self.parse_product, errback=self.on_error)
+        yield from response.follow_all(css="a.next")
+
+    def on_error(self, failure: Any) -> None:
+        """Keep the failure for a report at the end (the list is never emptied)."""
+        self.failures.append(failure)
+
+
+class MediaFailures(Catalog):
+    """Every product item wants a file that is missing (404): FilesPipeline caches each failed download, and Scrapy 2.19
+    keeps its Request and Response alive through the cached failure until the crawl ends (no user code keeps them)."""
+
+    name = "media_failures"
+    leak = 0
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """One item per product, with a file URL that 404s."""
+        product = response.url.rsplit("/", 1)[1]
+        yield {"id": product, "file_urls": [response.urljoin(f"/media/missing/{product}.jpg")]}
+
+
 def _line_of(text: str) -> str:
     return f"{Path(__file__).name}:" + str(
         next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if text in line)
@@ -152,7 +203,19 @@ KEEPERS: dict[str, tuple[type, str]] = {
     "signal": (SignalKeeper, _line_of("RECEIVED.append(")),
     "cache": (CacheKeeper, _line_of("return b\"x\" * size")),
     "pipeline": (BlobItems, _line_of("self.buffer.append(item)")),
+    "cookiejar": (CookiejarPerRequest, _line_of('meta={"cookiejar": link}')),
+    "errback": (ErrbackKeeper, _line_of("self.failures.append(failure)")),
+    "media": (MediaFailures, _line_of('"file_urls": [response.urljoin')),
 }
+#: Settings a keeper's crawl needs beyond BASE_SETTINGS (the benchmarks turn cookies off).
+KEEPER_SETTINGS: dict[str, dict[str, Any]] = {
+    "cookiejar": {"COOKIES_ENABLED": True},
+    "media": {"ITEM_PIPELINES": {"scrapy.pipelines.files.FilesPipeline": 1}, "FILES_STORE": "/tmp/crawlmem-bench-files"},
+}
+#: What a Scrapy expert names for a keeper whose structure is a library's (in the first holder or the verdict's reason).
+KEEPER_NAMES: dict[str, str] = {"cookiejar": "CookiesMiddleware.jars", "media": "FilesPipeline"}
+#: The verdict a keeper's crawl should get (``retained-objects`` unless named here).
+KEEPER_VERDICTS: dict[str, str] = {"media": "media-disk"}
 
 
 class BoundedCache(Catalog):
@@ -218,4 +281,7 @@ def clean_scenarios(base_url: str) -> dict[str, Scenario]:
         "bounded_cache": (BoundedCache, catalog, {}),
         "slow_pipeline": (Catalog, catalog, slow),
         "backlog": (Frontier, {"start_urls": [base_url + "/explode/0?fanout=20"]}, {"CLOSESPIDER_PAGECOUNT": 1500}),
+        # the root logger at DEBUG with pytest's capture handler and a file handler, as `pytest --log-level=DEBUG
+        # --log-file=...` runs a crawl (detection.py installs them for a crawl whose LOG_LEVEL is DEBUG)
+        "debug_logging": (Catalog, catalog, {"LOG_LEVEL": "DEBUG"}),
     }

@@ -21,12 +21,16 @@ The grid is monotonic when no cell is flagged less often than a cell with a smal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import os
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench_spiders import KEEPERS, Catalog, catalog_path, clean_scenarios
+from bench_spiders import KEEPER_NAMES, KEEPER_SETTINGS, KEEPER_VERDICTS, KEEPERS, Catalog, catalog_path, clean_scenarios
 from harness import Crawl, machine_info, measured, progress, stop_reactor
 
 from pytest_crawlmem.runner import CrawlOptions
@@ -43,12 +47,41 @@ GRID_LEAKS, GRID_SIZES, GRID_KEEPERS = [1024, 2048, 8192, 32768], [300, 600, 125
 TARGET_LEAK, TARGET_SIZE, TARGET_RATE = 2048, 1000, 0.95
 
 
-def _crawl(crawl: Crawl, site_line: str = "") -> dict[str, Any]:
-    result = measured(crawl, CrawlOptions(), reports=False)
+@contextlib.contextmanager
+def debug_logging(on: bool) -> Iterator[None]:
+    """When ``on``: the root logger at DEBUG with pytest's LogCaptureHandler and a file handler, as pytest with
+    ``--log-level=DEBUG --log-file=...`` would have it (what they keep is dropped afterwards)."""
+    if not on:
+        yield
+        return
+    from _pytest.logging import LogCaptureHandler
+
+    root = logging.getLogger()
+    handlers = [LogCaptureHandler(), logging.FileHandler(os.devnull)]
+    level = root.level
+    for handler in handlers:
+        handler.setLevel(logging.DEBUG)
+        root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        for handler in handlers:
+            root.removeHandler(handler)
+            handler.close()
+        handlers[0].reset()  # type: ignore[attr-defined]
+
+
+def _crawl(crawl: Crawl, site_line: str = "", name: str = "", expected: str = "retained-objects") -> dict[str, Any]:
+    with debug_logging(crawl.settings.get("LOG_LEVEL") == "DEBUG"):
+        result = measured(crawl, CrawlOptions(), reports=False)
     top = result.top_growth[0].location if result.top_growth else ""
     holder = result.holders[0].line or "" if result.holders else ""
     named = bool(site_line) and (top.endswith(site_line) or holder.endswith(site_line))  # the allocating or keeping line
-    return {"verdict": result.verdict, "attributed": named, "top": top, "holder": holder,
+    if name:  # a library's structure keeps it: the holder (or, for media-disk, the reason) names it
+        named = named or name in (result.holders[0].path if result.holders else "") or name in result.growth.reason
+    return {"verdict": result.verdict, "flagged": result.verdict == expected, "attributed": named, "top": top, "holder": holder,
             "responses": result.responses, "per_response_bytes": result.growth.per_response_bytes,
             "seconds": result.duration_seconds, "rule": result.growth.rule}
 
@@ -68,9 +101,12 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 
 def run_detection(
     site: RunningSite, *, runs: int, clean_runs: int, sizes: list[int], leaks: list[int], extra: list[str] = EXTRA,
-    keepers: list[str] | None = None, clean_sizes: list[int] | None = None,
+    keepers: list[str] | None = None, clean_sizes: list[int] | None = None, save: Path | None = None,
 ) -> dict[str, Any]:
-    """Run the leaky crawls (per keeper, then the ``extra`` shapes) and the clean scenarios; return every run and the rates."""
+    """Run the leaky crawls (per keeper, then the ``extra`` shapes) and the clean scenarios; return every run and the rates.
+
+    ``save``: rewrite this JSON file after every cell, so a long run stopped midway keeps what it measured.
+    """
     leaky: dict[str, list[dict[str, Any]]] = defaultdict(list)
     configs = [(keeper, leak, size, 20) for keeper in keepers or ["list"] for size in sizes for leak in leaks]
     configs += [("list", *parse_shape(e)) for e in extra]
@@ -80,11 +116,13 @@ def run_detection(
         url = site.url(catalog_path(size, per_page=per_page))
         key = key_of(keeper, leak, size, per_page)
         for _ in range(runs):
-            leaky[key].append(_crawl(Crawl(spider, {"start_urls": [url], "leak": leak}, {}), line))
-        flagged = sum(r["verdict"] == "retained-objects" for r in leaky[key])
+            run = Crawl(spider, {"start_urls": [url], "leak": leak}, KEEPER_SETTINGS.get(keeper, {}))
+            leaky[key].append(_crawl(run, line, KEEPER_NAMES.get(keeper, ""), KEEPER_VERDICTS.get(keeper, "retained-objects")))
+        flagged = sum(_flagged(r) for r in leaky[key])
         attributed = sum(r["attributed"] for r in leaky[key])
         progress(f"  {keeper:6} leak {leak:6} B/response at {size:5} responses, {per_page} per listing page:"
                  f" flagged {flagged}/{runs}, attributed {attributed}/{runs}")
+        _save(save, leaky, {})
     clean: dict[str, list[dict[str, Any]]] = defaultdict(list)
     scenarios = clean_scenarios(site.base_url)
     for size in clean_sizes or []:
@@ -95,7 +133,19 @@ def run_detection(
         verdicts = [r["verdict"] for r in clean[name]]
         progress(f"  clean {name:14}: retained-objects {verdicts.count('retained-objects')}/{clean_runs}"
                  f" ({', '.join(f'{v} {verdicts.count(v)}' for v in sorted(set(verdicts)))})")
+        _save(save, leaky, clean)
     return summarize(leaky, clean)
+
+
+def _save(path: Path | None, leaky: dict[str, list[dict[str, Any]]], clean: dict[str, list[dict[str, Any]]]) -> None:
+    """Write the runs so far (and their summary) to ``path``, if given."""
+    if path is not None:
+        path.write_text(json.dumps({"machine": machine_info(), "detection": summarize(leaky, clean)}, indent=2) + "\n")
+
+
+def _flagged(run: dict[str, Any]) -> bool:
+    """The run got its keeper's verdict (``retained-objects``, ``media-disk`` for Scrapy's cached media failures)."""
+    return bool(run.get("flagged", run["verdict"] == "retained-objects"))
 
 
 def _parse_key(key: str) -> tuple[str, int, int, int]:
@@ -121,13 +171,13 @@ def summarize(leaky: dict[str, list[dict[str, Any]]], clean: dict[str, list[dict
     """Rates per leak and size, false positives per clean scenario, and the two targets."""
     leaks = {}
     for key, rows in leaky.items():
-        flagged = sum(r["verdict"] == "retained-objects" for r in rows)
+        flagged = sum(_flagged(r) for r in rows)
         keeper, leak, size, per_page = _parse_key(key)
         leaks[key] = {"keeper": keeper, "leak_bytes": leak, "size": size, "per_page": per_page, "runs": len(rows),
                       "responses": rows[0]["responses"] if rows else 0, "flagged": flagged,
                       "flagged_rate": round(flagged / len(rows), 3) if rows else None,
                       "attributed": sum(r["attributed"] for r in rows),
-                      "flagged_and_attributed": sum(r["attributed"] and r["verdict"] == "retained-objects" for r in rows),
+                      "flagged_and_attributed": sum(r["attributed"] and _flagged(r) for r in rows),
                       "verdicts": {v: sum(r["verdict"] == v for r in rows) for v in sorted({r["verdict"] for r in rows})}}
     scenarios = {}
     for name, rows in clean.items():
@@ -216,7 +266,7 @@ def main() -> None:
     try:
         with start_site() as site:
             summary = run_detection(site, runs=args.runs, clean_runs=args.clean_runs, sizes=args.sizes, leaks=args.leaks,
-                                    extra=args.extra, keepers=args.keepers, clean_sizes=args.clean_sizes)
+                                    extra=args.extra, keepers=args.keepers, clean_sizes=args.clean_sizes, save=args.json)
     finally:
         stop_reactor()
     print(format_table(summary))

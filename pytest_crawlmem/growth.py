@@ -60,6 +60,9 @@ COST_MIN_QUEUED = 50
 #: (renderers and the driver's heap come and go), so open contexts and pages are counted too.
 #: A context left open costs ~1.9 MiB of USS, a page left open 20-40 MiB.
 DEFAULT_BROWSER_PER_PAGE = 1024 * 1024
+#: The most an attribution window's residue may take off the heap signal. Measured: 410-560 KiB of malloc'd memory
+#: stays in use after tracemalloc.stop() on a clean catalog crawl (8 frames, an 85-responses window).
+WINDOW_RESIDUE_CAP = 1024 * 1024
 #: Mean size of a pymalloc block in a Scrapy process (sys._debugmallocstats: 95.7 B).
 BLOCK_BYTES = 96
 #: downloader-activity: sampled RSS this far (median) above the drained level around it. Measured: clean crawls
@@ -187,10 +190,29 @@ class Interval:
 
 
 def heap_estimate(checkpoint: Checkpoint) -> int | None:
-    """malloc's bytes in use plus pymalloc's blocks at their mean size, less tracemalloc's own tables."""
+    """malloc's bytes in use plus pymalloc's blocks at their mean size, less tracemalloc's tables and the plugin's residue."""
     if checkpoint.heap_bytes is None:
         return None
-    return checkpoint.heap_bytes + BLOCK_BYTES * (checkpoint.allocated_blocks or 0) - checkpoint.tracer_bytes
+    return (checkpoint.heap_bytes + BLOCK_BYTES * (checkpoint.allocated_blocks or 0) - checkpoint.tracer_bytes
+            - checkpoint.plugin_bytes)
+
+
+def window_residue(opening: Sequence[Checkpoint], after: int, traced: int | None, responses: int) -> int:
+    """Heap an attribution window left behind once tracing stopped (not the crawl's), at most WINDOW_RESIDUE_CAP.
+
+    ``opening``: the checkpoint that opened the window and the one before it; ``after``: the heap estimate once the
+    window closed and tracing stopped, ``responses`` later. The crawl's own growth in the window is taken as the
+    rate of the interval before the window, at most ``traced`` (tracemalloc's figure when it closed: everything the
+    crawl allocated in the window and still held, a leak included), so a leak's growth is not taken for the residue.
+    """
+    if len(opening) < 2 or traced is None:
+        return 0
+    before, base = heap_estimate(opening[-2]), heap_estimate(opening[-1])
+    span = opening[-1].responses - opening[-2].responses
+    if before is None or base is None or span <= 0:
+        return 0
+    crawl = min(traced, max(0.0, (base - before) / span) * responses)
+    return int(min(max(0.0, after - base - crawl), WINDOW_RESIDUE_CAP))
 
 
 def _signal(checkpoints: Sequence[Checkpoint]) -> tuple[str, list[int]] | None:
@@ -229,27 +251,37 @@ def intervals(
     request_allowance: int = REQUEST_ALLOWANCE,
     request_credit: float = REQUEST_CREDIT,
 ) -> list[Interval]:
-    """Growth of ``values`` between consecutive checkpoints, net of the scheduler's share."""
+    """Growth of ``values`` between consecutive checkpoints, net of the scheduler's share.
+
+    Requests added to the queue are allowed ``request_allowance`` each, on disk too (JOBDIR's dupefilter and
+    queue files still cost some memory); only requests given back by the *memory* queue are credited: a
+    request waiting in JOBDIR's disk queue is pickled, so draining it frees nothing.
+    """
     result = []
     for (a, va), (b, vb) in pairwise(zip(checkpoints, values, strict=True)):
         raw = vb - va
         queued = b.scheduled - a.scheduled
-        share = request_allowance * queued if queued > 0 else request_credit * queued
+        share = request_allowance * queued if queued > 0 else request_credit * min(memory_queued(b) - memory_queued(a), 0)
         result.append(Interval(a, b, raw, raw - share))
     return result
+
+
+def memory_queued(checkpoint: Checkpoint) -> int:
+    """Requests the scheduler holds in memory: its length less JOBDIR's disk queue."""
+    return max(checkpoint.scheduled - checkpoint.disk_scheduled, 0)
 
 
 def measured_request_credit(checkpoints: Sequence[Checkpoint], values: Sequence[int]) -> float:
     """Memory to credit per request the scheduler gives back, from the crawl's own intervals where the queue grew.
 
-    The smallest growth per queued request among intervals after STRONG_WARMUP_RESPONSES whose queue grew by
+    The smallest growth per queued request among intervals after STRONG_WARMUP_RESPONSES whose memory queue grew by
     COST_MIN_QUEUED or more (growth the queue does not explain only raises it), clamped to
     [REQUEST_CREDIT, MAX_REQUEST_CREDIT]; REQUEST_CREDIT when no interval measured it.
     """
     costs = [
-        (vb - va) / (b.scheduled - a.scheduled)
+        (vb - va) / (memory_queued(b) - memory_queued(a))
         for (a, va), (b, vb) in pairwise(zip(checkpoints, values, strict=True))
-        if a.responses >= STRONG_WARMUP_RESPONSES and b.scheduled - a.scheduled >= COST_MIN_QUEUED
+        if a.responses >= STRONG_WARMUP_RESPONSES and memory_queued(b) - memory_queued(a) >= COST_MIN_QUEUED
     ]
     if not costs:
         return float(REQUEST_CREDIT)
@@ -257,11 +289,11 @@ def measured_request_credit(checkpoints: Sequence[Checkpoint], values: Sequence[
 
 
 def unexplained_refs(checkpoint: Checkpoint) -> dict[str, int]:
-    """Live Scrapy objects a drained crawl should not hold: Requests beyond the scheduler's, all others."""
+    """Live Scrapy objects a drained crawl should not hold: Requests beyond the scheduler's memory queue, all others."""
     counts = {}
     for name, count in checkpoint.live_refs.items():
         if name == "Request":
-            count -= checkpoint.scheduled
+            count -= memory_queued(checkpoint)
         if count > 0:
             counts[name] = count
     return counts

@@ -81,6 +81,8 @@ class Checkpoint:
     open_pages: int | None = None
     unclosed_pages: int | None = None  # pages handed to callbacks (playwright_include_page) and still open
     open_contexts: int | None = None
+    disk_scheduled: int = 0  # of ``scheduled``, the requests in JOBDIR's disk queue (pickled: no memory held)
+    plugin_bytes: int = 0  # heap the plugin's closed attribution window left behind, measured when it closed
 
     def to_json(self) -> dict[str, Any]:
         """Return the checkpoint as a JSON-ready dict."""

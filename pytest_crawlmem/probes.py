@@ -138,6 +138,27 @@ def _disk_len(scheduler: Any) -> int:
     return len(dqs) if dqs is not None else 0
 
 
+def queued_requests(crawler: Any) -> list[Any]:
+    """The Requests waiting in the scheduler's memory queues (Scrapy 2.19 internals, read defensively; [] if moved)."""
+    engine = _engine(crawler)
+    mqs = getattr(_scheduler(engine), "mqs", None) if engine is not None else None
+    return (_attempt(_queued_in, mqs, 0) or []) if mqs is not None else []
+
+
+def _queued_in(queue: Any, depth: int) -> list[Any]:
+    """Requests in a (downloader-aware) priority queue: its per-slot and per-priority queues' ``q`` deques."""
+    found: list[Any] = []
+    if depth > 3:
+        return found
+    for name in ("pqueues", "queues", "_start_queues"):
+        for inner in list((getattr(queue, name, None) or {}).values()):
+            found.extend(_queued_in(inner, depth + 1))
+    items = getattr(queue, "q", None)
+    if items is not None and not isinstance(items, (str, bytes)):
+        found.extend(list(items))
+    return found
+
+
 def _slot_queued(engine: Any) -> int:
     return sum(len(slot.queue) for slot in list(engine.downloader.slots.values()))
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import linecache
 import os
 import site as _site
+import sys
 import sysconfig
 import tracemalloc
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
@@ -144,6 +145,50 @@ def group_by_site(snapshot: tracemalloc.Snapshot | None) -> dict[str, _Group]:
     return groups
 
 
+#: Objects owned by a queued request are followed this many references deep (url, meta, headers and their values).
+_QUEUED_DEPTH = 3
+
+
+def queued_share(requests: Iterable[object]) -> dict[str, int]:
+    """Traced bytes per site of the scheduler's queued requests and what they own (url, meta, headers, cb_kwargs).
+
+    Run at a drained checkpoint while tracing: what these requests hold was allocated for the queue, so a
+    growth site's share of it is the scheduler's growth, not a leak. Containers and strings are followed from each
+    request; functions, classes, modules and other Scrapy objects (the spider, a callback's owner) are not.
+    """
+    shares: dict[str, int] = {}
+    seen: set[int] = set()
+    stack = [(request, 0) for request in requests]
+    while stack:
+        obj, depth = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        traceback = tracemalloc.get_object_traceback(obj)
+        site = _site_of(traceback) if traceback is not None else None
+        if site is not None:
+            shares[site[0]] = shares.get(site[0], 0) + sys.getsizeof(obj)
+        if depth >= _QUEUED_DEPTH:
+            continue
+        owned = vars(obj) if depth == 0 and hasattr(obj, "__dict__") else obj
+        for child in _owned(owned):
+            stack.append((child, depth + 1))
+    return shares
+
+
+def _owned(obj: object) -> list[object]:
+    """The values a queued request (or a container it owns) holds; a request's slots are read by name."""
+    if isinstance(obj, dict):
+        return [*obj.keys(), *obj.values()]
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return list(obj)
+    slots = [getattr(obj, name, None) for cls in type(obj).__mro__ for name in getattr(cls, "__slots__", ())]
+    if slots:
+        return [value for value in slots if isinstance(value, (str, bytes, dict, list, tuple))]
+    data = getattr(obj, "__dict__", None)  # scrapy's Headers is a dict subclass (caught above)
+    return [value for value in data.values() if isinstance(value, (str, bytes, dict, list, tuple))] if data else []
+
+
 def _format_traceback(traceback: tracemalloc.Traceback | None) -> tuple[str, ...]:
     """Source lines of a traceback, most recent first (reads files through linecache)."""
     if traceback is None:
@@ -158,13 +203,17 @@ def growing_sites(
     limit: int = 10,
     min_bytes: int = 1024,
     min_responses: int = MIN_SITE_WINDOW_RESPONSES,
+    queued: Mapping[str, int] | None = None,
 ) -> list[GrowthSite]:
     """Sites whose memory rose in every consecutive pair of ``snapshots`` (taken at ``responses``).
 
     ``None`` stands for the empty snapshot at the moment tracing started. A window of fewer than
     ``min_responses`` responses gives no site (a per-response figure needs responses behind it).
+    ``queued`` (from :func:`queued_share` at the last snapshot) is the scheduler's share per site: netted
+    out of the last interval, so the requests a callback queued do not outrank the line that keeps a leak.
     Sites in the user's code come first, then those without a user frame, each by growth.
     """
+    queued = queued or {}
     if len(snapshots) < 2 or responses[-1] - responses[0] < min_responses:
         return []
     groups = [group_by_site(s) for s in snapshots]
@@ -173,9 +222,12 @@ def growing_sites(
     tracebacks: dict[str, tracemalloc.Traceback | None] = {}
     for site, last in groups[-1].items():
         series = [g.get(site, _Group()) for g in groups]
-        if all(b.size - a.size >= min_bytes for a, b in pairwise(series)):
+        share = queued.get(site, 0)
+        growth = [b.size - a.size for a, b in pairwise(series)]
+        growth[-1] -= share
+        if all(g >= min_bytes for g in growth):
             first = series[0]
-            size_diff = last.size - first.size
+            size_diff = last.size - first.size - share
             sites.append(
                 GrowthSite(
                     location=site,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_crawlmem import holders, snapshots
+from pytest_crawlmem.models import GrowthSite
 from pytest_crawlmem.snapshots import _site_of
 
 STDLIB = sysconfig.get_paths()["stdlib"]
@@ -118,3 +119,40 @@ def test_a_container_that_did_not_keep_up_with_the_responses_is_no_holder(shop):
 def test_the_keeping_line_prefers_a_growth_site(shop):
     assert holders.keeping_line(shop, ".SEEN") == "shop_spiders.py:20"
     assert holders.keeping_line(shop.Shop(), ".kept", prefer=["x.py:1", "shop_spiders.py:15"]) == "shop_spiders.py:15"
+
+
+def test_the_requests_a_callback_queued_are_netted_out_of_its_growth_site():
+    """Issue 14 item 4: a growing queue's URLs and cookies must not outrank the line whose objects are kept."""
+    import scrapy
+
+    kept: list[str] = []
+    queued: list[scrapy.Request] = []
+    tracemalloc.start(8)
+    try:
+        for i in range(200):
+            url, token = f"http://127.0.0.1/catalog/product/{i}", str(i) + "q" * 2000  # QUEUED
+            queued.append(scrapy.Request(url, cookies={"session": token}))  # QUEUED
+            kept.append("k" * 1000 + str(i))  # KEPT
+        last = snapshots.take_snapshot()
+        share = snapshots.queued_share(queued)
+    finally:
+        tracemalloc.stop()
+    source = Path(__file__).read_text().splitlines()
+    queued_lines = {f":{i}" for i, line in enumerate(source, 1) if line.endswith("# QUEUED")}
+    kept_line = next(i for i, line in enumerate(source, 1) if line.endswith("# KEPT"))
+    assert sum(size for site, size in share.items() if site[site.rindex(":"):] in queued_lines) >= 200 * 2000
+    raw = snapshots.growing_sites([None, last], [0, 200])
+    assert raw[0].location[raw[0].location.rindex(":"):] in queued_lines  # unnetted, the queue's lines lead
+    netted = snapshots.growing_sites([None, last], [0, 200], queued=share)
+    assert netted[0].location.endswith(f":{kept_line}")
+
+    def queued_growth(sites: list[GrowthSite]) -> int:
+        return sum(site.size_diff_bytes for site in sites if site.location[site.location.rindex(":"):] in queued_lines)
+
+    # what is left of the queue's lines is not the requests' (urllib's bounded cache of parsed URLs, the list)
+    assert queued_growth(netted) < queued_growth(raw) / 3
+    assert netted[0].bytes_per_response >= 1000
+
+
+def test_nothing_queued_nets_nothing():
+    assert snapshots.queued_share([]) == {}
