@@ -1,4 +1,9 @@
-"""pytest-crawlmem: memory budgets and leak verdicts for real Scrapy crawls, as pytest tests."""
+"""pytest-crawlmem: memory budgets and leak verdicts for real Scrapy crawls, as pytest tests.
+
+The stable public surface is what ``__all__`` lists (docs/api.md): results, budgets and the fixtures'
+types. Everything else (modules, their functions) may change between releases. Importing this package
+imports neither pytest nor Scrapy.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +11,28 @@ from .budgets import Budgets, Violation
 from .cluster import ClusterResult, RedisSample
 from .ledger import Ledger, LostRequest
 from .models import Checkpoint, CrawlResult, DroppedResponse, Growth, GrowthSite, Sample
+from .protocols import BrowserJobFunction, ClusterFunction, CrawlFunction, FixtureSite, SweepFunction
+from .stops import HARNESS_STOPS
 from .sweep import SweepResult, SweepRow
 
 __all__ = [
+    "HARNESS_STOPS",
+    "BrowserJobFunction",
     "Budgets",
     "Checkpoint",
+    "ClusterFunction",
     "ClusterResult",
+    "CrawlFunction",
     "CrawlResult",
     "DroppedResponse",
+    "FixtureSite",
     "Growth",
     "GrowthSite",
     "Ledger",
     "LostRequest",
     "RedisSample",
     "Sample",
+    "SweepFunction",
     "SweepResult",
     "SweepRow",
     "Violation",

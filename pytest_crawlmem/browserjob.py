@@ -18,14 +18,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import probes
+from . import probes, stops
+from .assemble import RunFacts, assemble
 from .browser import launch_options
 from .browserwatch import BrowserWatch
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
 from .jobverdict import in_pages
+from .meter import Ceiling, Sampler
 from .models import Checkpoint, CrawlResult, Sample
 from .recording import Recording
-from .runner import peaks_of
 
 T = TypeVar("T")
 _GC_TIMEOUT_SECONDS = 5.0
@@ -104,9 +105,10 @@ class _JobRunner:
         self.job: BrowserJob | None = None
         self.started_at = 0.0
         self.stopped_because = ""
-        self.finish_reason = "finished"
-        self._stop = threading.Event()
+        self.finish_reason = stops.FINISHED
         self._cancel: Callable[[], None] | None = None
+        self.sampler = Sampler(self.sample, options.interval_seconds, self.recording, name="crawlmem-job-sampler")
+        self.ceiling = Ceiling(options.kill_at_bytes, self._stop_once)
 
     def elapsed(self) -> float:
         return round(time.monotonic() - self.started_at, 4)
@@ -132,25 +134,19 @@ class _JobRunner:
             open_pages=pages, open_contexts=contexts,
         )
         self.recording.add_sample(sample)
-        limit = self.options.kill_at_bytes
-        if limit and sample.rss_bytes >= limit and not self.stopped_because:
-            self.stop("crawlmem_kill_at", f"RSS reached {sample.rss_bytes / 2**20:,.1f} MiB at {sample.t_seconds:.1f} s,"
-                      " the hard ceiling kill_at")
+        self.ceiling.check(sample.rss_bytes, sample.t_seconds)
         return sample
+
+    def _stop_once(self, reason: str, message: str) -> None:
+        if not self.stopped_because:
+            self.stop(reason, message)
 
     def stop(self, reason: str, message: str) -> None:
         """Cancel the job (any thread)."""
         self.finish_reason, self.stopped_because = reason, message
-        self.recording.add_error(f"stopped: {message}")
+        self.recording.add_stop(reason, message)
         if self._cancel is not None:
             self._cancel()
-
-    def _sample_loop(self) -> None:
-        while not self._stop.wait(self.options.interval_seconds):
-            try:
-                self.sample()
-            except Exception as exc:
-                self.recording.add_error(f"sample failed: {exc!r}")
 
     def checkpoint(self, job: BrowserJob | None, *, cost_started: float | None = None) -> Checkpoint:
         started = time.monotonic() if cost_started is None else cost_started
@@ -184,8 +180,7 @@ class _JobRunner:
                 self._cancel = cancel
                 if self.options.timeout_seconds:
                     timeout = self.options.timeout_seconds
-                    loop.call_later(timeout, self.stop, "crawlmem_timeout",
-                                    f"the job was still running after {timeout:g} s, the budget timeout")
+                    loop.call_later(timeout, self.stop, stops.TIMEOUT, stops.timeout_message(timeout, "job"))
                 try:
                     await task
                 except asyncio.CancelledError:
@@ -221,15 +216,13 @@ def run_browser_job(
         except BaseException as exc:  # handed to the test's thread
             failure.append(exc)
 
-    sampler = threading.Thread(target=runner._sample_loop, name="crawlmem-job-sampler", daemon=True)
     worker = threading.Thread(target=target, name="crawlmem-browser-job", daemon=True)
-    sampler.start()
+    runner.sampler.start()
     worker.start()
     worker.join()
-    runner._stop.set()
-    sampler.join(timeout=5)
+    runner.sampler.stop()
     if failure:
-        runner.finish_reason = "error"
+        runner.finish_reason = stops.ERROR
         runner.recording.add_error(f"the job raised {failure[0]!r}")
     runner.recording.close()
     result = _result(runner, name, start, exact_peak)
@@ -248,30 +241,24 @@ class JobFailed(Exception):
 
 def _result(runner: _JobRunner, name: str, start: Checkpoint, exact_peak: bool) -> CrawlResult:
     recording, options = runner.recording, runner.options
-    samples = tuple(recording.samples)
-    checkpoints = list(recording.checkpoints)
-    end = checkpoints[-1]
+    samples, checkpoints = tuple(recording.samples), list(recording.checkpoints)
     peak = probes.read_peak_rss() if exact_peak else None
     growth = analyze(checkpoints, samples, leak_per_response=options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE)
-    growth = in_pages(growth, checkpoints)
+    growth = in_pages(growth, checkpoints)  # a job counts pages, not responses
     if growth.verdict in FIXES:
         growth = replace(growth, reason=f"{growth.reason}. Fix: {FIXES[growth.verdict]}")
-    done = runner.job.pages_done if runner.job else 0
-    return CrawlResult(
+    facts = RunFacts(
         spider=name,
-        samples=samples,
-        start_rss=start.rss_bytes,
-        end_rss=end.rss_bytes,
-        peak_rss=max(peak or 0, max((s.rss_bytes for s in samples), default=0), start.rss_bytes),
-        traced_peak=None,
-        responses=done,
-        items_scraped=0,
-        duration_seconds=round(time.monotonic() - runner.started_at, 4),
+        duration_seconds=time.monotonic() - runner.started_at,
         finish_reason=runner.finish_reason,
-        peaks=peaks_of(samples, checkpoints, options.interval_seconds),
-        growth=growth,
-        errors=tuple(recording.errors),
+        start_rss=start.rss_bytes,
+        end_rss=checkpoints[-1].rss_bytes,
+        peak_rss=max(peak or 0, max((s.rss_bytes for s in samples), default=0), start.rss_bytes),
+        responses=runner.job.pages_done if runner.job else 0,
+        items_scraped=0,
+        interval_seconds=options.interval_seconds,
         stopped_because=runner.stopped_because,
+        errors=tuple(recording.errors),
         report_dir=options.report_dir,
-        browser=runner.watch.summary(checkpoints),
     )
+    return assemble(facts, samples, checkpoints, growth, browser=runner.watch.summary(checkpoints))

@@ -6,9 +6,10 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
-from .baseline import parse_compare_fail
+from . import stops
 from .growth import DEFAULT_LEAK_PER_RESPONSE
 from .models import CrawlResult
+from .tolerances import parse_compare_fail
 from .units import UnitError, format_size, parse_count, parse_ratio, parse_seconds, parse_size
 
 LEAK_MODES = ("fail", "warn", "off")
@@ -25,46 +26,86 @@ def _parse_leak(value: object, *, source: str) -> str:
     raise UnitError(f"invalid leak mode {value!r} for {source}: expected one of 'fail', 'warn', 'off'")
 
 
+#: How a budget's value is written and compared: each kind has one parser, one docs wording and one report format.
+KINDS = ("size", "count", "seconds", "ratio", "mode", "tolerances")
+
+
 @dataclass(frozen=True)
 class BudgetSpec:
-    """One budget: its name, how to parse it, and what it limits."""
+    """One budget, in one row: its name, kind and parser, what it limits, and the figure it is checked against.
+
+    ``figure`` is the CrawlResult attribute compared with the limit, ``label`` how messages name it, and
+    ``report`` where report.json's ``result`` keeps it (``(figure,)`` unless given; ``()`` when it has no one figure).
+    """
 
     name: str
     parse: Callable[..., object]
     help: str
     enforced: bool = True
+    kind: str = "mode"
+    figure: str | None = None
+    label: str = ""
+    report: tuple[str, ...] | None = None
 
+    @property
+    def report_path(self) -> tuple[str, ...]:
+        """Keys leading to the checked figure in report.json's ``result`` (``()`` when there is none)."""
+        if self.report is not None:
+            return self.report
+        return (self.figure,) if self.figure else ()
+
+
+def _row(name: str, kind: str, help: str, figure: str | None = None, label: str = "", **more: object) -> BudgetSpec:
+    """A budget row whose parser is its kind's."""
+    return BudgetSpec(name, _PARSERS[kind], help, kind=kind, figure=figure, label=label, **more)  # type: ignore[arg-type]
+
+
+_PARSERS: dict[str, Callable[..., object]] = {
+    "size": parse_size, "count": parse_count, "seconds": parse_seconds, "ratio": parse_ratio, "mode": _parse_leak,
+    "tolerances": parse_compare_fail,
+}
 
 SPECS: dict[str, BudgetSpec] = {
     spec.name: spec
     for spec in (
-        BudgetSpec("peak_rss", parse_size, "highest RSS of the process during the crawl (exact, from VmHWM)"),
-        BudgetSpec("rss_growth", parse_size, "RSS at the end of the crawl minus RSS at its start"),
-        BudgetSpec("traced_peak", parse_size, "peak of Python allocations traced by tracemalloc during the crawl"),
-        BudgetSpec("leak_per_response", parse_size, "retained growth per response tolerated before a leak verdict"),
-        BudgetSpec("leak", _parse_leak, "what a leak verdict does: 'fail' (default), 'warn' or 'off'"),
-        BudgetSpec("max_scheduled", parse_count, "most requests waiting in the scheduler"),
-        BudgetSpec("max_active_size", parse_size, "largest scraper active_size (response bytes being processed)"),
-        BudgetSpec("max_inflight", parse_count, "most downloads in flight at once"),
-        BudgetSpec("max_dropped", parse_count, "most responses dropped (size limits, failed media)"),
-        BudgetSpec("jobdir_disk", parse_size, "most disk used by JOBDIR (file sizes summed; crawls without JOBDIR pass)"),
-        BudgetSpec("browser_pss", parse_size, "peak summed PSS of the browser process tree (Playwright driver and Chromium)"),
-        BudgetSpec("max_open_pages", parse_count, "most browser pages open at once"),
-        BudgetSpec("max_replay_misses", parse_count, "most requests a replayed crawl found nowhere in its recording (404)"),
-        BudgetSpec("kill_at", parse_size, "hard ceiling: RSS at which the crawl is stopped at once (the test fails)"),
-        BudgetSpec("timeout", parse_seconds, "seconds after which the crawl is stopped (the test fails)"),
-        BudgetSpec("min_responses", parse_count, "fewest responses a crawl must get (default 1: a crawl that measured"
-                   " nothing fails; 0 lets it pass)"),
-        BudgetSpec("lost", parse_count, "crawl_cluster: most requests scheduled and never processed"),
-        BudgetSpec("redis_memory", parse_size, "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger left out)"),
-        BudgetSpec("cluster_rss", parse_size, "crawl_cluster: the workers' peak RSS summed"),
-        BudgetSpec("compare_fail", parse_compare_fail, "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'"),
-        BudgetSpec("snapshot_at", parse_size, "RSS at which the danger snapshot is taken once (danger.json; default 80% of"
-                   " kill_at, else of peak_rss); never fails a test"),
-        BudgetSpec("max_amplification", parse_ratio, "most memory a callback may hold while parsing, as a multiple of the"
-                   " response body (e.g. 8 or '8x')"),
-        BudgetSpec("billed_mismatch", parse_count, "most screenshot captures billed although not clean, or clean and not"
-                   " billed (X-Page-Verdict / X-Billed)"),
+        _row("peak_rss", "size", "highest RSS of the process during the crawl (exact, from VmHWM)", "peak_rss", "peak RSS"),
+        _row("rss_growth", "size", "RSS at the end of the crawl minus RSS at its start", "rss_growth", "RSS growth"),
+        _row("traced_peak", "size", "peak of Python allocations traced by tracemalloc during the crawl", "traced_peak",
+             "traced peak"),
+        _row("leak_per_response", "size", "retained growth per response tolerated before a leak verdict",
+             report=("growth", "per_response_bytes")),
+        _row("leak", "mode", "what a leak verdict does: 'fail' (default), 'warn' or 'off'", report=("verdict",)),
+        _row("max_scheduled", "count", "most requests waiting in the scheduler", "max_scheduled", "the scheduler queue"),
+        _row("max_active_size", "size", "largest scraper active_size (response bytes being processed)", "max_active_size",
+             "scraper active size"),
+        _row("max_inflight", "count", "most downloads in flight at once", "max_inflight", "downloads in flight"),
+        _row("max_dropped", "count", "most responses dropped (size limits, failed media)", "dropped_count",
+             "dropped responses"),
+        _row("jobdir_disk", "size", "most disk used by JOBDIR (file sizes summed; crawls without JOBDIR pass)", "jobdir_disk",
+             "JOBDIR on disk"),
+        _row("browser_pss", "size", "peak summed PSS of the browser process tree (Playwright driver and Chromium)",
+             "browser_pss", "the browser tree's peak PSS", report=("browser", "peak_pss_bytes")),
+        _row("max_open_pages", "count", "most browser pages open at once", "max_open_pages", "open browser pages",
+             report=("browser", "max_open_pages")),
+        _row("max_replay_misses", "count", "most requests a replayed crawl found nowhere in its recording (404)",
+             "replay_misses", "replay misses"),
+        _row("kill_at", "size", "hard ceiling: RSS at which the crawl is stopped at once (the test fails)", "peak_rss",
+             "peak RSS"),
+        _row("timeout", "seconds", "seconds after which the crawl is stopped (the test fails)", "duration_seconds",
+             "duration"),
+        _row("min_responses", "count", "fewest responses a crawl must get (default 1: a crawl that measured"
+             " nothing fails; 0 lets it pass)", "responses", "responses"),
+        _row("lost", "count", "crawl_cluster: most requests scheduled and never processed", report=()),
+        _row("redis_memory", "size", "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger left out)",
+             report=()),
+        _row("cluster_rss", "size", "crawl_cluster: the workers' peak RSS summed", report=()),
+        _row("compare_fail", "tolerances", "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'"),
+        _row("snapshot_at", "size", "RSS at which the danger snapshot is taken once (danger.json; default 80% of"
+             " kill_at, else of peak_rss); never fails a test", report=("danger", "rss_bytes")),
+        _row("max_amplification", "ratio", "most memory a callback may hold while parsing, as a multiple of the"
+             " response body (e.g. 8 or '8x')", report=("parse_amplification", "max_ratio")),
+        _row("billed_mismatch", "count", "most screenshot captures billed although not clean, or clean and not"
+             " billed (X-Page-Verdict / X-Billed)", report=("shots", "billed_mismatch")),
     )
 }
 
@@ -184,23 +225,32 @@ def _count_check(name: str, what: str, measured: int, limit: int | None) -> Viol
     return Violation(name, measured, limit, message + (f": {CAUSES[name]}" if name in CAUSES else ""))
 
 
+def _figure_check(name: str, budgets: Budgets, result: CrawlResult) -> Violation | None:
+    """A size or count budget: the figure its row names, of ``result``, against the test's limit."""
+    spec = SPECS[name]
+    measured = getattr(result, spec.figure or name)
+    if spec.kind == "size":
+        return _size_check(name, spec.label, measured, getattr(budgets, name))
+    return _count_check(name, spec.label, measured, getattr(budgets, name))
+
+
 def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
     """Return every budget ``result`` broke (empty when it kept them all)."""
     checks = [
-        _size_check("peak_rss", "peak RSS", result.peak_rss, budgets.peak_rss),
-        _size_check("rss_growth", "RSS growth", result.rss_growth, budgets.rss_growth),
-        _size_check("traced_peak", "traced peak", result.traced_peak, budgets.traced_peak),
-        _count_check("max_scheduled", "the scheduler queue", result.max_scheduled, budgets.max_scheduled),
-        _size_check("max_active_size", "scraper active size", result.max_active_size, budgets.max_active_size),
-        _count_check("max_inflight", "downloads in flight", result.max_inflight, budgets.max_inflight),
+        _figure_check("peak_rss", budgets, result),
+        _figure_check("rss_growth", budgets, result),
+        _figure_check("traced_peak", budgets, result),
+        _figure_check("max_scheduled", budgets, result),
+        _figure_check("max_active_size", budgets, result),
+        _figure_check("max_inflight", budgets, result),
         _dropped_check(budgets.max_dropped, result),
         _jobdir_check(budgets.jobdir_disk, result),
-        _size_check("browser_pss", "the browser tree's peak PSS", result.browser_pss, budgets.browser_pss),
-        _count_check("max_open_pages", "open browser pages", result.max_open_pages, budgets.max_open_pages),
+        _figure_check("browser_pss", budgets, result),
+        _figure_check("max_open_pages", budgets, result),
         _unclosed_pages_check(result),
         _replay_misses_check(budgets.max_replay_misses, result),
-        _stop_check("kill_at", budgets.kill_at, result, "crawlmem_kill_at"),  # a stopped crawl's leak verdict comes second
-        _stop_check("timeout", budgets.timeout, result, "crawlmem_timeout"),
+        _stop_check("kill_at", budgets.kill_at, result, stops.KILL_AT),  # a stopped crawl's leak verdict comes second
+        _stop_check("timeout", budgets.timeout, result, stops.TIMEOUT),
         _leak_check(budgets, result),
         nothing_measured(budgets.min_responses, result),
         _amplification_check(budgets.max_amplification, result),
@@ -281,7 +331,7 @@ def _replay_misses_check(limit: int | None, result: CrawlResult, shown: int = 3)
 
 def _unclosed_pages_check(result: CrawlResult) -> Violation | None:
     """Pages handed to callbacks were never closed: always a failure (the crawl hangs or holds ~20-40 MiB each)."""
-    if result.finish_reason == "crawlmem_unclosed_pages":
+    if result.finish_reason == stops.UNCLOSED_PAGES:
         return Violation("unclosed_pages", result.browser.unclosed_pages if result.browser else 0, 0, result.stopped_because)
     left = result.browser.unclosed_pages if result.browser else 0
     if not left:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
@@ -11,28 +11,14 @@ from .cluster import ClusterError, ClusterResult, check_cluster, check_worker, p
 from .cluster_report import write_cluster_report
 from .cluster_run import ClusterOptions, run_cluster
 from .fixtures import _fail_if_nothing_measured, _fail_if_site_died, _interrupt_crawls, _project_settings
-from .interrupts import INTERRUPTED_MESSAGE, graceful_sigint
+from .interrupts import graceful_sigint
 from .models import CrawlResult, Growth, Peaks
+from .protocols import ClusterFunction
 from .redisserver import RedisStartError
 from .report import write_reports
 from .runner import CrawlOptions
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlRecord
-
-
-class ClusterFunction(Protocol):
-    """The callable the ``crawl_cluster`` fixture returns."""
-
-    def __call__(
-        self,
-        spider_cls: type,
-        *,
-        workers: int = 3,
-        start_urls: list[str] | None = None,
-        settings: Mapping[str, Any] | None = None,
-        kill: Mapping[str, Any] | None = None,
-        project_settings: bool | str | None = None,
-        **spider_kwargs: Any,
-    ) -> ClusterResult: ...
+from .stops import INTERRUPTED_MESSAGE
 
 
 def cluster_summary(result: ClusterResult) -> CrawlResult:

@@ -94,10 +94,7 @@ def format_danger(snapshot: DangerSnapshot) -> str:
 
 def danger_from_json(data: Mapping[str, Any]) -> DangerSnapshot:
     """Rebuild a snapshot from ``danger.json`` (an isolated crawl that was killed)."""
-    names = set(DangerSnapshot.__dataclass_fields__)
-    values = {k: v for k, v in data.items() if k in names and k != "sites"}
-    sites = tuple(GrowthSite(**{**site, "traceback": tuple(site.get("traceback", ()))}) for site in data.get("sites", ()))
-    return DangerSnapshot(**values, sites=sites)
+    return DangerSnapshot.from_json(data)
 
 
 def load_danger(report_dir: Path | None) -> DangerSnapshot | None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .growth import CHECKPOINT_MIN_RESPONSES
+from .growth import CHECKPOINT_MIN_RESPONSES, DEFAULT_LEAK_PER_RESPONSE
 
 MIB = 2**20
 
@@ -80,8 +80,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "depth of the traced window opened when checkpoints look leaky (0: no attribution)",
                 "paid only by a crawl that already looks leaky, for CRAWLMEM_ATTRIBUTION_RESPONSES", minimum=0.0),
     SettingSpec("CRAWLMEM_ATTRIBUTION_RESPONSES", 100, int, "length of that traced window, in responses", minimum=1),
-    SettingSpec("CRAWLMEM_LEAK_PER_RESPONSE", 1024, int, "growth per response (bytes) that looks like a leak",
-                tests="budget leak_per_response", minimum=1),
+    SettingSpec("CRAWLMEM_LEAK_PER_RESPONSE", DEFAULT_LEAK_PER_RESPONSE, int,
+                "growth per response (bytes) that looks like a leak", tests="budget leak_per_response", minimum=1),
     SettingSpec("CRAWLMEM_KILL_AT_BYTES", 0, int, "stop the crawl when RSS reaches this (0: off)",
                 tests="budget kill_at", minimum=0.0),
     SettingSpec("CRAWLMEM_TIMEOUT_SECONDS", 0.0, float, "stop the crawl after this long (0: off)",

@@ -18,19 +18,13 @@ from .defaults import settings_table
 from .models import CrawlResult, Growth, Peaks
 from .report import report_document
 from .settings import OPTIONS
-from .units import parse_count, parse_seconds, parse_size
 
 COMMAND = "python -m pytest_crawlmem.docgen"
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
 
 
-def _kind(parse: Callable[..., object]) -> str:
-    """How a budget's value is written: a size, a count, seconds, or text (its own values)."""
-    if parse is parse_size:
-        return "size (`25 MB`, `1.5 GiB`, bytes)"
-    if parse is parse_count:
-        return "count"
-    return "seconds (`30`, `\"2 min\"`)" if parse is parse_seconds else "text"
+#: How the docs say a budget's value is written, by the kind of its row (``budgets.KINDS``); other kinds: "text".
+KIND_WORDS = {"size": "size (`25 MB`, `1.5 GiB`, bytes)", "count": "count", "seconds": "seconds (`30`, `\"2 min\"`)"}
 
 
 def _cell(text: str) -> str:
@@ -45,7 +39,7 @@ def budgets_table() -> str:
         if not spec.enforced:
             continue
         ini = f"`crawlmem_{name}`" + (" (also an option)" if f"crawlmem_{name}" in option_keys else "")
-        rows.append(f"| `{name}` | {ini} | {_kind(spec.parse)} | {_cell(spec.help)} |")
+        rows.append(f"| `{name}` | {ini} | {KIND_WORDS.get(spec.kind, 'text')} | {_cell(spec.help)} |")
     return "\n".join(rows)
 
 

@@ -16,7 +16,6 @@ import asyncio
 import gc
 import logging
 import sys
-import threading
 import time
 import tracemalloc
 import uuid
@@ -27,29 +26,30 @@ from typing import Any, cast
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
-from . import probes
+from . import probes, stops
 from .amplification import AmplificationMeter
 from .browser import is_playwright_crawl
 from .browsertree import TreeReading
 from .browserwatch import BrowserWatch
-from .danger import DEFAULT_WINDOW_SECONDS, DangerWatch
+from .danger import DangerWatch
+from .defaults import CRAWLMEM_DEFAULTS as _DEFAULT
 from .defaults import read_settings
 from .distribution import Histogram
 from .dropped import DropLedger
 from .growth import (
     BLOCK_BYTES,
     CHECKPOINT_MIN_RESPONSES,
-    DEFAULT_LEAK_PER_RESPONSE,
     next_checkpoint_at,
     suspicious,
     window_residue,
 )
 from .holders import Lengths, container_lengths, find_holders, user_modules
-from .interrupts import INTERRUPTED_MESSAGE, INTERRUPTED_REASON
 from .jobdir import JobdirMeter, jobdir_meter
 from .media import summarize_media, watch_media_failures
+from .meter import Ceiling, Sampler
 from .metrics import MetricsServer, require_prometheus
 from .models import BrowserSummary, Checkpoint, GrowthSite, Holder, MediaSummary, Sample
+from .pages import HandedPages
 from .recording import Recording
 from .shots import ShotLedger
 from .snapshots import growing_sites, queued_share, take_snapshot
@@ -68,7 +68,7 @@ _RUNNING: weakref.WeakSet[CrawlMemExtension] = weakref.WeakSet()
 def interrupt_running_crawls() -> None:
     """Close every measured crawl of this process early (safe to call from a signal handler)."""
     for ext in list(_RUNNING):
-        _reactor().callFromThread(ext._stop_crawl, INTERRUPTED_REASON, INTERRUPTED_MESSAGE)
+        _reactor().callFromThread(ext._stop_crawl, stops.INTERRUPTED, stops.INTERRUPTED_MESSAGE)
 
 
 def uses_playwright(settings: Any) -> bool:
@@ -77,34 +77,38 @@ def uses_playwright(settings: Any) -> bool:
 
 
 class CrawlMemExtension:
-    """Measures one crawl; the result is left in :attr:`recording` and :attr:`summary`."""
+    """Measures one crawl; the result is left in :attr:`recording` and :attr:`summary`.
+
+    ``__init__`` takes plain values (testable without a crawler); their defaults, like ``from_crawler``'s,
+    are the one table of ``CRAWLMEM_*`` settings, :data:`pytest_crawlmem.defaults.CRAWLMEM_DEFAULTS`.
+    """
 
     def __init__(
         self,
         crawler: Any,
         *,
-        interval_seconds: float = 0.1,
+        interval_seconds: float = _DEFAULT["CRAWLMEM_INTERVAL_SECONDS"],
         jsonl_path: Path | None = None,
-        checkpoints: bool = True,
+        checkpoints: bool = _DEFAULT["CRAWLMEM_CHECKPOINTS"],
         checkpoint_min_responses: int = CHECKPOINT_MIN_RESPONSES,
-        drain_timeout_seconds: float = 5.0,
-        tracemalloc_frames: int = 0,
-        log_interval_seconds: float = 0.0,
-        attribution_frames: int = 8,
-        attribution_responses: int = 100,
-        kill_at_bytes: int = 0,
-        timeout_seconds: float = 0.0,
-        leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE,
+        drain_timeout_seconds: float = _DEFAULT["CRAWLMEM_DRAIN_TIMEOUT_SECONDS"],
+        tracemalloc_frames: int = _DEFAULT["CRAWLMEM_TRACEMALLOC_FRAMES"],
+        log_interval_seconds: float = _DEFAULT["CRAWLMEM_LOG_INTERVAL_SECONDS"],
+        attribution_frames: int = _DEFAULT["CRAWLMEM_ATTRIBUTION_FRAMES"],
+        attribution_responses: int = _DEFAULT["CRAWLMEM_ATTRIBUTION_RESPONSES"],
+        kill_at_bytes: int = _DEFAULT["CRAWLMEM_KILL_AT_BYTES"],
+        timeout_seconds: float = _DEFAULT["CRAWLMEM_TIMEOUT_SECONDS"],
+        leak_per_response: int = _DEFAULT["CRAWLMEM_LEAK_PER_RESPONSE"],
         browser: bool = False,
-        browser_detail_seconds: float = 2.0,
-        stall_seconds: float = 5.0,
-        gc_freeze: bool = False,
-        timeline_samples: int = 0,
-        jsonl_max_bytes: int = 0,
+        browser_detail_seconds: float = _DEFAULT["CRAWLMEM_BROWSER_DETAIL_SECONDS"],
+        stall_seconds: float = _DEFAULT["CRAWLMEM_STALL_SECONDS"],
+        gc_freeze: bool = _DEFAULT["CRAWLMEM_GC_FREEZE"],
+        timeline_samples: int = _DEFAULT["CRAWLMEM_TIMELINE_SAMPLES"],
+        jsonl_max_bytes: int = _DEFAULT["CRAWLMEM_JSONL_MAX_BYTES"],
         prometheus_port: int | None = None,
-        prometheus_addr: str = "127.0.0.1",
-        snapshot_at_bytes: int = 0,
-        danger_window_seconds: float = DEFAULT_WINDOW_SECONDS,
+        prometheus_addr: str = _DEFAULT["CRAWLMEM_PROMETHEUS_ADDR"],
+        snapshot_at_bytes: int = _DEFAULT["CRAWLMEM_SNAPSHOT_AT_BYTES"],
+        danger_window_seconds: float = _DEFAULT["CRAWLMEM_DANGER_WINDOW_SECONDS"],
     ) -> None:
         self.crawler = crawler
         self.interval_seconds = interval_seconds
@@ -136,7 +140,8 @@ class CrawlMemExtension:
         self.gc_freeze = gc_freeze
         self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_bytes=jsonl_max_bytes,
                                    max_checkpoints=max(32, timeline_samples // 8) if timeline_samples else 0)
-        self.sampler_cpu_seconds = 0.0  # the sampler thread's CPU time (it alone writes it)
+        self.sampler = Sampler(self._take_sample, interval_seconds, self.recording, name="crawlmem-sampler")
+        self.ceiling = Ceiling(kill_at_bytes, self._request_stop)
         self.ticker: StatusTicker | None = None
         self.prometheus_port, self.prometheus_addr = prometheus_port, prometheus_addr
         self.metrics: MetricsServer | None = None
@@ -157,17 +162,13 @@ class CrawlMemExtension:
         self._started_tracing = False
         self._next_checkpoint = checkpoint_min_responses
         self._checkpointing = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._froze_gc = False
         self.jobdir: JobdirMeter | None = None  # JOBDIR's disk use, when the crawl has one
         self.media_pipelines: list[Any] = []  # the crawl's MediaPipelines while it runs, for the cache probes
         self.media: MediaSummary | None = None  # their cache when the spider closed
         self.browser = browser
-        self.stall_seconds = stall_seconds
         self.watch = BrowserWatch(detail_seconds=browser_detail_seconds) if browser else None
-        self._handed_pages: list[weakref.ref[Any]] = []  # pages given to callbacks (playwright_include_page)
-        self._progress = (0, 0.0)  # (responses, when that count was first seen)
+        self.handed_pages = HandedPages(stall_seconds)  # pages given to callbacks (playwright_include_page)
         self.unclosed_at_close = 0
         # issue 19: screenshot captures (shots.py), parse amplification (amplification.py's spider middleware)
         self.shots = ShotLedger()
@@ -251,11 +252,10 @@ class CrawlMemExtension:
         self.media_pipelines = probes.media_pipelines(self.crawler)
         if self.crawler.settings.getbool("CRAWLMEM_MEDIA_FAILURES"):  # test crawls: failed media downloads are dropped data
             watch_media_failures(self.media_pipelines, self.ledger)
-        self._thread = threading.Thread(target=self._sample_loop, name="crawlmem-sampler", daemon=True)
-        self._thread.start()
+        self.sampler.start()
         if self.timeout_seconds:
-            message = f"the crawl was still running after {self.timeout_seconds:g} s, the budget timeout"
-            self._timeout_call = _reactor().callLater(self.timeout_seconds, self._stop_crawl, "crawlmem_timeout", message)
+            message = stops.timeout_message(self.timeout_seconds)
+            self._timeout_call = _reactor().callLater(self.timeout_seconds, self._stop_crawl, stops.TIMEOUT, message)
         self._start_reporting(spider)
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
@@ -264,7 +264,7 @@ class CrawlMemExtension:
         if self.browser:
             page = response.meta.get("playwright_page")
             if page is not None:
-                self._handed_pages.append(weakref.ref(page))
+                self.handed_pages.add(page)
         self.response_sizes.add(len(response.body))
         latency = request.meta.get("download_latency")
         if latency is not None:
@@ -284,9 +284,7 @@ class CrawlMemExtension:
         self._stop_reporting()
         if self._timeout_call is not None and self._timeout_call.active():
             self._timeout_call.cancel()
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self.sampler.stop()
         self._close_danger()
         if self.jobdir is not None:
             self.jobdir.expire()  # the closing sample has JOBDIR as a resumed crawl will find it
@@ -320,14 +318,10 @@ class CrawlMemExtension:
 
     # -- sampling (sampler thread) --------------------------------------------------
 
-    def _sample_loop(self) -> None:
-        while not self._stop.wait(self.interval_seconds):
-            started = time.thread_time()
-            try:
-                self._take_sample()
-            except Exception as exc:
-                self.recording.add_error(f"sample failed: {exc!r}")
-            self.sampler_cpu_seconds += time.thread_time() - started
+    @property
+    def sampler_cpu_seconds(self) -> float:
+        """CPU time the sampler thread spent (status lines, soak benchmark)."""
+        return self.sampler.cpu_seconds
 
     def _take_sample(self) -> None:
         queues = probes.read_queues(self.crawler)
@@ -361,10 +355,14 @@ class CrawlMemExtension:
             self._watch_danger(sample)
         if pages is not None:
             self._check_stall(sample, pages)
-        if self.kill_at_bytes and sample.rss_bytes >= self.kill_at_bytes and not self.stopped_because:
-            self.stopped_because = "pending"  # once: the reactor thread fills in the reason
-            message = f"RSS reached {sample.rss_bytes / 2**20:,.1f} MiB at {sample.t_seconds:.1f} s, the hard ceiling kill_at"
-            _reactor().callFromThread(self._stop_crawl, "crawlmem_kill_at", message)
+        self.ceiling.check(sample.rss_bytes, sample.t_seconds)
+
+    def _request_stop(self, reason: str, message: str) -> None:
+        """Ask the reactor thread to stop the crawl (sampler thread), unless a stop is already under way."""
+        if self.stopped_because:
+            return
+        self.stopped_because = "pending"  # once: the reactor thread fills in the reason
+        _reactor().callFromThread(self._stop_crawl, reason, message)
 
     # -- the danger snapshot (danger.py): taken by the sampler thread, its traced window closed there or at the end --
 
@@ -401,32 +399,20 @@ class CrawlMemExtension:
 
     def unclosed_pages(self) -> list[Any]:
         """Pages handed to callbacks (``playwright_include_page``) that are still open."""
-        alive = [page for ref in self._handed_pages if (page := ref()) is not None and not page.is_closed()]
-        self._handed_pages = [weakref.ref(page) for page in alive]
-        return alive
+        return self.handed_pages.open()
 
     def _check_stall(self, sample: Sample, pages: probes.PageReading) -> None:
         """Stop a crawl that waits forever for page slots held by pages callbacks never closed."""
-        if sample.responses != self._progress[0]:
-            self._progress = (sample.responses, sample.t_seconds)
-            return
-        if sample.t_seconds - self._progress[1] < self.stall_seconds or not pages.full_contexts or self.stopped_because:
-            return
-        unclosed = len(self.unclosed_pages())
-        if not unclosed:
+        message = self.handed_pages.stall(sample.responses, sample.t_seconds, pages.full_contexts,
+                                          stopping=bool(self.stopped_because))
+        if message is None:
             return
         self.stopped_because = "pending"
-        message = (
-            f"{unclosed:,} pages handed to callbacks (playwright_include_page=True) were never closed, and no response"
-            f" came for {self.stall_seconds:g} s because {pages.full_contexts} browser context(s) had no free page slot"
-            " (PLAYWRIGHT_MAX_PAGES_PER_CONTEXT): the crawl would hang. Close the page in the callback"
-            " (`await page.close()`) and in the errback"
-        )
         _reactor().callFromThread(self._stop_unclosed, message)
 
     def _stop_unclosed(self, message: str) -> None:
         """Stop the crawl, closing the pages that block it so waiting downloads can finish."""
-        self._stop_crawl("crawlmem_unclosed_pages", message)
+        self._stop_crawl(stops.UNCLOSED_PAGES, message)
         for page in self.unclosed_pages():
             _as_deferred(page.close()).addErrback(lambda _failure: None)
 
@@ -461,7 +447,7 @@ class CrawlMemExtension:
         if self.stopped_because not in ("", "pending"):
             return
         self.stopped_because = message
-        self.recording.add_error(f"stopped: {message}")
+        self.recording.add_stop(reason, message)
         logger.warning("crawlmem: stopping the crawl: %s", message)
         probes.pause_engine(self.crawler)
         probes.close_spider(self.crawler, reason)

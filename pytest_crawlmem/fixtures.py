@@ -6,45 +6,28 @@ import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
+from . import stops
 from .browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
 from .budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold
 from .extension import interrupt_running_crawls
-from .interrupts import INTERRUPTED_MESSAGE, graceful_sigint
+from .interrupts import graceful_sigint
 from .isolated import interrupt_children, run_isolated, spec_for
 from .models import CrawlResult
 from .project import ProjectError, find_project, import_settings_module
+from .protocols import BrowserJobFunction, CrawlFunction
 from .replay import ReplayError, ReplayTarget, check_copies, check_outcome, check_start_urls, parse_knobs, running_replay
 from .report import write_reports
 from .runner import CrawlOptions, run_crawl
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .site import RunningSite, SiteStartError, start_site
+from .stops import INTERRUPTED_MESSAGE
 
 #: Set on the test item by ``crawl_sweep`` while its variants run (a variant that measured nothing loses, not fails).
 SWEEPING_KEY = pytest.StashKey[bool]()
-
-
-class CrawlFunction(Protocol):
-    """The callable the ``crawl`` fixture returns."""
-
-    def __call__(
-        self,
-        spider_cls: type,
-        *,
-        start_urls: list[str] | None = None,
-        settings: Mapping[str, Any] | None = None,
-        isolate: bool = False,
-        project_settings: bool | str | None = None,
-        replay: str | Path | None = None,
-        replay_copies: int = 1,
-        replay_latency: float | str | None = None,
-        replay_drip: int | str | None = None,
-        replay_inflate: float | None = None,
-        **spider_kwargs: Any,
-    ) -> CrawlResult: ...
 
 
 @pytest.fixture(scope="session")
@@ -73,6 +56,7 @@ def _refuse_reactor_greenlet() -> None:
     import greenlet
     import pytest_twisted
 
+    # pytest-twisted has no public way to get the reactor's greenlet; getattr() keeps this a no-op if it moves.
     if greenlet.getcurrent() is getattr(pytest_twisted._instances, "gr_twisted", None):
         raise RuntimeError("crawl() blocks until the crawl ends: call it from a plain `def` test, not an async test")
 
@@ -196,7 +180,7 @@ def _interrupt_crawls() -> None:
 def _fail_if_pages_left_open(result: CrawlResult) -> None:
     """Pages handed to callbacks and never closed hang a scrapy-playwright crawl: fail saying so."""
     left = result.browser.unclosed_pages if result.browser else 0
-    if result.finish_reason == "crawlmem_unclosed_pages" or left:
+    if result.finish_reason == stops.UNCLOSED_PAGES or left:
         reason = result.stopped_because or (
             f"{left:,} pages handed to callbacks (playwright_include_page=True) were still open when the spider closed"
         )
@@ -271,14 +255,6 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         return result
 
     return run
-
-
-class BrowserJobFunction(Protocol):
-    """The callable the ``browser_job`` fixture returns."""
-
-    def __call__(
-        self, func: Callable[[BrowserJob], Awaitable[Any]], *, launch: Mapping[str, Any] | None = None
-    ) -> CrawlResult: ...
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from .budgets import CAUSES
+from .budgets import CAUSES, SPECS
 from .growth import (
     FIXES,
     MAX_REQUEST_CREDIT,
@@ -32,17 +32,6 @@ from .units import format_size
 COLORS = {"rss": "#0072b2", "traced": "#cc79a7", "heap": "#009e73", "scheduled": "#e69f00",
           "inflight": "#56b4e9", "active": "#7b61a8", "pss": "#d55e00", "uss": "#009e73", "pages": "#0072b2",
           "contexts": "#e69f00"}
-#: Budgets that limit a size, and the figure of report.json's result they are checked against.
-SIZE_BUDGETS = {"peak_rss": "peak_rss", "rss_growth": "rss_growth", "traced_peak": "traced_peak",
-                "max_active_size": "max_active_size", "jobdir_disk": "jobdir_disk", "kill_at": "peak_rss"}
-#: Budgets that limit a count, and their figure.
-COUNT_BUDGETS = {"max_scheduled": "max_scheduled", "max_inflight": "max_inflight", "max_dropped": "dropped_count",
-                 "min_responses": "responses",
-                 "max_replay_misses": "replay_misses"}
-#: Budgets checked against the browser tree's summary (result["browser"]).
-BROWSER_BUDGETS = {"browser_pss": "peak_pss_bytes", "max_open_pages": "max_open_pages"}
-
-
 class Safe(str):
     """Markup built here from escaped parts: inserted as is."""
 
@@ -251,51 +240,48 @@ def chart_section(document: Mapping[str, Any], samples: Sequence[Mapping[str, An
 # -- the tables ---------------------------------------------------------------------------
 
 
+def _figure(result: Mapping[str, Any], path: Sequence[str]) -> object:
+    """The value at ``path`` in report.json's ``result`` (``None`` when a step is missing or not an object)."""
+    value: object = result
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
 def _measured(name: str, result: Mapping[str, Any], growth: Mapping[str, Any]) -> str:
     """The figure a budget was checked against, for people (``-`` when the crawl did not measure it)."""
-    browser = result.get("browser") if isinstance(result.get("browser"), Mapping) else {}
-    if name in SIZE_BUDGETS:
-        return size(result.get(SIZE_BUDGETS[name])) + (" peak RSS" if name == "kill_at" and result.get("peak_rss") else "")
-    if name in COUNT_BUDGETS:
-        return count(result.get(COUNT_BUDGETS[name]))
-    if name in BROWSER_BUDGETS:
-        value = browser.get(BROWSER_BUDGETS[name]) if browser else None
-        return size(value) if name == "browser_pss" else count(value)
+    spec = SPECS.get(name)
+    value = _figure(result, spec.report_path) if spec is not None and spec.report_path else None
     if name == "timeout":
-        duration = _number(result.get("duration_seconds"))
+        duration = _number(value)
         return "-" if duration is None else _duration(duration)
-    if name == "leak":
+    if name in ("leak", "leak_per_response"):
         per = _number(growth.get("per_response_bytes"))
-        return f"{growth.get('verdict', '-')}" + ("" if per is None else f" ({format_size(per)}/{_unit(result)[:-1]})")
-    if name == "leak_per_response":
-        per = _number(growth.get("per_response_bytes"))
-        return "-" if per is None else f"{format_size(per)}/{_unit(result)[:-1]}"
-    return _issue19_measured(name, result)
-
-
-def _issue19_measured(name: str, result: Mapping[str, Any]) -> str:
-    """The figures of snapshot_at, max_amplification and billed_mismatch (``-`` when not measured)."""
-    figure = {"snapshot_at": ("danger", "rss_bytes"), "max_amplification": ("parse_amplification", "max_ratio"),
-              "billed_mismatch": ("shots", "billed_mismatch")}.get(name)
-    part = result.get(figure[0]) if figure else None
-    value = part.get(figure[1]) if figure and isinstance(part, Mapping) else None
+        per_text = "-" if per is None else f"{format_size(per)}/{_unit(result)[:-1]}"
+        return per_text if name == "leak_per_response" else f"{growth.get('verdict', '-')}" + (
+            "" if per is None else f" ({per_text})")
     if name == "snapshot_at":
         return "not reached" if value is None else f"reached ({size(value)})"
-    if value is None:
+    if spec is None or not spec.report_path:
         return "-"
-    return f"{_number(value) or 0:.1f}x" if name == "max_amplification" else count(value)
+    if spec.kind == "ratio":
+        return "-" if value is None else f"{_number(value) or 0:.1f}x"
+    if spec.kind == "size":
+        return size(value) + (" peak RSS" if name == "kill_at" and result.get("peak_rss") else "")
+    return count(value)
 
 
 def _limit(name: str, value: object) -> str:
-    if name in SIZE_BUDGETS or name in ("browser_pss", "snapshot_at"):
-        return size(value)
-    if name == "max_amplification":
-        return f"{value}x"
+    kind = SPECS[name].kind if name in SPECS else ""
     if name == "leak_per_response":
         return f"{size(value)}/response"
-    if name in COUNT_BUDGETS or name in ("max_open_pages", "billed_mismatch"):
+    if kind == "size":
+        return size(value)
+    if kind == "ratio":
+        return f"{value}x"
+    if kind == "count":
         return count(value)
-    if name == "timeout":
+    if kind == "seconds":
         number = _number(value)
         return "-" if number is None else _duration(number)
     return str(value)

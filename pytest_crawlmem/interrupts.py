@@ -13,9 +13,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 
-INTERRUPTED_REASON = "crawlmem_interrupted"
-INTERRUPTED_MESSAGE = "interrupted by SIGINT (Ctrl-C): the crawl was closed early; press Ctrl-C again to abort at once"
-
 
 @dataclass
 class Guard:

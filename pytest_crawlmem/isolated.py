@@ -25,13 +25,14 @@ from typing import Any
 
 import psutil
 
+from . import stops
+from .assemble import assemble, judge, stream_facts
 from .danger import load_danger
 from .extension import interrupt_running_crawls
-from .growth import analyze
 from .interrupts import graceful_sigint
-from .jsonl import checkpoint_from_json, read_samples_jsonl
-from .models import CrawlResult, Growth, Peaks, Sample
-from .runner import CrawlOptions, peaks_of, run_crawl
+from .jsonl import read_samples_jsonl, read_stop
+from .models import Checkpoint, CrawlResult, Growth, Sample
+from .runner import CrawlOptions, run_crawl
 
 KILL_GRACE_SECONDS = 2.0
 _POLL_SECONDS = 0.05
@@ -89,6 +90,7 @@ class IsolatedChild:
     result_path: Path
     started: float
     killed: str = ""  # why the parent killed it ('' if it did not)
+    killed_reason: str = ""  # the stops name of that ('' if it did not)
     over_since: float | None = None
 
 
@@ -121,7 +123,7 @@ def child_result(child: IsolatedChild, stderr: bytes, why: str = "") -> CrawlRes
         return result
     why = child.killed or why or f"the isolated crawl process exited with code {child.process.returncode}"
     tail = stderr.decode(errors="replace").strip().splitlines()[-15:]
-    return result_from_stream(child.spec, why, time.monotonic() - child.started, tuple(tail))
+    return result_from_stream(child.spec, why, time.monotonic() - child.started, tuple(tail), child.killed_reason)
 
 
 def interrupt_children() -> None:
@@ -140,54 +142,43 @@ def check_child(child: IsolatedChild, grace: float) -> bool:
         rss = psutil.Process(child.process.pid).memory_info().rss
     except psutil.Error:
         rss = 0
-    if options.kill_at_bytes and rss >= options.kill_at_bytes:
+    if stops.over_kill_at(rss, options.kill_at_bytes):
         child.over_since = child.over_since or now
         if now - child.over_since > grace:
             child.process.kill()
-            child.killed = (
-                f"RSS reached {rss / 2**20:,.1f} MiB and the crawl did not stop within {grace:g} s:"
-                " the isolated process was killed at the hard ceiling kill_at"
-            )
+            child.killed, child.killed_reason = stops.killed_at_kill_at_message(rss, grace), stops.KILL_AT
             return False
     if options.timeout_seconds and now - child.started > options.timeout_seconds + grace:
         child.process.kill()
-        child.killed = (
-            f"the crawl was still running after {options.timeout_seconds:g} s and did not stop within {grace:g} s"
-            " more: the isolated process was killed at the budget timeout"
-        )
+        child.killed = stops.killed_at_timeout_message(options.timeout_seconds, grace)
+        child.killed_reason = stops.TIMEOUT
         return False
     return True
 
 
-def result_from_stream(spec: IsolatedSpec, why: str, duration: float, stderr_tail: tuple[str, ...]) -> CrawlResult:
-    """A result from what the child streamed before it died: samples and checkpoints, no exact peak."""
+def result_from_stream(
+    spec: IsolatedSpec, why: str, duration: float, stderr_tail: tuple[str, ...], reason: str = ""
+) -> CrawlResult:
+    """A result from what the child streamed before it died: samples and checkpoints, no exact peak.
+
+    ``reason`` is why the parent killed it (a :mod:`~pytest_crawlmem.stops` name), else the stop the child
+    streamed, else :data:`~pytest_crawlmem.stops.KILLED`.
+    """
     report_dir = spec.options.report_dir
     stream_path = report_dir / "samples.jsonl" if report_dir else None  # absent when the child died before the crawl opened
     stream = read_samples_jsonl(stream_path) if stream_path is not None and stream_path.exists() else None
     samples = tuple(Sample.from_json(s) for s in stream.samples) if stream else ()
-    checkpoints = [checkpoint_from_json(c) for c in stream.checkpoints] if stream else []
-    rss = [s.rss_bytes for s in samples] or [0]
-    last = samples[-1] if samples else None
-    growth = analyze(checkpoints, samples) if checkpoints else Growth("inconclusive", why)
-    reason = "crawlmem_kill_at" if "kill_at" in why else "crawlmem_timeout" if "timeout" in why else "crawlmem_killed"
-    return CrawlResult(
-        spider=spec.spider_qualname,
-        samples=samples,
-        start_rss=rss[0],
-        end_rss=rss[-1],
-        peak_rss=max(rss),
-        traced_peak=None,
-        responses=last.responses if last else 0,
-        items_scraped=last.items if last else 0,
-        duration_seconds=round(duration, 4),
-        finish_reason=reason,
-        peaks=peaks_of(samples, checkpoints, spec.options.interval_seconds) if samples else Peaks(),
-        growth=growth,
+    checkpoints = [Checkpoint.from_json(c) for c in stream.checkpoints] if stream else []
+    growth = judge(checkpoints, samples, leak_per_response=spec.options.leak_per_response) if checkpoints else (
+        Growth("inconclusive", why))
+    streamed = read_stop(stream_path) if stream is not None and stream_path is not None else None
+    reason = reason or (streamed or {}).get("reason") or stops.KILLED
+    facts = stream_facts(
+        spec.spider_qualname, samples, checkpoints, finish_reason=reason, interval_seconds=spec.options.interval_seconds,
+        duration_seconds=duration, stopped_because=why, report_dir=report_dir,
         errors=(why, *(stream.problems if stream else ()), *stderr_tail),
-        stopped_because=why,
-        report_dir=report_dir,
-        danger=load_danger(report_dir),  # written by the child when RSS crossed snapshot_at
     )
+    return assemble(facts, samples, checkpoints, growth, danger=load_danger(report_dir))  # danger.json: written by the child
 
 
 def _reactor_wait(deferred: Any) -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, NamedTuple, TypeGuard
 
@@ -31,7 +30,6 @@ _OPTIONAL_NUMBERS = {
     "sample": ("traced_bytes", "scheduled", "inflight", "slot_queued", "active_size_bytes", "span"),
     "checkpoint": ("heap_bytes", "traced_bytes", "allocated_blocks", "tracer_bytes", "cost_seconds"),
 }
-_CHECKPOINT_FIELDS = frozenset(f.name for f in fields(Checkpoint))
 
 
 class SamplesFile(NamedTuple):
@@ -197,13 +195,28 @@ def _read_one(path: Path) -> SamplesFile:
     return SamplesFile(header, samples, checkpoints, problems)
 
 
+def read_stop(path: Path) -> dict[str, Any] | None:
+    """The harness's stop streamed by the crawl's last run in ``path``: ``reason`` (a stops name) and ``message``.
+
+    ``None`` when the crawl was not stopped by the harness (or the file cannot be read). Lines that are not
+    JSON are skipped, as :func:`read_samples_jsonl` does; a later header starts the crawl over.
+    """
+    stop: dict[str, Any] | None = None
+    try:
+        lines = Path(path).read_bytes().split(b"\n")
+    except OSError:
+        return None
+    for raw in lines:
+        record, _ = _parse_line(raw) if raw.strip() else (None, "")
+        if record is None:
+            continue
+        if record.get("kind") == "header":
+            stop = None
+        elif record.get("kind") == "stop" and stop is None:
+            stop = {"reason": str(record.get("reason") or ""), "message": str(record.get("message") or "")}
+    return stop
+
+
 def checkpoint_from_json(record: Mapping[str, Any]) -> Checkpoint:
     """Build a :class:`Checkpoint` from a record read by :func:`read_samples_jsonl` (unknown keys ignored)."""
-    values = {k: v for k, v in record.items() if k in _CHECKPOINT_FIELDS}
-    values.setdefault("heap_bytes", None)
-    values.setdefault("traced_bytes", None)
-    values["tracer_bytes"] = values.get("tracer_bytes") or 0
-    values["cost_seconds"] = values.get("cost_seconds") or 0.0
-    values["drained"] = values.get("drained") is not False
-    values["live_refs"] = {str(k): int(v) for k, v in dict(values.get("live_refs") or {}).items()}
-    return Checkpoint(**values)
+    return Checkpoint.from_json(record)

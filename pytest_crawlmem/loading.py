@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .growth import analyze
+from .assemble import assemble, judge, stream_facts
 from .html import render_html
-from .jsonl import SamplesFile, checkpoint_from_json, read_samples_jsonl
-from .models import SCHEMA_VERSION, Sample
+from .jsonl import SamplesFile, read_samples_jsonl
+from .models import SCHEMA_VERSION, Checkpoint, Sample
 
 REPORT_FILES = ("report.json", "samples.jsonl", "tracemalloc-diff.txt")
 
@@ -80,42 +80,17 @@ def load_report(path: Path) -> LoadedReport:
 
 def document_from_samples(stream: SamplesFile, path: Path) -> dict[str, Any]:
     """A report.json-shaped document computed from samples and checkpoints alone (a production crawl's stream)."""
-    checkpoints = sorted((checkpoint_from_json(c) for c in stream.checkpoints), key=lambda c: c.responses)
+    checkpoints = sorted((Checkpoint.from_json(c) for c in stream.checkpoints), key=lambda c: c.responses)
     samples = [Sample.from_json(s) for s in stream.samples]
-    growth = analyze(checkpoints, samples)
-    rss = [s.rss_bytes for s in samples] + [c.rss_bytes for c in checkpoints]
-    start = checkpoints[0].rss_bytes if checkpoints else (samples[0].rss_bytes if samples else 0)
-    end = checkpoints[-1].rss_bytes if checkpoints else (samples[-1].rss_bytes if samples else 0)
-    traced = [s.traced_bytes for s in samples if s.traced_bytes is not None]
     interval = stream.header.get("interval_seconds")
-    backout = sum(s.span for s in samples if s.backout) * interval if isinstance(interval, (int, float)) else None
-    result: dict[str, Any] = {
-        "spider": stream.header.get("spider"),
-        "responses": max([s.responses for s in samples] + [c.responses for c in checkpoints], default=0),
-        "items_scraped": max((s.items for s in samples), default=0),
-        "duration_seconds": max([s.t_seconds for s in samples] + [c.t_seconds for c in checkpoints], default=0.0),
-        "finish_reason": "unknown",
-        "start_rss": start,
-        "end_rss": end,
-        "peak_rss": max(rss, default=0),
-        "rss_growth": end - start,
-        "traced_peak": max(traced, default=None),
-        "max_scheduled": max((s.scheduled or 0 for s in samples), default=0),
-        "max_inflight": max((s.inflight or 0 for s in samples), default=0),
-        "max_active_size": max((s.active_size_bytes or 0 for s in samples), default=0),
-        "jobdir_disk": max((s.jobdir_bytes for s in samples if s.jobdir_bytes is not None), default=None),
-        "max_media_cached": max((s.media_cached for s in samples if s.media_cached is not None), default=None),
-        "backout_seconds": backout,
-        "verdict": growth.verdict,
-        "growth": growth.to_json(),
-        "top_growth": [],
-        "dropped": [],
-        "status_counts": {},
-        "live_refs": {},
-        "samples": len(samples),
-        "errors": [],
-        "stats": {},
-    }
+    seconds = float(interval) if isinstance(interval, (int, float)) else None
+    spider = stream.header.get("spider")
+    facts = stream_facts(str(spider) if spider is not None else "", samples, checkpoints, finish_reason="unknown",
+                         interval_seconds=seconds or 0.0)
+    result = assemble(facts, samples, checkpoints, judge(checkpoints, samples, leak_per_response=None)).to_json()
+    result["spider"] = spider
+    if seconds is None:
+        result["backout_seconds"] = None  # samples do not say how long each stood for
     note = (
         f"Built from {path.name} alone (no report.json): no budgets, allocation sites or live objects after close;"
         " peak RSS is the highest sample, not the exact peak, and the end figures are those of the last checkpoint"

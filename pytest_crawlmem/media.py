@@ -127,15 +127,3 @@ def summarize_media(pipelines: list[Any]) -> MediaSummary | None:
         failed_at_close=len(failures),
         retained=retained,
     )
-
-
-def media_evidence(summary: MediaSummary | None) -> str:
-    """The part of a leak verdict's reason naming what the media pipelines' cached failures keep alive ('' if nothing)."""
-    if summary is None or not summary.retained:
-        return ""
-    counts = " and ".join(f"{r.count:,} {r.class_name}" for r in summary.retained)
-    path = next((r.path for r in summary.retained if r.path), "")
-    return (
-        f"; {summary.failed_at_close:,} failed media downloads keep {counts} alive until the crawl ends"
-        f" (Scrapy caches each failure with its traceback): {path}"
-    )

@@ -90,6 +90,27 @@ class Checkpoint:
         data["live_refs"] = dict(self.live_refs)
         return data
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Checkpoint:
+        """Build a checkpoint from a dict written by :meth:`to_json` (unknown keys ignored, missing optional ones defaulted)."""
+        values = {k: v for k, v in data.items() if k in _CHECKPOINT_FIELDS}
+        values.setdefault("heap_bytes", None)
+        values.setdefault("traced_bytes", None)
+        values["tracer_bytes"] = values.get("tracer_bytes") or 0
+        values["cost_seconds"] = values.get("cost_seconds") or 0.0
+        values["drained"] = values.get("drained") is not False
+        values["live_refs"] = {str(k): int(v) for k, v in dict(values.get("live_refs") or {}).items()}
+        return cls(**values)
+
+
+_CHECKPOINT_FIELDS = frozenset(f.name for f in fields(Checkpoint))
+
+
+def _known(cls: type, data: Mapping[str, Any], *skip: str) -> dict[str, Any]:
+    """The items of ``data`` that are fields of the dataclass ``cls`` (minus ``skip``): read back what to_json wrote."""
+    names = {f.name for f in fields(cls)} - set(skip)
+    return {k: v for k, v in data.items() if k in names}
+
 
 @dataclass(frozen=True, slots=True)
 class DroppedResponse:
@@ -162,6 +183,19 @@ class GrowthSite:
         """Return ``file:line +N bytes`` for messages."""
         return f"{self.location} +{self.size_diff_bytes:,} B"
 
+    def to_json(self) -> dict[str, Any]:
+        """Return the site as a JSON-ready dict."""
+        return {"location": self.location, "size_diff_bytes": self.size_diff_bytes, "count_diff": self.count_diff,
+                "bytes_per_response": json_value(self.bytes_per_response), "traceback": list(self.traceback),
+                "in_user_code": self.in_user_code}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GrowthSite:
+        """Rebuild a site from :meth:`to_json`'s dict (or ``asdict``'s)."""
+        per = data.get("bytes_per_response")
+        return cls(**{**_known(cls, data), "traceback": tuple(data.get("traceback") or ()),
+                      "bytes_per_response": math.nan if per is None else per})
+
 
 @dataclass(frozen=True, slots=True)
 class Holder:
@@ -216,6 +250,17 @@ class Growth:
             "checkpoints": [c.to_json() for c in self.checkpoints],
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Growth:
+        """Rebuild the evidence from :meth:`to_json`'s dict (a ``null`` delta was a non-finite one)."""
+        return cls(
+            verdict=str(data.get("verdict") or "inconclusive"), reason=str(data.get("reason") or ""),
+            rule=str(data.get("rule") or ""), per_response_bytes=data.get("per_response_bytes"),
+            checkpoints=tuple(Checkpoint.from_json(c) for c in data.get("checkpoints") or ()),
+            deltas_per_response=tuple(math.nan if d is None else d for d in data.get("deltas_per_response") or ()),
+            signal=str(data.get("signal") or ""),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Peaks:
@@ -258,6 +303,11 @@ class BrowserSummary:
         data["rss_overcount"] = json_value(self.rss_overcount)
         return data
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BrowserSummary:
+        """Rebuild the summary from :meth:`to_json`'s dict."""
+        return cls(**{**_known(cls, data), "pss_by_kind_at_peak": dict(data.get("pss_by_kind_at_peak") or {})})
+
 
 @dataclass(frozen=True, slots=True)
 class MediaSummary:
@@ -279,6 +329,12 @@ class MediaSummary:
             "failed_at_close": self.failed_at_close,
             "retained": [{"class": r.class_name, "count": r.count, "path": r.path} for r in self.retained],
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MediaSummary:
+        """Rebuild the summary from :meth:`to_json`'s dict."""
+        return cls(tuple(data.get("pipelines") or ()), int(data.get("cached_at_close") or 0),
+                   int(data.get("failed_at_close") or 0), _retention(data.get("retained")))
 
 # -- issue 19: screenshot accounting, parse amplification, the danger snapshot ----------------
 
@@ -339,6 +395,12 @@ class ShotSummary:
             "mismatches": [asdict(m) for m in self.mismatches],
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ShotSummary:
+        """Rebuild the summary from :meth:`to_json`'s dict."""
+        mismatches = tuple(ShotMismatch(**m) for m in data.get("mismatches") or ())
+        return cls(**{**_known(cls, data, "mismatches"), "mismatches": mismatches})
+
 
 @dataclass(frozen=True, slots=True)
 class AmplifiedPage:
@@ -384,6 +446,11 @@ class AmplificationSummary:
         data = asdict(self)
         data["worst"] = [asdict(page) for page in self.worst]
         return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AmplificationSummary:
+        """Rebuild the summary from :meth:`to_json`'s dict."""
+        return cls(**{**_known(cls, data, "worst"), "worst": tuple(AmplifiedPage(**p) for p in data.get("worst") or ())})
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,6 +501,11 @@ class DangerSnapshot:
         data["sites"] = [asdict(site) for site in self.sites]
         data["summary"] = self.describe()
         return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DangerSnapshot:
+        """Rebuild a snapshot from :meth:`to_json`'s dict (``danger.json``, or report.json's ``danger``)."""
+        return cls(**_known(cls, data, "sites"), sites=tuple(GrowthSite.from_json(site) for site in data.get("sites", ())))
 
 
 @dataclass(frozen=True)
@@ -534,3 +606,120 @@ class CrawlResult:
     def max_open_pages(self) -> int:
         """Most browser pages open at once (0 without a browser)."""
         return self.browser.max_open_pages if self.browser else 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The measured figures as report.json's ``result`` object (samples stay in samples.jsonl: only their count)."""
+        return {
+            "spider": self.spider,
+            "responses": self.responses,
+            "items_scraped": self.items_scraped,
+            "duration_seconds": self.duration_seconds,
+            "finish_reason": self.finish_reason,
+            "start_rss": self.start_rss,
+            "end_rss": self.end_rss,
+            "peak_rss": self.peak_rss,
+            "rss_growth": self.rss_growth,
+            "traced_peak": self.traced_peak,
+            "max_scheduled": self.max_scheduled,
+            "max_inflight": self.max_inflight,
+            "max_active_size": self.max_active_size,
+            "backout_seconds": self.peaks.backout_seconds,
+            "verdict": self.verdict,
+            "growth": self.growth.to_json(),
+            "top_growth": [s.to_json() for s in self.top_growth],
+            "dropped": [{"url": d.url, "reason": d.reason, "size_bytes": d.size_bytes} for d in self.dropped],
+            "dropped_count": self.dropped_count,
+            "warnsize_warnings": self.warnsize_warnings,
+            "response_sizes": self.response_sizes.to_json(),
+            "suggested_maxsize": self.suggested_maxsize.to_json() if self.suggested_maxsize else None,
+            "max_active_size_limit": self.max_active_size_limit,
+            "active_size_ratio": json_value(self.active_size_ratio),
+            "max_disk_scheduled": self.max_disk_scheduled,
+            "jobdir_disk": self.jobdir_disk,
+            "max_media_cached": self.max_media_cached,
+            "media": self.media.to_json() if self.media else None,
+            "scheduled_per_response": json_value(self.scheduled_per_response),
+            "retries": self.retries,
+            "retries_max_reached": self.retries_max_reached,
+            "download_latency": self.download_latency.to_json(),
+            "browser": self.browser.to_json() if self.browser else None,
+            "replay_hits": self.replay_hits,
+            "replay_misses": self.replay_misses,
+            "replay_missed_urls": list(self.replay_missed_urls),
+            "status_counts": {str(k): v for k, v in sorted(self.status_counts.items())},
+            "live_refs": dict(self.live_refs),
+            "samples": len(self.samples),
+            "errors": list(self.errors),
+            "retention": [{"class": r.class_name, "count": r.count, "path": r.path} for r in self.retention],
+            "holders": [{"path": h.path, "gained": h.gained, "responses": h.responses, "line": h.line} for h in self.holders],
+            "stats": dict(self.stats),
+            "shots": self.shots.to_json() if self.shots else None,
+            "parse_amplification": self.parse_amplification.to_json() if self.parse_amplification else None,
+            "danger": self.danger.to_json() if self.danger else None,
+        }
+
+    @classmethod
+    def from_json(
+        cls, data: Mapping[str, Any], *, samples: tuple[Sample, ...] = (), report_dir: Path | None = None
+    ) -> CrawlResult:
+        """Rebuild a result from report.json's ``result`` object (any schema_version 1 report, older ones too).
+
+        report.json keeps the samples' count only: pass ``samples`` (read from samples.jsonl) to have them back.
+        Figures computed from others (``rss_growth``, ``verdict``, ``active_size_ratio``) are not read.
+        """
+        def made(key: str, build: Any) -> Any:
+            value = data.get(key)
+            return build(value) if isinstance(value, Mapping) else None
+
+        suggested = data.get("suggested_maxsize")
+        return cls(
+            spider=str(data.get("spider") or ""),
+            samples=samples,
+            start_rss=int(data.get("start_rss") or 0),
+            end_rss=int(data.get("end_rss") or 0),
+            peak_rss=int(data.get("peak_rss") or 0),
+            traced_peak=data.get("traced_peak"),
+            responses=int(data.get("responses") or 0),
+            items_scraped=int(data.get("items_scraped") or 0),
+            duration_seconds=float(data.get("duration_seconds") or 0.0),
+            finish_reason=str(data.get("finish_reason") or ""),
+            peaks=Peaks(
+                max_scheduled=int(data.get("max_scheduled") or 0), max_inflight=int(data.get("max_inflight") or 0),
+                max_active_size_bytes=int(data.get("max_active_size") or 0),
+                backout_seconds=float(data.get("backout_seconds") or 0.0),
+                max_disk_scheduled=int(data.get("max_disk_scheduled") or 0),
+                max_jobdir_bytes=data.get("jobdir_disk"), max_media_cached=data.get("max_media_cached"),
+            ),
+            growth=Growth.from_json(data.get("growth") or {}),
+            dropped=tuple(DroppedResponse(**d) for d in data.get("dropped") or ()),
+            status_counts={int(k): int(v) for k, v in dict(data.get("status_counts") or {}).items()},
+            top_growth=tuple(GrowthSite.from_json(s) for s in data.get("top_growth") or ()),
+            live_refs=dict(data.get("live_refs") or {}),
+            retention=_retention(data.get("retention")),
+            holders=tuple(Holder(**h) for h in data.get("holders") or ()),
+            stats=dict(data.get("stats") or {}),
+            errors=tuple(data.get("errors") or ()),
+            report_dir=report_dir,
+            dropped_count=int(data.get("dropped_count") or 0),
+            warnsize_warnings=int(data.get("warnsize_warnings") or 0),
+            response_sizes=SizeDistribution(**_known(SizeDistribution, data.get("response_sizes") or {})),
+            suggested_maxsize=MaxsizeSuggestion(**suggested) if isinstance(suggested, Mapping) else None,
+            max_active_size_limit=int(data.get("max_active_size_limit") or 0),
+            scheduled_per_response=data.get("scheduled_per_response"),
+            retries=int(data.get("retries") or 0),
+            retries_max_reached=int(data.get("retries_max_reached") or 0),
+            download_latency=LatencyDistribution(**_known(LatencyDistribution, data.get("download_latency") or {})),
+            browser=made("browser", BrowserSummary.from_json),
+            media=made("media", MediaSummary.from_json),
+            replay_hits=int(data.get("replay_hits") or 0),
+            replay_misses=int(data.get("replay_misses") or 0),
+            replay_missed_urls=tuple(data.get("replay_missed_urls") or ()),
+            shots=made("shots", ShotSummary.from_json),
+            parse_amplification=made("parse_amplification", AmplificationSummary.from_json),
+            danger=made("danger", DangerSnapshot.from_json),
+        )
+
+
+def _retention(records: Any) -> tuple[RetentionPath, ...]:
+    """Retention paths from their JSON form (``{"class", "count", "path"}``)."""
+    return tuple(RetentionPath(str(r.get("class")), int(r.get("count") or 0), r.get("path")) for r in records or ())

@@ -89,6 +89,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     """
     if not MEASURING_FIXTURES.intersection(pyfuncitem.fixturenames) or inspect.iscoroutinefunction(pyfuncitem.obj):
         return None
+    # Private, on purpose: pytest's own pytest_pyfunc_call reads the same attribute. The public alternative
+    # (the test's signature, filtered by funcargs) differs for mock.patch decorators and defaulted arguments.
     names = pyfuncitem._fixtureinfo.argnames
     pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names})
     # budgets are checked in the call phase, so xfail and the report see an ordinary failure

@@ -110,6 +110,13 @@ class Recording:
             self._note(message)
             self._write({"kind": "error", "message": message})
 
+    def add_stop(self, reason: str, message: str) -> None:
+        """Note that the harness is stopping the crawl: ``reason`` (a :mod:`~pytest_crawlmem.stops` name) as data, and why."""
+        with self._lock:
+            self._note(f"stopped: {message}")
+            self._write({"kind": "error", "message": f"stopped: {message}"})
+            self._write({"kind": "stop", "reason": reason, "message": message})
+
     def _note(self, message: str) -> None:
         if len(self.errors) < MAX_ERRORS:
             self.errors.append(message)

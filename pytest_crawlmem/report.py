@@ -15,7 +15,7 @@ from typing import Any
 
 from .budgets import Budgets, Violation
 from .loading import load_report, write_html
-from .models import SCHEMA_VERSION, CrawlResult, json_value
+from .models import SCHEMA_VERSION, CrawlResult
 from .snapshots import format_sites
 
 
@@ -38,68 +38,6 @@ def environment() -> dict[str, Any]:
         "system": platform.system(),
         "release": platform.release(),
         "cpu_count": os.cpu_count(),
-    }
-
-
-def result_to_json(result: CrawlResult) -> dict[str, Any]:
-    """The measured figures of ``result`` as a JSON-ready dict (samples stay in samples.jsonl)."""
-    return {
-        "spider": result.spider,
-        "responses": result.responses,
-        "items_scraped": result.items_scraped,
-        "duration_seconds": result.duration_seconds,
-        "finish_reason": result.finish_reason,
-        "start_rss": result.start_rss,
-        "end_rss": result.end_rss,
-        "peak_rss": result.peak_rss,
-        "rss_growth": result.rss_growth,
-        "traced_peak": result.traced_peak,
-        "max_scheduled": result.max_scheduled,
-        "max_inflight": result.max_inflight,
-        "max_active_size": result.max_active_size,
-        "backout_seconds": result.peaks.backout_seconds,
-        "verdict": result.verdict,
-        "growth": result.growth.to_json(),
-        "top_growth": [
-            {
-                "location": s.location,
-                "size_diff_bytes": s.size_diff_bytes,
-                "count_diff": s.count_diff,
-                "bytes_per_response": json_value(s.bytes_per_response),
-                "traceback": list(s.traceback),
-                "in_user_code": s.in_user_code,
-            }
-            for s in result.top_growth
-        ],
-        "dropped": [{"url": d.url, "reason": d.reason, "size_bytes": d.size_bytes} for d in result.dropped],
-        "dropped_count": result.dropped_count,
-        "warnsize_warnings": result.warnsize_warnings,
-        "response_sizes": result.response_sizes.to_json(),
-        "suggested_maxsize": result.suggested_maxsize.to_json() if result.suggested_maxsize else None,
-        "max_active_size_limit": result.max_active_size_limit,
-        "active_size_ratio": json_value(result.active_size_ratio),
-        "max_disk_scheduled": result.max_disk_scheduled,
-        "jobdir_disk": result.jobdir_disk,
-        "max_media_cached": result.max_media_cached,
-        "media": result.media.to_json() if result.media else None,
-        "scheduled_per_response": json_value(result.scheduled_per_response),
-        "retries": result.retries,
-        "retries_max_reached": result.retries_max_reached,
-        "download_latency": result.download_latency.to_json(),
-        "browser": result.browser.to_json() if result.browser else None,
-        "replay_hits": result.replay_hits,
-        "replay_misses": result.replay_misses,
-        "replay_missed_urls": list(result.replay_missed_urls),
-        "status_counts": {str(k): v for k, v in sorted(result.status_counts.items())},
-        "live_refs": dict(result.live_refs),
-        "samples": len(result.samples),
-        "errors": list(result.errors),
-        "retention": [{"class": r.class_name, "count": r.count, "path": r.path} for r in result.retention],
-        "holders": [{"path": h.path, "gained": h.gained, "responses": h.responses, "line": h.line} for h in result.holders],
-        "stats": dict(result.stats),
-        "shots": result.shots.to_json() if result.shots else None,
-        "parse_amplification": result.parse_amplification.to_json() if result.parse_amplification else None,
-        "danger": result.danger.to_json() if result.danger else None,
     }
 
 
@@ -166,7 +104,7 @@ def report_document(
             {"budget": v.budget, "measured": v.measured, "limit": v.limit, "message": v.message, "fails": v.fails}
             for v in violations
         ],
-        "result": result_to_json(result),
+        "result": result.to_json(),
     }
 
 

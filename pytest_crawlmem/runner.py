@@ -8,20 +8,27 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from . import probes
 from .amplification import SPIDER_MIDDLEWARE_ORDER, SPIDER_MIDDLEWARE_PATH
+from .assemble import (
+    RunFacts,
+    assemble,
+    judge,
+    leak_evidence,
+    media_failure_body_bytes,
+    scheduled_per_response,
+    status_counts,
+)
 from .browser import is_playwright_crawl, launch_options
 from .distribution import Histogram
-from .dropped import MEDIA_FAILED, suggest_maxsize
+from .dropped import suggest_maxsize
 from .extension import CrawlMemExtension
-from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
 from .logcapture import spilled_log_capture
-from .media import media_evidence
 from .middleware import (
     COUNTING_HTTPCOMPRESSION_PATH,
     DOWNLOADER_MIDDLEWARE_ORDER,
@@ -29,15 +36,9 @@ from .middleware import (
     HTTPCOMPRESSION_PATH,
 )
 from .models import (
-    Checkpoint,
     CrawlResult,
-    DroppedResponse,
-    GrowthSite,
-    Holder,
     LatencyDistribution,
-    Peaks,
     RetentionPath,
-    Sample,
     SizeDistribution,
 )
 from .replay import ReplayTarget, replay_settings
@@ -110,7 +111,7 @@ def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
         "CRAWLMEM_INTERVAL_SECONDS": options.interval_seconds,
         "CRAWLMEM_TRACEMALLOC_FRAMES": options.tracemalloc_frames,
         "CRAWLMEM_CHECKPOINTS": options.checkpoints,
-        "CRAWLMEM_LEAK_PER_RESPONSE": options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE,
+        "CRAWLMEM_LEAK_PER_RESPONSE": options.leak_per_response,  # None: the default (defaults.py)
         "CRAWLMEM_JSONL": str(options.report_dir / "samples.jsonl") if options.report_dir else None,
         "CRAWLMEM_KILL_AT_BYTES": options.kill_at_bytes or 0,
         "CRAWLMEM_TIMEOUT_SECONDS": options.timeout_seconds or 0.0,
@@ -246,40 +247,6 @@ def _find_extension(crawler: Any) -> CrawlMemExtension:
     raise RuntimeError("the crawlmem extension did not start: check EXTENSIONS and CRAWLMEM_ENABLED")
 
 
-def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], interval_seconds: float) -> Peaks:
-    """Return the queues' peaks over ``samples`` (and, for the scheduler, the checkpoints too)."""
-    return Peaks(
-        max_scheduled=max([s.scheduled or 0 for s in samples] + [c.scheduled for c in checkpoints], default=0),
-        max_inflight=max((s.inflight or 0 for s in samples), default=0),
-        max_active_size_bytes=max((s.active_size_bytes or 0 for s in samples), default=0),
-        backout_seconds=round(sum(s.span for s in samples if s.backout) * interval_seconds, 3),  # span: timeline.py
-        max_disk_scheduled=max((s.disk_scheduled or 0 for s in samples), default=0),
-        max_jobdir_bytes=_max_known(s.jobdir_bytes for s in samples),
-        max_media_cached=_max_known(s.media_cached for s in samples),
-    )
-
-
-def _max_known(values: Iterable[int | None]) -> int | None:
-    """The largest value that was measured, ``None`` when none was."""
-    return max((v for v in values if v is not None), default=None)
-
-
-def scheduled_per_response(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint] = ()) -> float | None:
-    """How fast the scheduler's backlog grew: requests added per response, from the crawl's start to the backlog's peak.
-
-    The start is the opening checkpoint (else the first sample); the peak is over samples and checkpoints.
-    """
-    readings = [(c.responses, c.scheduled) for c in checkpoints]
-    readings += [(s.responses, s.scheduled) for s in samples if s.scheduled is not None]
-    if not readings:
-        return None
-    start = (checkpoints[0].responses, checkpoints[0].scheduled) if checkpoints else readings[0]
-    peak = max(readings, key=lambda r: (r[1], -r[0]))
-    if peak[0] <= start[0]:
-        return 0.0
-    return round((peak[1] - start[1]) / (peak[0] - start[0]), 3)
-
-
 def size_distribution(sizes: Histogram) -> SizeDistribution:
     """Count, p50, p95, p99 and max of response body sizes (bytes)."""
     return SizeDistribution(sizes.count, sizes.percentile(50), sizes.percentile(95), sizes.percentile(99),
@@ -295,12 +262,6 @@ def latency_distribution(latency_us: Histogram) -> LatencyDistribution:
                                seconds(latency_us.percentile(99)), seconds(latency_us.max_value if latency_us.count else None))
 
 
-def status_counts(stats: Mapping[str, Any]) -> dict[int, int]:
-    """Return response counts by HTTP status from Scrapy's stats."""
-    prefix = "downloader/response_status_count/"
-    return {int(k[len(prefix):]): int(v) for k, v in stats.items() if k.startswith(prefix) and k[len(prefix):].isdigit()}
-
-
 def _build_result(
     spider_cls: type,
     ext: CrawlMemExtension,
@@ -310,13 +271,15 @@ def _build_result(
     max_active_size: int,
 ) -> CrawlResult:
     recording = ext.recording
-    samples = tuple(recording.samples)
+    samples, checkpoints = tuple(recording.samples), recording.checkpoints
     response_sizes = size_distribution(ext.response_sizes)
     retention = find_retention(ext.epoch)
-    growth = analyze(
-        recording.checkpoints,
+    sites = tuple(ext.growth_sites)
+    growth = judge(
+        checkpoints,
         samples,
-        leak_per_response=options.leak_per_response or DEFAULT_LEAK_PER_RESPONSE,
+        leak_per_response=options.leak_per_response,
+        evidence=leak_evidence(sites, retention, ext.holders, ext.media),
         max_active_size=max_active_size,
         response_sizes=response_sizes,
         media=ext.media,
@@ -325,41 +288,39 @@ def _build_result(
         min_interval=ext.checkpoint_min_responses,
         download_excess=recording.timeline.excess_summary(),
     )
-    sites = tuple(ext.growth_sites)
-    if growth.verdict == "retained-objects":
-        evidence = _with_evidence(growth.reason, sites, retention, ext.holders)
-        growth = replace(growth, reason=evidence + media_evidence(ext.media))
-    if growth.verdict in FIXES:
-        growth = replace(growth, reason=f"{growth.reason}. Fix: {FIXES[growth.verdict]}")
-    return CrawlResult(
+    facts = RunFacts(
         spider=getattr(spider_cls, "name", spider_cls.__name__),
-        samples=samples,
+        duration_seconds=duration,
+        finish_reason=ext.finish_reason,
         start_rss=ext.start_rss,
         end_rss=ext.end_rss or probes.read_rss_bytes(),  # never 0: rss_growth must not read as -start_rss
         peak_rss=ext.peak_rss,
-        traced_peak=ext.traced_peak,
         responses=ext.responses,
         items_scraped=ext.items,
-        duration_seconds=round(duration, 4),
-        finish_reason=ext.finish_reason,
-        peaks=peaks_of(samples, recording.checkpoints, options.interval_seconds),
-        growth=growth,
+        interval_seconds=options.interval_seconds,
+        traced_peak=ext.traced_peak,
+        stopped_because=ext.stopped_because if ext.stopped_because != "pending" else "",
+        errors=tuple(recording.errors),
+        report_dir=options.report_dir,
+    )
+    return assemble(
+        facts,
+        samples,
+        checkpoints,
+        growth,
         top_growth=sites,
         status_counts=status_counts(stats),
         live_refs=probes.live_ref_counts(ext.epoch),
         retention=retention,
         holders=ext.holders,
         stats=stats,
-        errors=tuple(recording.errors),
-        stopped_because=ext.stopped_because if ext.stopped_because != "pending" else "",
-        report_dir=options.report_dir,
         dropped=tuple(ext.ledger.dropped),
         dropped_count=ext.ledger.count,
         warnsize_warnings=ext.ledger.warnsize_warnings,
         response_sizes=response_sizes,
         suggested_maxsize=suggest_maxsize(ext.response_sizes),
         max_active_size_limit=max_active_size,
-        scheduled_per_response=scheduled_per_response(samples, recording.checkpoints),
+        scheduled_per_response=scheduled_per_response(samples, checkpoints),
         retries=int(stats.get("retry/count") or 0),
         retries_max_reached=int(stats.get("retry/max_reached") or 0),
         download_latency=latency_distribution(ext.latency_us),
@@ -369,26 +330,3 @@ def _build_result(
         parse_amplification=ext.amplification.summary(),
         danger=ext.danger.snapshot if ext.danger else None,
     )
-
-
-def media_failure_body_bytes(dropped: Sequence[DroppedResponse]) -> float:
-    """Mean body size of the failed media downloads that had a response (0 when none had)."""
-    sizes = [d.size_bytes for d in dropped if d.reason.startswith(MEDIA_FAILED) and d.size_bytes is not None]
-    return sum(sizes) / len(sizes) if sizes else 0.0
-
-
-def _with_evidence(
-    reason: str, sites: tuple[GrowthSite, ...], retention: tuple[RetentionPath, ...], holders: tuple[Holder, ...] = ()
-) -> str:
-    """Append what keeps the leak (a growing container and the line storing into it), the top growth site, a retention path."""
-    if holders:
-        reason += f"; held by {holders[0].describe()}"
-    if sites:
-        top = sites[0]
-        where = "" if top.in_user_code else " (no frame of your code on the allocating stack)"
-        reason += (f"; top growth {top.location}{where} +{top.size_diff_bytes / 1024:,.1f} KiB"
-                   f" ({top.bytes_per_response:,.0f} B/response)")
-    held = next((r for r in retention if r.path), None)
-    if held is not None:
-        reason += f"; {held.describe()}"
-    return reason

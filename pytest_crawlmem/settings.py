@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .baseline import DEFAULT_TOLERANCES, parse_compare_fail
 from .budgets import SPECS, BudgetError, parse_budget
+from .tolerances import DEFAULT_TOLERANCES, parse_compare_fail
 from .units import UnitError, parse_count, parse_seconds
 
 

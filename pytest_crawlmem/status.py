@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .assemble import status_counts
 from .distribution import Histogram
 
 logger = logging.getLogger("pytest_crawlmem.extension")
 
 STATUS_PREFIX = "crawlmem/status/"
-_STATUS_CODE_PREFIX = "downloader/response_status_count/"
 
 
 @dataclass(frozen=True)
@@ -90,12 +90,6 @@ def _kib(value: int | None) -> str:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.0f}ms"
-
-
-def status_counts(stats: Mapping[str, Any]) -> dict[int, int]:
-    """Response counts by HTTP status from Scrapy's stats."""
-    n = len(_STATUS_CODE_PREFIX)
-    return {int(k[n:]): int(v) for k, v in stats.items() if k.startswith(_STATUS_CODE_PREFIX) and k[n:].isdigit()}
 
 
 def _seconds(latency_us: Histogram, q: float) -> float | None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .models import SCHEMA_VERSION, CrawlResult, json_value
+from .stops import is_harness_stop
 from .units import format_size, parse_size
 
 #: Figures ``best(key=...)`` can rank by, and whether higher is better.
@@ -26,10 +27,11 @@ RANK_KEYS: dict[str, bool] = {
 }
 _KEY_WORDS = {"responses_per_second": "responses/s", "items_per_second": "items/s", "peak_rss": "lowest peak RSS",
               "rss_growth": "lowest RSS growth", "duration_seconds": "shortest duration"}
-#: ``finish_reason`` of a crawl the harness stopped (kill_at, timeout, killed child): never a pick.
-_HARNESS_STOPS = ("crawlmem_",)
 
 Variants = Mapping[str, Mapping[str, Any]] | Sequence[Mapping[str, Any]]
+#: Variants run isolated unless the test says otherwise: in one process, each variant's peak
+#: starts from the RSS the earlier ones left behind (docs/sweeps.md).
+DEFAULT_ISOLATE = True
 
 
 def name_variants(variants: Variants) -> list[tuple[str, dict[str, Any]]]:
@@ -140,7 +142,7 @@ class SweepRow:
     @property
     def stopped(self) -> bool:
         """Whether the harness stopped the crawl (kill_at, timeout, a killed isolated child)."""
-        return self.finish_reason.startswith(_HARNESS_STOPS)
+        return is_harness_stop(self.finish_reason)  # never a pick
 
     def to_json(self) -> dict[str, Any]:
         """The row as a JSON-ready dict, throughput included."""

@@ -8,33 +8,15 @@ variants, merges their settings, tags their records and writes the sweep's table
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
-from .fixtures import SWEEPING_KEY, CrawlFunction
+from .fixtures import SWEEPING_KEY
+from .protocols import CrawlFunction, SweepFunction
 from .session import RECORDS_KEY, SESSION_KEY
-from .sweep import Pick, SweepResult, SweepRow, Variants, name_variants
+from .sweep import DEFAULT_ISOLATE, Pick, SweepResult, SweepRow, Variants, name_variants
 from .sweep_report import write_sweep_files
-
-#: Variants run isolated unless the test says otherwise: in one process, each variant's peak
-#: starts from the RSS the earlier ones left behind (README, "Tuning sweeps").
-DEFAULT_ISOLATE = True
-
-
-class SweepFunction(Protocol):
-    """The callable the ``crawl_sweep`` fixture returns."""
-
-    def __call__(
-        self,
-        spider_cls: type,
-        variants: Variants,
-        *,
-        start_urls: list[str] | None = None,
-        settings: Mapping[str, Any] | None = None,
-        isolate: bool = DEFAULT_ISOLATE,
-        **spider_kwargs: Any,
-    ) -> SweepResult: ...
 
 
 @pytest.fixture

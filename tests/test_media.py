@@ -9,8 +9,9 @@ import json
 
 import pytest
 
+from pytest_crawlmem.assemble import media_evidence
 from pytest_crawlmem.dropped import MEDIA_FAILED, DropLedger
-from pytest_crawlmem.media import media_evidence, media_failed_reason, watch_pipeline
+from pytest_crawlmem.media import media_failed_reason, watch_pipeline
 from pytest_crawlmem.models import MediaSummary, RetentionPath
 
 SPIDERS = '''

@@ -1,0 +1,200 @@
+"""The one assembly of a CrawlResult from a run's recording and facts, and the one judgement of its growth (pure).
+
+Every path builds its result here: an in-process crawl (``runner``), a browser job (``browserjob``), an
+isolated crawl killed before it wrote its result (``isolated``) and a bare ``samples.jsonl`` read back
+(``loading``). Runs in any process; imports neither pytest nor Scrapy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .dropped import MEDIA_FAILED
+from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
+from .models import (
+    Checkpoint,
+    CrawlResult,
+    DroppedResponse,
+    Growth,
+    GrowthSite,
+    Holder,
+    MediaSummary,
+    Peaks,
+    RetentionPath,
+    Sample,
+)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What a run knows besides its samples and checkpoints (bytes and seconds)."""
+
+    spider: str
+    duration_seconds: float
+    finish_reason: str
+    start_rss: int
+    end_rss: int
+    peak_rss: int
+    responses: int
+    items_scraped: int
+    interval_seconds: float  # the sampling interval (the time in backout is counted in samples)
+    traced_peak: int | None = None
+    stopped_because: str = ""
+    errors: tuple[str, ...] = ()
+    report_dir: Path | None = None
+
+
+def stream_facts(
+    spider: str, samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], *, finish_reason: str,
+    interval_seconds: float, duration_seconds: float | None = None, **facts: Any,
+) -> RunFacts:
+    """The facts of a run known only from what it streamed: start and end at its first and last checkpoint (else
+    sample), the peak the highest reading (not the exact peak), the counts and duration of its last readings."""
+    start = checkpoints[0].rss_bytes if checkpoints else (samples[0].rss_bytes if samples else 0)
+    end = checkpoints[-1].rss_bytes if checkpoints else (samples[-1].rss_bytes if samples else 0)
+    if duration_seconds is None:
+        duration_seconds = max([s.t_seconds for s in samples] + [c.t_seconds for c in checkpoints], default=0.0)
+    return RunFacts(
+        spider=spider,
+        duration_seconds=duration_seconds,
+        finish_reason=finish_reason,
+        start_rss=start,
+        end_rss=end,
+        peak_rss=max([s.rss_bytes for s in samples] + [c.rss_bytes for c in checkpoints], default=0),
+        responses=max([s.responses for s in samples] + [c.responses for c in checkpoints], default=0),
+        items_scraped=max((s.items for s in samples), default=0),
+        interval_seconds=interval_seconds,
+        traced_peak=max((s.traced_bytes for s in samples if s.traced_bytes is not None), default=None),
+        **facts,
+    )
+
+
+def judge(
+    checkpoints: Sequence[Checkpoint],
+    samples: Sequence[Sample],
+    *,
+    leak_per_response: int | None,
+    evidence: str = "",
+    hint: str = "",
+    **analysis: Any,
+) -> Growth:
+    """The growth verdict of a run, at the test's ``leak_per_response`` (the default when ``None``).
+
+    ``evidence`` (what holds a leak) is added to a ``retained-objects`` reason, ``hint`` (how to get a judgement)
+    to a ``too-few-checkpoints`` one; then the verdict's fix. ``analysis`` goes to :func:`growth.analyze`.
+    """
+    growth = analyze(checkpoints, samples, leak_per_response=leak_per_response or DEFAULT_LEAK_PER_RESPONSE, **analysis)
+    if growth.verdict == "retained-objects" and evidence:
+        growth = replace(growth, reason=growth.reason + evidence)
+    if growth.rule == "too-few-checkpoints" and hint:
+        growth = replace(growth, reason=growth.reason + hint)
+    if growth.verdict in FIXES:
+        growth = replace(growth, reason=f"{growth.reason}. Fix: {FIXES[growth.verdict]}")
+    return growth
+
+
+def assemble(
+    facts: RunFacts, samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], growth: Growth, **details: Any
+) -> CrawlResult:
+    """The CrawlResult of a run: its facts, samples, queue peaks and verdict, plus what only its path measures
+    (``details``: more CrawlResult fields, such as ``dropped`` or ``browser``)."""
+    samples = tuple(samples)
+    return CrawlResult(
+        spider=facts.spider,
+        samples=samples,
+        start_rss=facts.start_rss,
+        end_rss=facts.end_rss,
+        peak_rss=facts.peak_rss,
+        traced_peak=facts.traced_peak,
+        responses=facts.responses,
+        items_scraped=facts.items_scraped,
+        duration_seconds=round(facts.duration_seconds, 4),
+        finish_reason=facts.finish_reason,
+        peaks=peaks_of(samples, checkpoints, facts.interval_seconds),
+        growth=growth,
+        errors=facts.errors,
+        stopped_because=facts.stopped_because,
+        report_dir=facts.report_dir,
+        **details,
+    )
+
+
+def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], interval_seconds: float) -> Peaks:
+    """Return the queues' peaks over ``samples`` (and, for the scheduler, the checkpoints too)."""
+    return Peaks(
+        max_scheduled=max([s.scheduled or 0 for s in samples] + [c.scheduled for c in checkpoints], default=0),
+        max_inflight=max((s.inflight or 0 for s in samples), default=0),
+        max_active_size_bytes=max((s.active_size_bytes or 0 for s in samples), default=0),
+        backout_seconds=round(sum(s.span for s in samples if s.backout) * interval_seconds, 3),  # span: timeline.py
+        max_disk_scheduled=max((s.disk_scheduled or 0 for s in samples), default=0),
+        max_jobdir_bytes=_max_known(s.jobdir_bytes for s in samples),
+        max_media_cached=_max_known(s.media_cached for s in samples),
+    )
+
+
+def _max_known(values: Iterable[int | None]) -> int | None:
+    """The largest value that was measured, ``None`` when none was."""
+    return max((v for v in values if v is not None), default=None)
+
+
+def scheduled_per_response(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint] = ()) -> float | None:
+    """How fast the scheduler's backlog grew: requests added per response, from the crawl's start to the backlog's peak.
+
+    The start is the opening checkpoint (else the first sample); the peak is over samples and checkpoints.
+    """
+    readings = [(c.responses, c.scheduled) for c in checkpoints]
+    readings += [(s.responses, s.scheduled) for s in samples if s.scheduled is not None]
+    if not readings:
+        return None
+    start = (checkpoints[0].responses, checkpoints[0].scheduled) if checkpoints else readings[0]
+    peak = max(readings, key=lambda r: (r[1], -r[0]))
+    if peak[0] <= start[0]:
+        return 0.0
+    return round((peak[1] - start[1]) / (peak[0] - start[0]), 3)
+
+
+def status_counts(stats: Mapping[str, Any]) -> dict[int, int]:
+    """Response counts by HTTP status from Scrapy's stats (every attempt: ``downloader/response_status_count/*``)."""
+    prefix = "downloader/response_status_count/"
+    return {int(k[len(prefix):]): int(v) for k, v in stats.items() if k.startswith(prefix) and k[len(prefix):].isdigit()}
+
+
+def media_failure_body_bytes(dropped: Sequence[DroppedResponse]) -> float:
+    """Mean body size of the failed media downloads that had a response (0 when none had)."""
+    sizes = [d.size_bytes for d in dropped if d.reason.startswith(MEDIA_FAILED) and d.size_bytes is not None]
+    return sum(sizes) / len(sizes) if sizes else 0.0
+
+
+def leak_evidence(
+    sites: Sequence[GrowthSite], retention: Sequence[RetentionPath], holders: Sequence[Holder] = (),
+    media: MediaSummary | None = None,
+) -> str:
+    """What keeps a leak, for its reason: a growing container and the line storing into it, the top growth site,
+    a retention path, the media pipelines' cached failures ('' when nothing is known)."""
+    reason = ""
+    if holders:
+        reason += f"; held by {holders[0].describe()}"
+    if sites:
+        top = sites[0]
+        where = "" if top.in_user_code else " (no frame of your code on the allocating stack)"
+        reason += (f"; top growth {top.location}{where} +{top.size_diff_bytes / 1024:,.1f} KiB"
+                   f" ({top.bytes_per_response:,.0f} B/response)")
+    held = next((r for r in retention if r.path), None)
+    if held is not None:
+        reason += f"; {held.describe()}"
+    return reason + media_evidence(media)
+
+
+def media_evidence(summary: MediaSummary | None) -> str:
+    """The part of a leak verdict's reason naming what the media pipelines' cached failures keep alive ('' if nothing)."""
+    if summary is None or not summary.retained:
+        return ""
+    counts = " and ".join(f"{r.count:,} {r.class_name}" for r in summary.retained)
+    path = next((r.path for r in summary.retained if r.path), "")
+    return (
+        f"; {summary.failed_at_close:,} failed media downloads keep {counts} alive until the crawl ends"
+        f" (Scrapy caches each failure with its traceback): {path}"
+    )

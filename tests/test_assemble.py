@@ -1,0 +1,119 @@
+"""One result assembly: every path builds its CrawlResult the same way, and report.json round-trips."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from pytest_crawlmem.isolated import IsolatedSpec, result_from_stream
+from pytest_crawlmem.models import (
+    AmplificationSummary,
+    AmplifiedPage,
+    BrowserSummary,
+    Checkpoint,
+    CrawlResult,
+    DangerSnapshot,
+    DroppedResponse,
+    Growth,
+    GrowthSite,
+    Holder,
+    LatencyDistribution,
+    MaxsizeSuggestion,
+    MediaSummary,
+    Peaks,
+    RetentionPath,
+    Sample,
+    ShotMismatch,
+    ShotSummary,
+    SizeDistribution,
+)
+from pytest_crawlmem.recording import Recording
+from pytest_crawlmem.runner import CrawlOptions
+
+BASE = 50 * 2**20
+
+
+def stream_of_a_crawl_growing(path: Path, per_response: int, total: int = 2000) -> None:
+    """Write the samples.jsonl a crawl retaining ``per_response`` bytes per response leaves before it is killed."""
+    recording = Recording(path)
+    recording.header(spider="grower", interval_seconds=0.1)
+    for n in (0, 100, 200, 300, 450, 675, 1012, 1518, total):
+        recording.add_checkpoint(Checkpoint(responses=n, t_seconds=n / 100, rss_bytes=BASE + n * per_response,
+                                            heap_bytes=None, traced_bytes=BASE + n * per_response, scheduled=0))
+    recording.close()
+
+
+def test_a_killed_isolated_crawl_is_judged_against_the_tests_leak_per_response(tmp_path):
+    stream_of_a_crawl_growing(tmp_path / "samples.jsonl", per_response=1500)
+    options = CrawlOptions(report_dir=tmp_path, leak_per_response=2048)
+    spec = IsolatedSpec("spiders", "Grower", None, None, {}, options)
+    result = result_from_stream(spec, "the isolated process was killed at the hard ceiling kill_at", 30.0, ())
+    assert result.verdict == "steady"  # 1.5 KiB/response is under the test's 2 KiB (the default 1 KiB would flag it)
+    loose = result_from_stream(IsolatedSpec("spiders", "Grower", None, None, {}, CrawlOptions(report_dir=tmp_path)),
+                               "killed at kill_at", 30.0, ())
+    assert loose.verdict == "retained-objects"
+
+
+def every_field_result() -> CrawlResult:
+    """A result with every field set (and a non-finite figure), as a browser crawl with media, shots and danger gives."""
+    checkpoint = Checkpoint(responses=100, t_seconds=1.5, rss_bytes=BASE, heap_bytes=2**20, traced_bytes=3000, scheduled=7,
+                            allocated_blocks=9, tracer_bytes=10, live_refs={"HtmlResponse": 2}, drained=False,
+                            cost_seconds=0.25, browser_pss_bytes=11, browser_uss_bytes=12, open_pages=1, unclosed_pages=0,
+                            open_contexts=1)
+    site = GrowthSite("spiders.py:31", 4096, 12, 40.96, ("spiders.py:31", "  kept.append(x)"), in_user_code=False)
+    retained = RetentionPath("HtmlResponse", 3, "class spiders.X .kept -> list[3] [0] -> HtmlResponse")
+    return CrawlResult(
+        spider="catalog", samples=(Sample(0.1, 1, 0, BASE, scheduled=3, backout=True),), start_rss=BASE, end_rss=BASE + 9,
+        peak_rss=BASE + 99, traced_peak=5000, responses=100, items_scraped=50, duration_seconds=1.5,
+        finish_reason="finished",
+        peaks=Peaks(7, 4, 2048, 0.1, 2, 8192, 5),
+        growth=Growth("retained-objects", "grew", "every interval >= 1024 B/response", 1500.5, (checkpoint,),
+                      (1500.0, math.nan), "traced"),
+        dropped=(DroppedResponse("http://x/1", "maxsize", 10),), status_counts={200: 99, 404: 1}, top_growth=(site,),
+        live_refs={"HtmlResponse": 3}, retention=(retained,),
+        holders=(Holder("spider.kept -> list[3]", 3, 100, "spiders.py:31"),),
+        stats={"item_scraped_count": 50}, errors=("probe failed",), dropped_count=4, warnsize_warnings=1,
+        response_sizes=SizeDistribution(100, 1, 2, 3, 4, 500), suggested_maxsize=MaxsizeSuggestion(8, 0),
+        max_active_size_limit=4096, scheduled_per_response=0.5, retries=2, retries_max_reached=1,
+        download_latency=LatencyDistribution(100, 0.1, 0.2, 0.3, 0.4),
+        browser=BrowserSummary(100, 300, 90, 80, {"renderer": 60}, 4, 2, 1, 0, 10, 0.5),
+        media=MediaSummary(("FilesPipeline",), 3, 1, (retained,)), replay_hits=5, replay_misses=1,
+        replay_missed_urls=("http://x/2",),
+        shots=ShotSummary(2, {"clean": 1, "blocked": 1}, 2, {"clean": 1, "blocked": 1}, 20, 12, 1, 0,
+                          (ShotMismatch("http://x/3", "blocked", True),)),
+        parse_amplification=AmplificationSummary(2, 1.5, 2.5, 3.5, 10, 20, 30, (AmplifiedPage("http://x/4", 10, 35, 3.5),), 1),
+        danger=DangerSnapshot(2**20, 1.0, BASE, BASE - 5, 50, 25, 3, 2, 1, 100, False, {"Request": 9}, 2.0, 20, BASE + 1,
+                              (site,), ""),
+    )
+
+
+#: The keys of report.json's ``result`` object (schema_version 1): the schema stays as it is.
+RESULT_KEYS = [
+    "spider", "responses", "items_scraped", "duration_seconds", "finish_reason", "start_rss", "end_rss", "peak_rss",
+    "rss_growth", "traced_peak", "max_scheduled", "max_inflight", "max_active_size", "backout_seconds", "verdict", "growth",
+    "top_growth", "dropped", "dropped_count", "warnsize_warnings", "response_sizes", "suggested_maxsize",
+    "max_active_size_limit", "active_size_ratio", "max_disk_scheduled", "jobdir_disk", "max_media_cached", "media",
+    "scheduled_per_response", "retries", "retries_max_reached", "download_latency", "browser", "replay_hits",
+    "replay_misses", "replay_missed_urls", "status_counts", "live_refs", "samples", "errors", "retention", "holders",
+    "stats", "shots", "parse_amplification", "danger",
+]
+
+
+def test_report_json_keeps_its_schema_and_reads_back_to_the_same_document():
+    result = every_field_result()
+    written = json.loads(json.dumps(result.to_json()))
+    assert list(written) == RESULT_KEYS
+    again = CrawlResult.from_json(written, samples=result.samples)
+    assert json.loads(json.dumps(again.to_json())) == written
+    assert again.verdict == "retained-objects" and again.status_counts == {200: 99, 404: 1}
+    assert again.danger == result.danger and again.browser == result.browser and again.shots == result.shots
+
+
+def test_an_older_report_without_the_newer_figures_still_reads():
+    old = {k: v for k, v in json.loads(json.dumps(every_field_result().to_json())).items()
+           if k not in {"holders", "replay_hits", "replay_misses", "replay_missed_urls", "shots", "parse_amplification",
+                        "danger", "media", "max_media_cached", "jobdir_disk", "browser"}}
+    result = CrawlResult.from_json(old)
+    assert result.responses == 100 and result.peak_rss == BASE + 99 and result.holders == () and result.danger is None
+    assert result.growth.checkpoints[0].live_refs == {"HtmlResponse": 2}
