@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from soak import parse_overrides
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r'''
@@ -128,12 +130,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="CRAWLMEM_NAME=VALUE",
                         help="a CRAWLMEM_ setting of the crawls (JSON value), e.g. CRAWLMEM_GC_FREEZE=true")
     args = parser.parse_args()
-    overrides = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        if not name.startswith("CRAWLMEM_") or not value:
-            raise SystemExit(f"invalid --set {item!r}: expected CRAWLMEM_NAME=VALUE")
-        overrides[name] = json.loads(value)
+    overrides = parse_overrides(args.set)
     sys.path.insert(0, str(ROOT))
     from pytest_crawlmem.site import start_site
 

@@ -185,6 +185,17 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return table
 
 
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``--set CRAWLMEM_NAME=VALUE`` options (JSON values) as settings; a malformed one exits naming it."""
+    overrides = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if not name.startswith("CRAWLMEM_") or not value:
+            raise SystemExit(f"invalid --set {item!r}: expected CRAWLMEM_NAME=VALUE")
+        overrides[name] = json.loads(value)
+    return overrides
+
+
 def main() -> None:
     """Run the soak and write its results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -198,12 +209,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from pytest_crawlmem.site import start_site
 
-    overrides = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        if not name.startswith("CRAWLMEM_") or not value:
-            raise SystemExit(f"invalid --set {item!r}: expected CRAWLMEM_NAME=VALUE")
-        overrides[name] = json.loads(value)
+    overrides = parse_overrides(args.set)
     runs = []
     with start_site() as site, tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.pairs):
