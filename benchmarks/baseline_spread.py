@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_crawlmem.baseline import DEFAULT_TOLERANCES, FIGURES
-from pytest_crawlmem.units import format_size
+from pytest_crawlmem.core.units import format_size
+from pytest_crawlmem.harness.baseline import DEFAULT_TOLERANCES, FIGURES
 
 SPIDERS = '''
 import os

@@ -1,7 +1,7 @@
 """Spiders and crawl scenarios shared by the benchmark scripts.
 
 A module of its own, free of side effects (no reactor is installed on import), so that an
-isolated crawl's child process (``python -m pytest_crawlmem.isolated``) can import the spider
+isolated crawl's child process (``python -m pytest_crawlmem.harness.isolated``) can import the spider
 classes by name. Every URL is built against a running fixture site.
 """
 

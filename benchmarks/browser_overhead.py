@@ -20,9 +20,9 @@ from typing import Any
 import harness
 import scrapy
 
-from pytest_crawlmem.browser import playwright_settings
-from pytest_crawlmem.runner import CrawlOptions
-from pytest_crawlmem.site import start_site
+from pytest_crawlmem.crawl.browser import playwright_settings
+from pytest_crawlmem.crawl.runner import CrawlOptions
+from pytest_crawlmem.harness.site import start_site
 
 
 class JsPages(scrapy.Spider):

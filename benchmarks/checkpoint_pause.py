@@ -36,7 +36,7 @@ sys.path.insert(0, sys.argv[1])
 import scrapy
 from scrapy.crawler import CrawlerProcess
 from bench_spiders import BASE_SETTINGS
-from pytest_crawlmem import extension, probes
+from pytest_crawlmem.crawl import extension, probes
 
 base, backlog, responses, out = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 overrides = json.loads(sys.argv[6])
@@ -132,7 +132,7 @@ def main() -> None:
     args = parser.parse_args()
     overrides = parse_overrides(args.set)
     sys.path.insert(0, str(ROOT))
-    from pytest_crawlmem.site import start_site
+    from pytest_crawlmem.harness.site import start_site
 
     results: dict[str, Any] = {}
     with start_site() as site, tempfile.TemporaryDirectory() as tmp:

@@ -33,8 +33,8 @@ from typing import Any
 from bench_spiders import KEEPER_NAMES, KEEPER_SETTINGS, KEEPER_VERDICTS, KEEPERS, Catalog, catalog_path, clean_scenarios
 from harness import Crawl, machine_info, measured, progress, stop_reactor
 
-from pytest_crawlmem.runner import CrawlOptions
-from pytest_crawlmem.site import RunningSite, start_site
+from pytest_crawlmem.crawl.runner import CrawlOptions
+from pytest_crawlmem.harness.site import RunningSite, start_site
 
 LEAKS = [512, 1024, 2048, 5120, 10240]
 SIZES = [500, 1000, 2000]

@@ -25,7 +25,7 @@ from typing import Any
 from bench_spiders import Catalog, Leaky
 from harness import MODES, Crawl, machine_info, median, progress, rounds, run_mode, stop_reactor, timed
 
-from pytest_crawlmem.site import RunningSite, start_site
+from pytest_crawlmem.harness.site import RunningSite, start_site
 
 DEFAULT_MODES = ["bare-frozen", "sampling", "default", "traced-1", "isolated"]
 #: Comparison modes that are not the plugin's: the bare crawl with pre-crawl objects frozen out of

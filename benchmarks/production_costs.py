@@ -25,10 +25,10 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from pytest_crawlmem.defaults import CRAWLMEM_DEFAULTS
-from pytest_crawlmem.extension import CrawlMemExtension
-from pytest_crawlmem.models import Sample
-from pytest_crawlmem.status import read_status
+from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS
+from pytest_crawlmem.core.models import Sample
+from pytest_crawlmem.crawl.extension import CrawlMemExtension
+from pytest_crawlmem.crawl.status import read_status
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = int(CRAWLMEM_DEFAULTS["CRAWLMEM_TIMELINE_SAMPLES"])

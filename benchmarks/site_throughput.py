@@ -2,7 +2,7 @@
 
 Usage: python benchmarks/site_throughput.py [--requests 20000] [--max-seconds 10] [--json out.json]
 
-Starts the site with ``pytest_crawlmem.site.start_site``, drives it with an asyncio
+Starts the site with ``pytest_crawlmem.harness.site.start_site``, drives it with an asyncio
 HTTP/1.1 client (one request in flight per connection, keep-alive unless stated) and
 reports requests/s, latency, refused connections and the site's CPU time per 1,000
 responses (user + system, read with psutil on the site's pid).
@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
-from pytest_crawlmem.site import RunningSite, start_site
+from pytest_crawlmem.harness.site import RunningSite, start_site
 
 CONCURRENCY_LEVELS = (1, 16, 64, 256)
 PRODUCT_IDS = 5_000

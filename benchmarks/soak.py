@@ -44,7 +44,7 @@ from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 from twisted.internet import task
 from bench_spiders import BASE_SETTINGS, Catalog, catalog_path
-from pytest_crawlmem.extension import CrawlMemExtension
+from pytest_crawlmem.crawl.extension import CrawlMemExtension
 
 
 def heap_bytes(roots):
@@ -207,7 +207,7 @@ def main() -> None:
     parser.add_argument("--modes", default="bare,production", help=f"comma-separated, run in turn: {', '.join(MODES)}")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from pytest_crawlmem.site import start_site
+    from pytest_crawlmem.harness.site import start_site
 
     overrides = parse_overrides(args.set)
     runs = []

@@ -7,13 +7,13 @@ imports neither pytest nor Scrapy.
 
 from __future__ import annotations
 
-from .budgets import Budgets, Violation
-from .cluster import ClusterResult, RedisSample
-from .ledger import Ledger, LostRequest
-from .models import Checkpoint, CrawlResult, DroppedResponse, Growth, GrowthSite, Sample
-from .protocols import BrowserJobFunction, ClusterFunction, CrawlFunction, FixtureSite, SweepFunction
-from .stops import HARNESS_STOPS
-from .sweep import SweepResult, SweepRow
+from .core.budgets import Budgets, Violation
+from .core.cluster import ClusterResult, RedisSample
+from .core.ledger import Ledger, LostRequest
+from .core.models import Checkpoint, CrawlResult, DroppedResponse, Growth, GrowthSite, Sample
+from .core.protocols import BrowserJobFunction, ClusterFunction, CrawlFunction, FixtureSite, SweepFunction
+from .core.stops import HARNESS_STOPS
+from .core.sweep import SweepResult, SweepRow
 
 __all__ = [
     "HARNESS_STOPS",

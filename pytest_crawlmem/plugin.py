@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from .baseline import BaselineError
-from .budgets import SPECS, BudgetError, resolve_budgets
-from .cluster_fixture import crawl_cluster  # noqa: F401 - registered with pytest through this module
-from .fixtures import browser_job, crawl, fixture_site  # noqa: F401 - registered with pytest through this module
-from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
-from .settings import OPTIONS, resolve_settings
-from .sweep_fixture import crawl_sweep  # noqa: F401 - registered with pytest through this module
+from .core.budgets import SPECS, BudgetError, resolve_budgets
+from .core.settings import OPTIONS, resolve_settings
+from .harness.baseline import BaselineError
+from .harness.cluster_fixture import crawl_cluster  # noqa: F401 - registered with pytest through this module
+from .harness.fixtures import browser_job, crawl, fixture_site  # noqa: F401 - registered with pytest through this module
+from .harness.session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
+from .harness.sweep_fixture import crawl_sweep  # noqa: F401 - registered with pytest through this module
 
 #: Fixtures whose tests get their budgets enforced in the call phase.
 MEASURING_FIXTURES = frozenset({"crawl", "browser_job", "crawl_cluster"})

@@ -3,7 +3,7 @@
 BROWSER_SPIDERS = '''
 import scrapy
 
-from pytest_crawlmem.browser import playwright_settings
+from pytest_crawlmem.crawl.browser import playwright_settings
 
 SETTINGS = playwright_settings({"CONCURRENT_REQUESTS": 4, "LOG_LEVEL": "INFO"})
 

@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fixture_sites.nested import nested_chunks
-from pytest_crawlmem.amplification import AmplificationMeter, StepClock, amplification_ratio
-from pytest_crawlmem.budgets import BudgetError, Budgets, check_budgets, parse_budget
-from pytest_crawlmem.models import CrawlResult, Growth, Peaks
-from pytest_crawlmem.settings import ini_budgets
+from pytest_crawlmem.core.budgets import BudgetError, Budgets, check_budgets, parse_budget
+from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.core.settings import ini_budgets
+from pytest_crawlmem.crawl.amplification import AmplificationMeter, StepClock, amplification_ratio
 
 PARSE_SPIDER = '''
 import scrapy

@@ -6,8 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from pytest_crawlmem.isolated import IsolatedSpec, result_from_stream
-from pytest_crawlmem.models import (
+from pytest_crawlmem.core.models import (
     AmplificationSummary,
     AmplifiedPage,
     BrowserSummary,
@@ -28,8 +27,9 @@ from pytest_crawlmem.models import (
     ShotSummary,
     SizeDistribution,
 )
-from pytest_crawlmem.recording import Recording
-from pytest_crawlmem.runner import CrawlOptions
+from pytest_crawlmem.crawl.recording import Recording
+from pytest_crawlmem.crawl.runner import CrawlOptions
+from pytest_crawlmem.harness.isolated import IsolatedSpec, result_from_stream
 
 BASE = 50 * 2**20
 

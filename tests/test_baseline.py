@@ -13,10 +13,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from spiders_source import SPIDERS
 
-from pytest_crawlmem import baseline as bl
-from pytest_crawlmem.budgets import BudgetError, resolve_budgets
-from pytest_crawlmem.settings import resolve_settings
-from pytest_crawlmem.units import UnitError
+from pytest_crawlmem.core.budgets import BudgetError, resolve_budgets
+from pytest_crawlmem.core.settings import resolve_settings
+from pytest_crawlmem.core.units import UnitError
+from pytest_crawlmem.harness import baseline as bl
 
 MIB = 2**20
 HERE = {"machine": "x86_64", "system": "Linux", "python": "cpython 3.11.2", "cpu_count": 2, "memory_gib": 23,

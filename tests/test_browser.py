@@ -12,7 +12,7 @@ import psutil
 import pytest
 from browser_source import BROWSER_SPIDERS
 
-from pytest_crawlmem.browser import BrowserNotFound, chromium_path
+from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
 
 pytest.importorskip("scrapy_playwright", reason="the browser extra is not installed: pip install -e '.[browser]'")
 try:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_crawlmem import browser
-from pytest_crawlmem.growth import DEFAULT_BROWSER_PER_PAGE, analyze, browser_growth
-from pytest_crawlmem.models import Checkpoint
+from pytest_crawlmem.core.growth import DEFAULT_BROWSER_PER_PAGE, analyze, browser_growth
+from pytest_crawlmem.core.models import Checkpoint
+from pytest_crawlmem.crawl import browser
 
 MIB = 2**20
 

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_crawlmem.browsertree import (
+from pytest_crawlmem.crawl.browsertree import (
     BrowserProcess,
     TreeReading,
     TreeSampler,

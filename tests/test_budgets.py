@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_crawlmem.budgets import SPECS, BudgetError, Budgets, BudgetSpec, check_budgets, parse_budget, resolve_budgets
-from pytest_crawlmem.models import CrawlResult, Growth, Peaks
-from pytest_crawlmem.units import parse_size
+from pytest_crawlmem.core.budgets import SPECS, BudgetError, Budgets, BudgetSpec, check_budgets, parse_budget, resolve_budgets
+from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.core.units import parse_size
 
 MIB = 2**20
 

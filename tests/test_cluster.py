@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from spiders_source import CATALOG_SPIDER, HOARDER_SPIDER
 
-from pytest_crawlmem.budgets import Budgets
-from pytest_crawlmem.cluster import ClusterError, ClusterResult, RedisSample, check_cluster, cluster_verdict, parse_kill
-from pytest_crawlmem.ledger import LedgerState, settle
-from pytest_crawlmem.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.core.budgets import Budgets
+from pytest_crawlmem.core.cluster import ClusterError, ClusterResult, RedisSample, check_cluster, cluster_verdict, parse_kill
+from pytest_crawlmem.core.ledger import LedgerState, settle
+from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
 
 needs_redis = pytest.mark.skipif(
     shutil.which("redis-server") is None or importlib.util.find_spec("scrapy_redis") is None,
@@ -262,7 +262,7 @@ def test_killed(crawl_cluster, fixture_site):
 def test_a_spider_a_worker_cannot_import_is_a_clear_error_before_anything_starts():
     import scrapy
 
-    from pytest_crawlmem.cluster_run import ClusterOptions, run_cluster
+    from pytest_crawlmem.harness.cluster_run import ClusterOptions, run_cluster
 
     class Local(scrapy.Spider):
         name = "local"
@@ -421,7 +421,7 @@ def test_it(crawl_cluster, fixture_site):
 
 
 def test_leak_not_judged_is_one_cluster_warning_not_one_per_idle_worker():
-    from pytest_crawlmem.cluster import check_worker
+    from pytest_crawlmem.core.cluster import check_worker
 
     idle, busy = _worker("inconclusive"), _worker("inconclusive")
     result = _cluster([busy, idle])

@@ -7,9 +7,9 @@ import tracemalloc
 
 import pytest
 
-from pytest_crawlmem.budgets import Budgets, Violation, _with_danger, snapshot_threshold
-from pytest_crawlmem.danger import DangerWatch, danger_from_json, window_sites
-from pytest_crawlmem.models import CrawlResult, DangerSnapshot, Growth, Peaks, Sample
+from pytest_crawlmem.core.budgets import Budgets, Violation, _with_danger, snapshot_threshold
+from pytest_crawlmem.core.models import CrawlResult, DangerSnapshot, Growth, Peaks, Sample
+from pytest_crawlmem.crawl.danger import DangerWatch, danger_from_json, window_sites
 
 DANGER_SPIDERS = '''
 import psutil

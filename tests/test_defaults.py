@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from scrapy.settings import Settings
 
-from pytest_crawlmem.defaults import CRAWLMEM_DEFAULTS, SETTINGS, read_settings, settings_table
+from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS, SETTINGS, read_settings, settings_table
 
 ROOT = Path(__file__).resolve().parent.parent
 #: CRAWLMEM_ names that are not settings of the extension: the table itself, an environment variable, and the settings
@@ -27,7 +27,7 @@ def test_every_crawlmem_setting_the_package_reads_is_in_the_table():
 
 def test_the_docs_table_is_the_generated_one():
     page = (ROOT / "docs" / "production.md").read_text()
-    assert settings_table() in page, "regenerate it: python -m pytest_crawlmem.defaults"
+    assert settings_table() in page, "regenerate it: python -m pytest_crawlmem.core.defaults"
 
 
 def test_unset_settings_read_as_the_production_defaults():
@@ -68,7 +68,7 @@ def test_a_stream_budget_too_small_for_the_timeline_names_both_settings():
 
 
 def test_test_crawls_keep_the_gc_freeze_and_stay_quiet_unless_the_test_asks():
-    from pytest_crawlmem.runner import CrawlOptions, crawl_settings
+    from pytest_crawlmem.crawl.runner import CrawlOptions, crawl_settings
 
     settings = crawl_settings(None, CrawlOptions())
     values = read_settings(settings)
@@ -81,7 +81,7 @@ def test_test_crawls_keep_the_gc_freeze_and_stay_quiet_unless_the_test_asks():
 def test_a_metrics_port_without_prometheus_client_is_an_error_naming_the_extra(monkeypatch):
     import sys
 
-    from pytest_crawlmem.metrics import MissingPrometheus, require_prometheus
+    from pytest_crawlmem.crawl.metrics import MissingPrometheus, require_prometheus
 
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # what an environment without the extra sees
     with pytest.raises(MissingPrometheus, match=re.escape("pip install 'pytest-crawlmem[prometheus]'")):

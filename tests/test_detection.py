@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from detection_suite_source import SUITE
 
-from pytest_crawlmem.growth import WINDOW_RESIDUE_CAP, heap_estimate, window_residue
-from pytest_crawlmem.models import Checkpoint
+from pytest_crawlmem.core.growth import WINDOW_RESIDUE_CAP, heap_estimate, window_residue
+from pytest_crawlmem.core.models import Checkpoint
 
 
 @pytest.fixture(scope="module")

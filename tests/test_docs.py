@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crawlmem import docgen
-from pytest_crawlmem.budgets import SPECS
+from pytest_crawlmem.core.budgets import SPECS
+from pytest_crawlmem.reports import docgen
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

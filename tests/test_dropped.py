@@ -6,11 +6,18 @@ import json
 
 import pytest
 
-from pytest_crawlmem.budgets import Budgets, check_budgets
-from pytest_crawlmem.distribution import Histogram, bucket_upper_bound, next_power_of_two
-from pytest_crawlmem.dropped import DECOMPRESSION, MAXSIZE_DECLARED, MAXSIZE_STREAMED, DropLedger, declared_size, suggest_maxsize
-from pytest_crawlmem.models import Checkpoint, CrawlResult, Growth, Peaks, Sample
-from pytest_crawlmem.runner import counting_middlewares, scheduled_per_response
+from pytest_crawlmem.core.budgets import Budgets, check_budgets
+from pytest_crawlmem.core.distribution import Histogram, bucket_upper_bound, next_power_of_two
+from pytest_crawlmem.core.dropped import (
+    DECOMPRESSION,
+    MAXSIZE_DECLARED,
+    MAXSIZE_STREAMED,
+    DropLedger,
+    declared_size,
+    suggest_maxsize,
+)
+from pytest_crawlmem.core.models import Checkpoint, CrawlResult, Growth, Peaks, Sample
+from pytest_crawlmem.crawl.runner import counting_middlewares, scheduled_per_response
 
 SPIDERS = '''
 import scrapy

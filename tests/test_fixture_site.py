@@ -1,4 +1,4 @@
-"""Tests of the fixture site (``python -m fixture_sites``) and its launcher ``pytest_crawlmem.site``."""
+"""Tests of the fixture site (``python -m fixture_sites``) and its launcher ``pytest_crawlmem.harness.site``."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fixture_sites.bodies import html_chunks, rechunk
-from pytest_crawlmem.site import RunningSite, SiteStartError, start_site
+from pytest_crawlmem.harness.site import RunningSite, SiteStartError, start_site
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -543,7 +543,7 @@ def test_the_site_exits_when_its_launcher_dies() -> None:
     launcher = textwrap.dedent(
         """
         import os
-        from pytest_crawlmem.site import start_site
+        from pytest_crawlmem.harness.site import start_site
         site = start_site()
         print(site.pid, flush=True)
         os._exit(0)

@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_crawlmem.growth import (
+from pytest_crawlmem.core.growth import (
     CHECKPOINT_MIN_RESPONSES,
     MIN_DELTAS,
     REQUEST_ALLOWANCE,
@@ -18,7 +18,7 @@ from pytest_crawlmem.growth import (
     responses_to_judge,
     warmup_responses,
 )
-from pytest_crawlmem.models import Checkpoint, Sample
+from pytest_crawlmem.core.models import Checkpoint, Sample
 
 BASE = 50 * 2**20
 # analyze() is pure but not instant: on 2 shared cores an example can take longer than hypothesis' 200 ms deadline
@@ -138,7 +138,7 @@ def test_a_draining_queue_never_makes_a_clean_crawl_leak(total, peak_per_respons
 
 
 def test_suspicion_needs_two_leaky_intervals_after_150_responses():
-    from pytest_crawlmem.growth import suspicious
+    from pytest_crawlmem.core.growth import suspicious
 
     leaky = series(2000, lambda n: n * 3000)
     assert not suspicious(leaky[:3])  # 0, 100, 200: one interval after 150
@@ -265,7 +265,7 @@ def test_a_late_drain_does_not_hide_a_leak_once_the_request_cost_is_measured():
 
 @given(st.integers(1000, 20000), st.integers(1, 20), st.integers(2048, 8192))
 def test_the_measured_credit_never_exceeds_what_a_request_cost(total, peak_per_response, request_cost):
-    from pytest_crawlmem.growth import measured_request_credit
+    from pytest_crawlmem.core.growth import measured_request_credit
 
     top = total // 2
     queued = lambda n: n * peak_per_response if n <= top else max(0, top * peak_per_response - (n - top) * 3)

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from pytest_crawlmem.budgets import SPECS
-from pytest_crawlmem.settings import OPTIONS
+from pytest_crawlmem.core.budgets import SPECS
+from pytest_crawlmem.core.settings import OPTIONS
 
 
 def test_pytest_help_renders_every_crawlmem_option_and_ini_key(pytester: pytest.Pytester) -> None:

@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 from spiders_source import SPIDERS
 
-from pytest_crawlmem import report as report_module
-from pytest_crawlmem.budgets import Budgets, Violation
-from pytest_crawlmem.cli import main
-from pytest_crawlmem.growth import analyze
-from pytest_crawlmem.html import render_html
-from pytest_crawlmem.models import Checkpoint, CrawlResult, DroppedResponse, GrowthSite, Peaks, Sample
-from pytest_crawlmem.recording import Recording
-from pytest_crawlmem.report import report_document, write_reports
-from pytest_crawlmem.svgchart import decimate, nice_ticks
+from pytest_crawlmem.core.budgets import Budgets, Violation
+from pytest_crawlmem.core.growth import analyze
+from pytest_crawlmem.core.models import Checkpoint, CrawlResult, DroppedResponse, GrowthSite, Peaks, Sample
+from pytest_crawlmem.crawl.recording import Recording
+from pytest_crawlmem.reports import report as report_module
+from pytest_crawlmem.reports.cli import main
+from pytest_crawlmem.reports.html import render_html
+from pytest_crawlmem.reports.report import report_document, write_reports
+from pytest_crawlmem.reports.svgchart import decimate, nice_ticks
 
 HOSTILE = "<script>alert(1)</script>"
 
@@ -143,7 +143,7 @@ def test_a_rendering_failure_keeps_the_data_and_writes_report_error_txt(tmp_path
     def broken(*args: object, **kwargs: object) -> str:
         raise RuntimeError(f"renderer bug {HOSTILE}")
 
-    monkeypatch.setattr("pytest_crawlmem.loading.render_html", broken)
+    monkeypatch.setattr("pytest_crawlmem.reports.loading.render_html", broken)
     result = synthetic_crawl(tmp_path)
     report_module.write_reports(tmp_path, result, test_id="t.py::test_it", budgets=None, violations=[])
     assert {p.name for p in tmp_path.iterdir()} == {"report.json", "samples.jsonl", "tracemalloc-diff.txt", "report-error.txt"}
@@ -251,7 +251,7 @@ async def capture(job):
 @pytest.mark.crawl_memory(browser_pss="3 GiB", max_open_pages=2, leak="warn")
 def test_browser(browser_job, fixture_site):
     pytest.importorskip("playwright")
-    from pytest_crawlmem.browser import BrowserNotFound, chromium_path
+    from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
     try:
         chromium_path()
     except BrowserNotFound as exc:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_crawlmem.growth import analyze
-from pytest_crawlmem.jobverdict import in_pages, job_batch, pages_to_judge
-from pytest_crawlmem.models import Checkpoint
+from pytest_crawlmem.core.growth import analyze
+from pytest_crawlmem.core.jobverdict import in_pages, job_batch, pages_to_judge
+from pytest_crawlmem.core.models import Checkpoint
 
 MIB = 2**20
 

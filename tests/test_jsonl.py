@@ -7,10 +7,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_crawlmem.html import render_html
-from pytest_crawlmem.jsonl import checkpoint_from_json, read_samples_jsonl
-from pytest_crawlmem.loading import document_from_samples
-from pytest_crawlmem.models import Checkpoint, Sample
+from pytest_crawlmem.core.models import Checkpoint, Sample
+from pytest_crawlmem.reports.html import render_html
+from pytest_crawlmem.reports.jsonl import checkpoint_from_json, read_samples_jsonl
+from pytest_crawlmem.reports.loading import document_from_samples
 
 
 def sample(n: int) -> dict:
@@ -157,7 +157,7 @@ def test_well_formed_records_with_any_numbers_render(tmp_path_factory, records):
 
 
 def _rotated_recording(path, *, samples=6000, spike_at=1234, max_bytes=40_000):
-    from pytest_crawlmem.recording import Recording
+    from pytest_crawlmem.crawl.recording import Recording
 
     recording = Recording(path, max_samples=64, max_checkpoints=16, max_bytes=max_bytes)
     recording.header(spider="catalog", interval_seconds=1.0, crawl_id="crawl-a")
@@ -202,7 +202,7 @@ def test_a_rotated_stream_reads_back_whole_with_its_peak_and_every_sample_counte
 
 
 def test_crawlmem_report_renders_a_rotated_stream(tmp_path):
-    from pytest_crawlmem.cli import main
+    from pytest_crawlmem.reports.cli import main
 
     path = tmp_path / "samples.jsonl"
     _rotated_recording(path)

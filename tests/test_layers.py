@@ -9,25 +9,35 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_crawlmem"
 FIXTURE_SITES = PACKAGE.parent / "fixture_sites"
-
-#: The pure core: figures, verdicts, budgets, stop reasons, result assembly. Runs in any process, tested directly.
-CORE = (
-    "assemble", "budgets", "cluster", "defaults", "distribution", "dropped", "excess", "growth", "jobverdict", "ledger",
-    "models", "protocols",
-    "shots", "stops", "svgchart", "sweep", "timeline", "tolerances", "units",
-)
+LAYERS = ("core", "reports", "crawl", "harness")
+#: Which subpackages each layer may import: the pure core only itself; reports and the crawl process build on the
+#: core and never on each other; the pytest side (harness) and the top-level entry modules may use everything.
+MAY_IMPORT = {
+    "core": {"core"},
+    "reports": {"core", "reports"},
+    "crawl": {"core", "crawl"},
+    "harness": set(LAYERS),
+}
 #: What the core must not import: the test runner, the crawler, processes, threads, files and the network.
 FORBIDDEN = {
     "pytest", "_pytest", "pytest_twisted", "scrapy", "twisted", "psutil", "playwright", "redis", "os", "io", "socket",
-    "subprocess", "fcntl", "shutil", "tempfile", "threading", "asyncio", "http", "urllib", "ctypes", "gc", "tracemalloc",
+    "subprocess", "fcntl", "shutil", "tempfile", "threading", "asyncio", "http", "urllib.request", "ctypes", "gc",
+    "tracemalloc",
 }
+#: What no module outside the pytest side may import (an isolated child, a production crawl and the CLI run without it).
+PYTEST = {"pytest", "_pytest", "pytest_twisted"}
 #: Calls that read or write files.
 IO_CALLS = {"open", "read_text", "write_text", "read_bytes", "write_bytes", "mkdir", "unlink", "rmdir", "touch", "iterdir",
             "glob", "rglob"}
 
 
+def modules(layer: str) -> list[Path]:
+    """The modules of one subpackage."""
+    return sorted((PACKAGE / layer).glob("*.py"))
+
+
 def imports_of(path: Path) -> tuple[set[str], set[str], set[str]]:
-    """Top-level packages imported (anywhere in the file, lazy imports too), sibling modules imported, I/O calls made.
+    """Packages imported (anywhere in the file, lazy imports too), the package's layers imported, I/O calls made.
 
     Imports under ``if TYPE_CHECKING:`` are for annotations only and never run: they are left out.
     """
@@ -38,14 +48,17 @@ def imports_of(path: Path) -> tuple[set[str], set[str], set[str]]:
             node.body = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            external.update(alias.name.split(".")[0] for alias in node.names)
+            for alias in node.names:
+                external.update({alias.name, alias.name.split(".")[0]})
         elif isinstance(node, ast.ImportFrom):
             if node.level == 0 and node.module:
-                external.add(node.module.split(".")[0])
-            elif node.module:
+                external.update({node.module, node.module.split(".")[0]})
+            elif node.level == 1 and node.module:
+                siblings.add(path.parent.name)
+            elif node.module:  # from ..layer.module import x
                 siblings.add(node.module.split(".")[0])
-            else:
-                siblings.update(alias.name for alias in node.names)
+            else:  # from . import module / from .. import layer
+                siblings.add(path.parent.name if node.level == 1 else "")
         elif isinstance(node, ast.Call):
             name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
             if name in IO_CALLS:
@@ -53,37 +66,77 @@ def imports_of(path: Path) -> tuple[set[str], set[str], set[str]]:
     return external, siblings, io
 
 
-@pytest.mark.parametrize("module", CORE)
-def test_a_core_module_imports_no_pytest_scrapy_or_io_and_only_other_core_modules(module):
-    external, siblings, io = imports_of(PACKAGE / f"{module}.py")
-    assert not external & FORBIDDEN, f"{module}.py imports {sorted(external & FORBIDDEN)}"
-    assert siblings <= set(CORE), f"{module}.py imports {sorted(siblings - set(CORE))}, outside the pure core"
-    assert not io, f"{module}.py does file I/O: {sorted(io)}"
+@pytest.mark.parametrize("path", modules("core"), ids=lambda path: path.stem)
+def test_a_core_module_imports_no_pytest_scrapy_or_io(path):
+    external, _, io = imports_of(path)
+    assert not external & FORBIDDEN, f"core/{path.name} imports {sorted(external & FORBIDDEN)}"
+    assert not io, f"core/{path.name} does file I/O: {sorted(io)}"
 
 
-def test_the_core_list_names_real_modules():
-    assert all((PACKAGE / f"{module}.py").is_file() for module in CORE)
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_layer_imports_only_the_layers_below_it(layer):
+    for path in modules(layer):
+        _, layers, _ = imports_of(path)
+        assert layers <= MAY_IMPORT[layer], f"{layer}/{path.name} imports {sorted(layers - MAY_IMPORT[layer])}"
+
+
+@pytest.mark.parametrize("layer", ["core", "reports", "crawl"])
+def test_only_the_pytest_side_imports_pytest(layer):
+    for path in modules(layer):
+        external, _, _ = imports_of(path)
+        assert not external & PYTEST, f"{layer}/{path.name} imports {sorted(external & PYTEST)}"
+
+
+def test_every_module_lives_in_a_layer_or_is_an_entry_point():
+    """The top level holds only the package, the pytest entry point and the stable dotted paths users write."""
+    top = {path.stem for path in PACKAGE.glob("*.py")}
+    assert top == {"__init__", "__main__", "plugin", "extension", "middleware", "testing", "browser", "replay_scrapy",
+                   "record", "docgen"}
+    assert {path.name for path in PACKAGE.iterdir() if path.is_dir() and path.name != "__pycache__"} == set(LAYERS)
 
 
 def test_the_public_surface_imports_no_pytest_or_scrapy():
     """``import pytest_crawlmem`` (the CLI, an isolated child, a user's type hints) pulls in only the core."""
-    external, siblings, _ = imports_of(PACKAGE / "__init__.py")
-    assert not external & FORBIDDEN and siblings <= set(CORE)
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1}
+    assert imported and all(module and module.startswith("core.") for module in imported), imported
+    assert not imports_of(PACKAGE / "__init__.py")[0] & FORBIDDEN
+
+
+def test_the_stable_dotted_paths_are_the_classes_scrapy_loads():
+    """What users write into EXTENSIONS, DOWNLOADER_MIDDLEWARES, ITEM_PIPELINES and DOWNLOAD_HANDLERS keeps loading."""
+    import importlib
+
+    from pytest_crawlmem.core.replay import COPIES_MIDDLEWARE_PATH, HANDLER_PATH
+    from pytest_crawlmem.crawl import extension, middleware, replay_scrapy, testing
+    from pytest_crawlmem.crawl.runner import EXTENSION_PATH
+
+    def load(path: str) -> object:
+        module, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+    assert load(EXTENSION_PATH) is extension.CrawlMemExtension
+    assert EXTENSION_PATH == "pytest_crawlmem.extension.CrawlMemExtension"
+    assert load(middleware.DOWNLOADER_MIDDLEWARE_PATH) is middleware.CrawlMemDownloaderMiddleware
+    assert load(middleware.COUNTING_HTTPCOMPRESSION_PATH) is middleware.CrawlMemHttpCompressionMiddleware
+    assert load(HANDLER_PATH) is replay_scrapy.ReplayDownloadHandler
+    assert load(COPIES_MIDDLEWARE_PATH) is replay_scrapy.ReplayCopiesMiddleware
+    assert load("pytest_crawlmem.testing.SlowPipeline") is testing.SlowPipeline
 
 
 def test_the_plugin_and_the_fixture_site_never_import_each_other():
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         assert "fixture_sites" not in imports_of(path)[0], path.name
     for path in FIXTURE_SITES.rglob("*.py"):
         assert "pytest_crawlmem" not in imports_of(path)[0], path.name
 
 
 def test_no_stop_reason_is_spelled_outside_the_stops_module():
-    from pytest_crawlmem.stops import HARNESS_STOPS
+    from pytest_crawlmem.core.stops import HARNESS_STOPS
 
-    for path in PACKAGE.glob("*.py"):
+    for path in PACKAGE.rglob("*.py"):
         if path.name == "stops.py":
             continue
         constants = {node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                      if isinstance(node, ast.Constant) and isinstance(node.value, str)}
-        assert not constants & HARNESS_STOPS, f"{path.name} spells {sorted(constants & HARNESS_STOPS)}: use pytest_crawlmem.stops"
+        assert not constants & HARNESS_STOPS, f"{path.name} spells {sorted(constants & HARNESS_STOPS)}: use core.stops"

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from spiders_source import SPIDERS
 
-from pytest_crawlmem import baseline as bl
-from pytest_crawlmem.budgets import BudgetError, Budgets, check_budgets, parse_budget
-from pytest_crawlmem.models import CrawlResult, Growth, Peaks
-from pytest_crawlmem.session import CrawlRecord, SummaryRow, merge_notes, unreported_budgets
+from pytest_crawlmem.core.budgets import BudgetError, Budgets, check_budgets, parse_budget
+from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.harness import baseline as bl
+from pytest_crawlmem.harness.session import CrawlRecord, SummaryRow, merge_notes, unreported_budgets
 
 
 def a_crawl(max_scheduled: int, report_dir: Path | None = None) -> CrawlResult:

@@ -17,7 +17,7 @@ SCRIPT = '''
 import sys
 import scrapy
 from scrapy.crawler import CrawlerProcess
-from pytest_crawlmem.site import start_site
+from pytest_crawlmem.harness.site import start_site
 
 
 class Catalog(scrapy.Spider):
@@ -81,11 +81,11 @@ def test_a_production_crawl_logs_status_lines_and_streams_samples_that_crawlmem_
 DAY_SCRIPT = '''
 import json, sys, time, tracemalloc
 from pathlib import Path
-from pytest_crawlmem.defaults import CRAWLMEM_DEFAULTS
-from pytest_crawlmem.extension import CrawlMemExtension
-from pytest_crawlmem.growth import next_checkpoint_at
-from pytest_crawlmem.models import Checkpoint, Sample
-from pytest_crawlmem.status import read_status
+from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS
+from pytest_crawlmem.crawl.extension import CrawlMemExtension
+from pytest_crawlmem.core.growth import next_checkpoint_at
+from pytest_crawlmem.core.models import Checkpoint, Sample
+from pytest_crawlmem.crawl.status import read_status
 
 interval = float(sys.argv[2])
 hours = float(sys.argv[3])
@@ -133,7 +133,7 @@ ext.recording.close()
 
 def test_a_24_hour_crawl_holds_a_few_mib_and_its_stream_stays_within_budget_with_the_peak(tmp_path: Path):
     """A day at the production interval (1 s, 100 responses/s), time-compressed: the extension's own heap, traced."""
-    from pytest_crawlmem.jsonl import read_samples_jsonl
+    from pytest_crawlmem.reports.jsonl import read_samples_jsonl
 
     stream = tmp_path / "day.jsonl"
     proc = subprocess.run([sys.executable, "-c", DAY_SCRIPT, str(stream), "1.0", "24"],
@@ -152,7 +152,7 @@ def test_a_24_hour_crawl_holds_a_few_mib_and_its_stream_stays_within_budget_with
 
 def test_a_stream_over_its_budget_rotates_keeping_the_peak_and_the_heap_bounded(tmp_path: Path):
     """An hour sampled every 0.1 s (36,000 samples, ~13 MiB of records) under the smallest budget, 8 MiB."""
-    from pytest_crawlmem.jsonl import read_samples_jsonl
+    from pytest_crawlmem.reports.jsonl import read_samples_jsonl
 
     stream = tmp_path / "day.jsonl"
     proc = subprocess.run([sys.executable, "-c", DAY_SCRIPT, str(stream), "0.1", "1", str(8 * 2**20)],
@@ -172,7 +172,7 @@ METRICS_SCRIPT = '''
 import sys
 import scrapy
 from scrapy.crawler import CrawlerProcess
-from pytest_crawlmem.site import start_site
+from pytest_crawlmem.harness.site import start_site
 
 
 class Slow(scrapy.Spider):

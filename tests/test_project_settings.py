@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from spiders_source import CATALOG_SPIDER
 
-from pytest_crawlmem.project import Project, ProjectError, find_project, nearest_scrapy_cfg, settings_module_of
+from pytest_crawlmem.harness.project import Project, ProjectError, find_project, nearest_scrapy_cfg, settings_module_of
 
 SETTINGS = '''
 DOWNLOADER_MIDDLEWARES = {"shopbot.middlewares.Counting": 543}

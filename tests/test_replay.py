@@ -25,9 +25,10 @@ from fixture_sites.replay.recording import Exchange, RecordingError, split_copy,
 from fixture_sites.replay.site import Knobs, ReplaySite
 from fixture_sites.replay.transform import host_pattern, inflate, rewrite_hosts, served
 from fixture_sites.replies import Pending, Response, Streamed
-from pytest_crawlmem import replay
-from pytest_crawlmem.budgets import Budgets, check_budgets
-from pytest_crawlmem.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.core import replay
+from pytest_crawlmem.core.budgets import Budgets, check_budgets
+from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.harness.replay_site import running_replay
 
 HTML = "text/html; charset=utf-8"
 
@@ -222,10 +223,10 @@ def test_paths_that_are_no_recording_are_named(tmp_path):
 def test_the_launcher_reports_the_replay_sites_reason_for_a_bad_recording(tmp_path):
     path = har_file(tmp_path / "bad.har", [har_entry("ftp://files.example/a")])
     with pytest.raises(replay.ReplayError, match=r"bad.har: entries\[0\]: URL 'ftp://files.example/a' is not an absolute"), \
-            replay.running_replay(path):
+            running_replay(path):
         pass
     with pytest.raises(replay.ReplayError, match=r"replay recording .*nowhere: no such file or directory"), \
-            replay.running_replay(tmp_path / "nowhere"):
+            running_replay(tmp_path / "nowhere"):
         pass
 
 

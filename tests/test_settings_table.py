@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import inspect
 
-from pytest_crawlmem.defaults import CRAWLMEM_DEFAULTS
-from pytest_crawlmem.extension import CrawlMemExtension
-from pytest_crawlmem.runner import CrawlOptions, measuring_settings
+from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS
+from pytest_crawlmem.crawl.extension import CrawlMemExtension
+from pytest_crawlmem.crawl.runner import CrawlOptions, measuring_settings
 
 #: Constructor parameters whose setting has no plain default (derived from other settings, or a path).
 DERIVED = {"crawler", "jsonl_path", "checkpoint_min_responses", "browser", "prometheus_port"}

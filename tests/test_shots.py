@@ -12,9 +12,9 @@ import pytest
 
 from fixture_sites.params import BadParameter
 from fixture_sites.shots import parse_shot_query
-from pytest_crawlmem.budgets import Budgets, check_budgets
-from pytest_crawlmem.shots import ShotLedger, parse_billed
-from pytest_crawlmem.site import RunningSite, start_site
+from pytest_crawlmem.core.budgets import Budgets, check_budgets
+from pytest_crawlmem.core.shots import ShotLedger, parse_billed
+from pytest_crawlmem.harness.site import RunningSite, start_site
 
 SHOT_SPIDER = '''
 from urllib.parse import urlencode
@@ -200,7 +200,7 @@ def test_replayed_captures_from_the_http_cache_are_not_billed_again():
 
 
 def test_billed_mismatch_passes_a_crawl_without_captures():
-    from pytest_crawlmem.models import CrawlResult, Growth, Peaks
+    from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
 
     result = CrawlResult("s", (), 0, 0, 0, None, 1, 0, 0.1, "finished", Peaks(), Growth("steady", ""))
     assert check_budgets(Budgets(billed_mismatch=0), result) == []

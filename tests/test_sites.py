@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crawlmem import holders, snapshots
-from pytest_crawlmem.models import GrowthSite
-from pytest_crawlmem.snapshots import _site_of
+from pytest_crawlmem.core.models import GrowthSite
+from pytest_crawlmem.crawl import holders, snapshots
+from pytest_crawlmem.crawl.snapshots import _site_of
 
 STDLIB = sysconfig.get_paths()["stdlib"]
 PURELIB = sysconfig.get_paths()["purelib"]

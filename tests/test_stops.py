@@ -5,13 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pytest_crawlmem import stops
-from pytest_crawlmem.isolated import IsolatedSpec, result_from_stream
-from pytest_crawlmem.jsonl import read_stop
-from pytest_crawlmem.models import Sample
-from pytest_crawlmem.recording import Recording
-from pytest_crawlmem.runner import CrawlOptions
-from pytest_crawlmem.sweep import SweepRow
+from pytest_crawlmem.core import stops
+from pytest_crawlmem.core.models import Sample
+from pytest_crawlmem.core.sweep import SweepRow
+from pytest_crawlmem.crawl.recording import Recording
+from pytest_crawlmem.crawl.runner import CrawlOptions
+from pytest_crawlmem.harness.isolated import IsolatedSpec, result_from_stream
+from pytest_crawlmem.reports.jsonl import read_stop
 
 
 def killed_child(tmp_path: Path, stop: tuple[str, str] | None) -> IsolatedSpec:
@@ -51,7 +51,7 @@ def test_only_the_harness_reasons_mark_a_sweep_row_stopped():
 
 
 def test_the_ceiling_fires_once_and_a_failing_sample_does_not_stop_the_sampler(tmp_path):
-    from pytest_crawlmem.meter import Ceiling, Sampler
+    from pytest_crawlmem.crawl.meter import Ceiling, Sampler
 
     fired: list[tuple[str, str]] = []
     ceiling = Ceiling(100, lambda reason, message: fired.append((reason, message)))
@@ -86,7 +86,7 @@ class FakePage:
 
 
 def test_unclosed_pages_that_fill_every_context_stall_the_crawl_only_after_stall_seconds():
-    from pytest_crawlmem.pages import HandedPages
+    from pytest_crawlmem.crawl.pages import HandedPages
 
     pages = HandedPages(stall_seconds=5)
     page = FakePage()

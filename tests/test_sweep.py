@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_crawlmem.budgets import Violation
-from pytest_crawlmem.models import CrawlResult, DroppedResponse, Growth, Peaks
-from pytest_crawlmem.session import CrawlMemWarning, CrawlRecord, sweep_failures
-from pytest_crawlmem.sweep import Pick, SweepResult, SweepRow, derived_name, name_variants
+from pytest_crawlmem.core.budgets import Violation
+from pytest_crawlmem.core.models import CrawlResult, DroppedResponse, Growth, Peaks
+from pytest_crawlmem.core.sweep import Pick, SweepResult, SweepRow, derived_name, name_variants
+from pytest_crawlmem.harness.session import CrawlMemWarning, CrawlRecord, sweep_failures
 
 MiB = 2**20
 

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_growth import BASE, series
 
-from pytest_crawlmem.excess import EXCESS_BUCKET_BYTES, DrainedExcess, excess_of_samples
-from pytest_crawlmem.growth import analyze
-from pytest_crawlmem.models import Checkpoint, Sample, SizeDistribution
-from pytest_crawlmem.timeline import PEAK_FIELDS, Timeline, merge, thin_checkpoints, weighted_share
+from pytest_crawlmem.core.excess import EXCESS_BUCKET_BYTES, DrainedExcess, excess_of_samples
+from pytest_crawlmem.core.growth import analyze
+from pytest_crawlmem.core.models import Checkpoint, Sample, SizeDistribution
+from pytest_crawlmem.core.timeline import PEAK_FIELDS, Timeline, merge, thin_checkpoints, weighted_share
 
 
 def raw(i: int, rss: int, *, scheduled: int | None = None, backout: bool | None = None, inflight: int | None = None) -> Sample:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_crawlmem.units import UnitError, format_size, parse_count, parse_seconds, parse_size
+from pytest_crawlmem.core.units import UnitError, format_size, parse_count, parse_seconds, parse_size
 
 UNITS = {"B": 1, "kB": 1000, "MB": 10**6, "GB": 10**9, "TB": 10**12,
          "KiB": 1024, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}

@@ -9,9 +9,9 @@ from itertools import pairwise
 import pytest
 from test_growth import BASE, series
 
-from pytest_crawlmem.budgets import LEAK_VERDICTS, Budgets, _leak_check
-from pytest_crawlmem.growth import DOWNLOAD_EXCESS_BYTES, analyze
-from pytest_crawlmem.models import Checkpoint, CrawlResult, MediaSummary, Peaks, RetentionPath, Sample, SizeDistribution
+from pytest_crawlmem.core.budgets import LEAK_VERDICTS, Budgets, _leak_check
+from pytest_crawlmem.core.growth import DOWNLOAD_EXCESS_BYTES, analyze
+from pytest_crawlmem.core.models import Checkpoint, CrawlResult, MediaSummary, Peaks, RetentionPath, Sample, SizeDistribution
 
 MiB = 2**20
 

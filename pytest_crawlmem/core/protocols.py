@@ -1,0 +1,86 @@
+"""The types of what the fixtures return, for annotating tests (``def test_x(crawl: CrawlFunction)``); typing only.
+
+Imports neither pytest nor Scrapy, so ``from pytest_crawlmem import CrawlFunction`` costs nothing at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .cluster import ClusterResult
+from .models import CrawlResult
+from .sweep import DEFAULT_ISOLATE, SweepResult, Variants
+
+if TYPE_CHECKING:
+    from ..crawl.browserjob import BrowserJob
+
+
+class FixtureSite(Protocol):
+    """What the ``fixture_site`` fixture gives: the local site's base URL and URLs on it."""
+
+    base_url: str  # http://127.0.0.1:PORT, no trailing slash
+
+    def url(self, path: str) -> str:
+        """``base_url + path``."""
+        ...
+
+
+class CrawlFunction(Protocol):
+    """The callable the ``crawl`` fixture returns."""
+
+    def __call__(
+        self,
+        spider_cls: type,
+        *,
+        start_urls: list[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        isolate: bool = False,
+        project_settings: bool | str | None = None,
+        replay: str | Path | None = None,
+        replay_copies: int = 1,
+        replay_latency: float | str | None = None,
+        replay_drip: int | str | None = None,
+        replay_inflate: float | None = None,
+        **spider_kwargs: Any,
+    ) -> CrawlResult: ...
+
+
+class SweepFunction(Protocol):
+    """The callable the ``crawl_sweep`` fixture returns."""
+
+    def __call__(
+        self,
+        spider_cls: type,
+        variants: Variants,
+        *,
+        start_urls: list[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        isolate: bool = DEFAULT_ISOLATE,
+        **spider_kwargs: Any,
+    ) -> SweepResult: ...
+
+
+class BrowserJobFunction(Protocol):
+    """The callable the ``browser_job`` fixture returns."""
+
+    def __call__(
+        self, func: Callable[[BrowserJob], Awaitable[Any]], *, launch: Mapping[str, Any] | None = None
+    ) -> CrawlResult: ...
+
+
+class ClusterFunction(Protocol):
+    """The callable the ``crawl_cluster`` fixture returns."""
+
+    def __call__(
+        self,
+        spider_cls: type,
+        *,
+        workers: int = 3,
+        start_urls: list[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        kill: Mapping[str, Any] | None = None,
+        project_settings: bool | str | None = None,
+        **spider_kwargs: Any,
+    ) -> ClusterResult: ...

@@ -1,0 +1,673 @@
+"""The Scrapy extension that measures a crawl: samples, drained checkpoints, exact peak.
+
+Enable it in any crawl (tests or production) with::
+
+    EXTENSIONS = {"pytest_crawlmem.extension.CrawlMemExtension": 0}
+    CRAWLMEM_ENABLED = True
+
+Runs in the crawl process: a sampler thread reads RSS and the engine's queues every
+``CRAWLMEM_INTERVAL_SECONDS`` (a thread, so a callback that blocks the reactor cannot
+hide a peak); drained checkpoints run on the reactor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import sys
+import time
+import tracemalloc
+import uuid
+import weakref
+from pathlib import Path
+from typing import Any, cast
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+from ..core import stops
+from ..core.defaults import CRAWLMEM_DEFAULTS as _DEFAULT
+from ..core.defaults import read_settings
+from ..core.distribution import Histogram
+from ..core.dropped import DropLedger
+from ..core.growth import (
+    BLOCK_BYTES,
+    CHECKPOINT_MIN_RESPONSES,
+    next_checkpoint_at,
+    suspicious,
+    window_residue,
+)
+from ..core.models import BrowserSummary, Checkpoint, GrowthSite, Holder, MediaSummary, Sample
+from ..core.shots import ShotLedger
+from . import probes
+from .amplification import AmplificationMeter
+from .browser import is_playwright_crawl
+from .browsertree import TreeReading
+from .browserwatch import BrowserWatch
+from .danger import DangerWatch
+from .holders import Lengths, container_lengths, find_holders, user_modules
+from .jobdir import JobdirMeter, jobdir_meter
+from .media import summarize_media, watch_media_failures
+from .meter import Ceiling, Sampler
+from .metrics import MetricsServer, require_prometheus
+from .pages import HandedPages
+from .recording import Recording
+from .snapshots import growing_sites, queued_share, take_snapshot
+from .status import StatusTicker, read_status
+
+logger = logging.getLogger("pytest_crawlmem.extension")  # the documented logger name (docs/production.md), stable across moves
+
+_DRAIN_POLL_SECONDS = 0.005
+_BROWSER_GC_TIMEOUT_SECONDS = 5.0
+
+
+#: Crawls of this process being measured right now (what Ctrl-C closes).
+_RUNNING: weakref.WeakSet[CrawlMemExtension] = weakref.WeakSet()
+
+
+def interrupt_running_crawls() -> None:
+    """Close every measured crawl of this process early (safe to call from a signal handler)."""
+    for ext in list(_RUNNING):
+        _reactor().callFromThread(ext._stop_crawl, stops.INTERRUPTED, stops.INTERRUPTED_MESSAGE)
+
+
+def uses_playwright(settings: Any) -> bool:
+    """Whether the crawl downloads through scrapy-playwright (its handler is in DOWNLOAD_HANDLERS)."""
+    return is_playwright_crawl({"DOWNLOAD_HANDLERS": settings.getdict("DOWNLOAD_HANDLERS")})
+
+
+class CrawlMemExtension:
+    """Measures one crawl; the result is left in :attr:`recording` and :attr:`summary`.
+
+    ``__init__`` takes plain values (testable without a crawler); their defaults, like ``from_crawler``'s,
+    are the one table of ``CRAWLMEM_*`` settings, :data:`pytest_crawlmem.core.defaults.CRAWLMEM_DEFAULTS`.
+    """
+
+    def __init__(
+        self,
+        crawler: Any,
+        *,
+        interval_seconds: float = _DEFAULT["CRAWLMEM_INTERVAL_SECONDS"],
+        jsonl_path: Path | None = None,
+        checkpoints: bool = _DEFAULT["CRAWLMEM_CHECKPOINTS"],
+        checkpoint_min_responses: int = CHECKPOINT_MIN_RESPONSES,
+        drain_timeout_seconds: float = _DEFAULT["CRAWLMEM_DRAIN_TIMEOUT_SECONDS"],
+        tracemalloc_frames: int = _DEFAULT["CRAWLMEM_TRACEMALLOC_FRAMES"],
+        log_interval_seconds: float = _DEFAULT["CRAWLMEM_LOG_INTERVAL_SECONDS"],
+        attribution_frames: int = _DEFAULT["CRAWLMEM_ATTRIBUTION_FRAMES"],
+        attribution_responses: int = _DEFAULT["CRAWLMEM_ATTRIBUTION_RESPONSES"],
+        kill_at_bytes: int = _DEFAULT["CRAWLMEM_KILL_AT_BYTES"],
+        timeout_seconds: float = _DEFAULT["CRAWLMEM_TIMEOUT_SECONDS"],
+        leak_per_response: int = _DEFAULT["CRAWLMEM_LEAK_PER_RESPONSE"],
+        browser: bool = False,
+        browser_detail_seconds: float = _DEFAULT["CRAWLMEM_BROWSER_DETAIL_SECONDS"],
+        stall_seconds: float = _DEFAULT["CRAWLMEM_STALL_SECONDS"],
+        gc_freeze: bool = _DEFAULT["CRAWLMEM_GC_FREEZE"],
+        timeline_samples: int = _DEFAULT["CRAWLMEM_TIMELINE_SAMPLES"],
+        jsonl_max_bytes: int = _DEFAULT["CRAWLMEM_JSONL_MAX_BYTES"],
+        prometheus_port: int | None = None,
+        prometheus_addr: str = _DEFAULT["CRAWLMEM_PROMETHEUS_ADDR"],
+        snapshot_at_bytes: int = _DEFAULT["CRAWLMEM_SNAPSHOT_AT_BYTES"],
+        danger_window_seconds: float = _DEFAULT["CRAWLMEM_DANGER_WINDOW_SECONDS"],
+    ) -> None:
+        self.crawler = crawler
+        self.interval_seconds = interval_seconds
+        self.checkpoints_enabled = checkpoints
+        self.checkpoint_min_responses = checkpoint_min_responses
+        self.drain_timeout_seconds = drain_timeout_seconds
+        self.tracemalloc_frames = tracemalloc_frames
+        self.log_interval_seconds = log_interval_seconds
+        self.attribution_frames = attribution_frames
+        self.attribution_responses = attribution_responses
+        self.kill_at_bytes = kill_at_bytes
+        self.timeout_seconds = timeout_seconds
+        self.stopped_because = ""  # why the harness stopped the crawl, if it did
+        self._timeout_call: Any = None
+        self.leak_per_response = leak_per_response
+        self.growth_sites: list[GrowthSite] = []
+        self.holders: tuple[Holder, ...] = ()  # containers that grew during the attribution window
+        self._lengths: Lengths = {}
+        self._window: list[tracemalloc.Snapshot | None] = []
+        self._window_responses: list[int] = []
+        self._window_done = False
+        self._window_started_tracing = False
+        self._resume_at = 0  # the checkpoint the schedule had planned when the window opened
+        self._queued: dict[str, int] = {}  # the scheduler's share of the growth sites when the window closed
+        self._window_opening: list[Checkpoint] = []  # the checkpoint that opened the window and the one before it
+        self.plugin_bytes = 0  # memory the closed window left behind (not the crawl's): off the heap signal after it
+        self._traced_whole = False
+        # -- production: bounded memory and disk, status, metrics (timeline.py, stream.py, status.py, metrics.py)
+        self.gc_freeze = gc_freeze
+        self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_bytes=jsonl_max_bytes,
+                                   max_checkpoints=max(32, timeline_samples // 8) if timeline_samples else 0)
+        self.sampler = Sampler(self._take_sample, interval_seconds, self.recording, name="crawlmem-sampler")
+        self.ceiling = Ceiling(kill_at_bytes, self._request_stop)
+        self.ticker: StatusTicker | None = None
+        self.prometheus_port, self.prometheus_addr = prometheus_port, prometheus_addr
+        self.metrics: MetricsServer | None = None
+        # -- end production
+        self.epoch = probes.Epoch.now()  # Scrapy objects created before the crawl are not its own
+        self.responses = 0
+        self.items = 0
+        self.ledger = DropLedger()  # filled by pytest_crawlmem.crawl.middleware's downloader middlewares
+        self.response_sizes = Histogram()  # body bytes (after decompression) of every response
+        self.latency_us = Histogram()  # download_latency of every response, in microseconds
+        self.start_rss = 0
+        self.end_rss = 0
+        self.peak_rss = 0
+        self.traced_peak: int | None = None
+        self.started_at = 0.0
+        self.finish_reason = ""
+        self._exact_peak = False
+        self._started_tracing = False
+        self._next_checkpoint = checkpoint_min_responses
+        self._checkpointing = False
+        self._froze_gc = False
+        self.jobdir: JobdirMeter | None = None  # JOBDIR's disk use, when the crawl has one
+        self.media_pipelines: list[Any] = []  # the crawl's MediaPipelines while it runs, for the cache probes
+        self.media: MediaSummary | None = None  # their cache when the spider closed
+        self.browser = browser
+        self.watch = BrowserWatch(detail_seconds=browser_detail_seconds) if browser else None
+        self.handed_pages = HandedPages(stall_seconds)  # pages given to callbacks (playwright_include_page)
+        self.unclosed_at_close = 0
+        # issue 19: screenshot captures (shots.py), parse amplification (amplification.py's spider middleware)
+        self.shots = ShotLedger()
+        self.amplification = AmplificationMeter()
+        self.danger = DangerWatch(snapshot_at_bytes, report_dir=jsonl_path.parent if jsonl_path else None,
+                                  window_seconds=danger_window_seconds, frames=attribution_frames) if snapshot_at_bytes else None
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> CrawlMemExtension:
+        """Build from ``CRAWLMEM_*`` settings; raise NotConfigured unless CRAWLMEM_ENABLED."""
+        settings = crawler.settings
+        if not settings.getbool("CRAWLMEM_ENABLED"):
+            raise NotConfigured("CRAWLMEM_ENABLED is off")
+        values = read_settings(settings)  # every default and check lives in defaults.py
+        if values["CRAWLMEM_PROMETHEUS_PORT"] is not None:
+            require_prometheus()
+        jsonl = values["CRAWLMEM_JSONL"]
+        browser = values["CRAWLMEM_BROWSER"]
+        if browser is None:
+            browser = uses_playwright(settings)
+        min_responses = values["CRAWLMEM_CHECKPOINT_MIN_RESPONSES"]
+        ext = cls(
+            crawler,
+            interval_seconds=values["CRAWLMEM_INTERVAL_SECONDS"],
+            jsonl_path=Path(jsonl) if jsonl else None,
+            checkpoints=values["CRAWLMEM_CHECKPOINTS"],
+            # browser crawls are ~100x slower: judge them in batches of 20 pages
+            checkpoint_min_responses=(
+                min_responses if min_responses is not None else (20 if browser else CHECKPOINT_MIN_RESPONSES)
+            ),
+            drain_timeout_seconds=values["CRAWLMEM_DRAIN_TIMEOUT_SECONDS"],
+            tracemalloc_frames=values["CRAWLMEM_TRACEMALLOC_FRAMES"],
+            log_interval_seconds=values["CRAWLMEM_LOG_INTERVAL_SECONDS"],
+            attribution_frames=values["CRAWLMEM_ATTRIBUTION_FRAMES"],
+            attribution_responses=values["CRAWLMEM_ATTRIBUTION_RESPONSES"],
+            kill_at_bytes=values["CRAWLMEM_KILL_AT_BYTES"],
+            timeout_seconds=values["CRAWLMEM_TIMEOUT_SECONDS"],
+            leak_per_response=values["CRAWLMEM_LEAK_PER_RESPONSE"],
+            browser=browser,
+            browser_detail_seconds=values["CRAWLMEM_BROWSER_DETAIL_SECONDS"],
+            stall_seconds=values["CRAWLMEM_STALL_SECONDS"],
+            gc_freeze=values["CRAWLMEM_GC_FREEZE"],
+            timeline_samples=values["CRAWLMEM_TIMELINE_SAMPLES"],
+            jsonl_max_bytes=values["CRAWLMEM_JSONL_MAX_BYTES"],
+            prometheus_port=values["CRAWLMEM_PROMETHEUS_PORT"],
+            prometheus_addr=values["CRAWLMEM_PROMETHEUS_ADDR"],
+            snapshot_at_bytes=values["CRAWLMEM_SNAPSHOT_AT_BYTES"],
+            danger_window_seconds=values["CRAWLMEM_DANGER_WINDOW_SECONDS"],
+        )
+        crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(ext.response_received, signal=signals.response_received)
+        crawler.signals.connect(ext.item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(ext.shots.response_received, signal=signals.response_received)
+        return ext
+
+    # -- signals (reactor thread) -------------------------------------------------
+
+    def spider_opened(self, spider: Any) -> None:
+        """Start tracing (if asked), reset the RSS peak and start the sampler thread."""
+        if self.tracemalloc_frames and not tracemalloc.is_tracing():
+            tracemalloc.start(self.tracemalloc_frames)
+            self._started_tracing = True
+        self._traced_whole = tracemalloc.is_tracing()
+        if self._traced_whole:
+            tracemalloc.reset_peak()
+        self.started_at = time.monotonic()
+        _RUNNING.add(self)
+        self.recording.header(spider=getattr(spider, "name", "?"), interval_seconds=self.interval_seconds,
+                              crawl_id=uuid.uuid4().hex, started_at=time.time())
+        self._take_checkpoint(drained=True, cost_started=self.started_at)
+        # measured like end_rss (after gc.collect() and malloc_trim), so rss_growth compares like with like
+        self.start_rss = self.peak_rss = self.recording.checkpoints[-1].rss_bytes
+        # what existed before the crawl is frozen out of the cyclic GC until it ends: each
+        # checkpoint's gc.collect() then walks the crawl's objects, not the whole process
+        self._froze_gc = self.gc_freeze and gc.get_freeze_count() == 0  # CRAWLMEM_GC_FREEZE: test crawls, opt-in elsewhere
+        if self._froze_gc:
+            gc.freeze()
+        self._exact_peak = probes.reset_peak_rss()
+        self.jobdir = jobdir_meter(self.crawler.settings.get("JOBDIR"))
+        self.media_pipelines = probes.media_pipelines(self.crawler)
+        if self.crawler.settings.getbool("CRAWLMEM_MEDIA_FAILURES"):  # test crawls: failed media downloads are dropped data
+            watch_media_failures(self.media_pipelines, self.ledger)
+        self.sampler.start()
+        if self.timeout_seconds:
+            message = stops.timeout_message(self.timeout_seconds)
+            self._timeout_call = _reactor().callLater(self.timeout_seconds, self._stop_crawl, stops.TIMEOUT, message)
+        self._start_reporting(spider)
+
+    def response_received(self, response: Any, request: Any, spider: Any) -> None:
+        """Count the response, its size and latency; start a drained checkpoint when one is due."""
+        self.responses += 1
+        if self.browser:
+            page = response.meta.get("playwright_page")
+            if page is not None:
+                self.handed_pages.add(page)
+        self.response_sizes.add(len(response.body))
+        latency = request.meta.get("download_latency")
+        if latency is not None:
+            self.latency_us.add(int(latency * 1_000_000))
+        if self.checkpoints_enabled and not self._checkpointing and self.responses >= self._next_checkpoint:
+            self._next_checkpoint = next_checkpoint_at(self.responses, self.checkpoint_min_responses)
+            self._begin_checkpoint()
+
+    def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
+        """Count the item."""
+        self.items += 1
+
+    def spider_closed(self, spider: Any, reason: str) -> None:
+        """Stop sampling, take the closing checkpoint and the exact peak."""
+        self.finish_reason = reason
+        _RUNNING.discard(self)
+        self._stop_reporting()
+        if self._timeout_call is not None and self._timeout_call.active():
+            self._timeout_call.cancel()
+        self.sampler.stop()
+        self._close_danger()
+        if self.jobdir is not None:
+            self.jobdir.expire()  # the closing sample has JOBDIR as a resumed crawl will find it
+        self._take_sample()
+        self.unclosed_at_close = len(self.unclosed_pages())
+        if self._window:  # the crawl is drained: close an open window first, so the closing checkpoint is untraced
+            gc.collect()
+            traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
+            self._window.append(take_snapshot())
+            self._window_responses.append(self.responses)
+            self._close_window(traced)
+        try:
+            self._take_checkpoint(drained=True, cost_started=time.monotonic())
+        finally:  # measured like start_rss; a closing checkpoint that failed still leaves a reading, never 0
+            closing = self.recording.checkpoints[-1] if self.recording.checkpoints else None
+            self.end_rss = closing.rss_bytes if closing and closing.responses == self.responses else probes.read_rss_bytes()
+        self.media, self.media_pipelines = summarize_media(self.media_pipelines), []  # let go of the pipelines
+        if self._froze_gc:
+            gc.unfreeze()
+            self._froze_gc = False
+        peak = probes.read_peak_rss() if self._exact_peak else None
+        sampled_peak = max((s.rss_bytes for s in self.recording.samples), default=self.start_rss)
+        self.peak_rss = max(peak or 0, sampled_peak, self.start_rss)
+        if self._traced_whole:
+            self.traced_peak = tracemalloc.get_traced_memory()[1]
+        self._end_window()
+        if self._started_tracing and tracemalloc.is_tracing():
+            tracemalloc.stop()
+        self.recording.close()
+        self._write_stats()
+
+    # -- sampling (sampler thread) --------------------------------------------------
+
+    @property
+    def sampler_cpu_seconds(self) -> float:
+        """CPU time the sampler thread spent (status lines, soak benchmark)."""
+        return self.sampler.cpu_seconds
+
+    def _take_sample(self) -> None:
+        queues = probes.read_queues(self.crawler)
+        traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
+        tree = self._read_tree()
+        pages = probes.read_pages(self.crawler) if self.browser else None
+        if pages is not None and self.watch is not None:
+            self.watch.count(pages.pages, pages.contexts)
+        sample = Sample(
+            t_seconds=round(time.monotonic() - self.started_at, 4),
+            responses=self.responses,
+            items=self.items,
+            rss_bytes=probes.read_rss_bytes(),
+            traced_bytes=traced,
+            scheduled=queues.scheduled,
+            inflight=queues.inflight,
+            slot_queued=queues.slot_queued,
+            active_size_bytes=queues.active_size_bytes,
+            backout=queues.backout,
+            disk_scheduled=queues.disk_scheduled,
+            browser_rss_bytes=tree.rss_bytes if tree else None,
+            browser_pss_bytes=tree.pss_bytes if tree else None,
+            browser_uss_bytes=tree.uss_bytes if tree else None,
+            open_pages=pages.pages if pages else None,
+            open_contexts=pages.contexts if pages else None,
+            jobdir_bytes=self.jobdir.read() if self.jobdir else None,
+            media_cached=probes.read_media_cached(self.media_pipelines),
+        )
+        self.recording.add_sample(sample)
+        if self.danger is not None:
+            self._watch_danger(sample)
+        if pages is not None:
+            self._check_stall(sample, pages)
+        self.ceiling.check(sample.rss_bytes, sample.t_seconds)
+
+    def _request_stop(self, reason: str, message: str) -> None:
+        """Ask the reactor thread to stop the crawl (sampler thread), unless a stop is already under way."""
+        if self.stopped_because:
+            return
+        self.stopped_because = "pending"  # once: the reactor thread fills in the reason
+        _reactor().callFromThread(self._stop_crawl, reason, message)
+
+    # -- the danger snapshot (danger.py): taken by the sampler thread, its traced window closed there or at the end --
+
+    def _watch_danger(self, sample: Sample) -> None:
+        """Take the snapshot when RSS first crosses snapshot_at; close its traced window when due (sampler thread)."""
+        assert self.danger is not None
+        if self.danger.observe(sample, start_rss=self.start_rss, live_refs=lambda: probes.live_ref_counts(self.epoch)):
+            self.danger.close(responses=self.responses, rss_bytes=sample.rss_bytes)
+            if self.danger.started_tracing:
+                self.danger.started_tracing = False
+                _reactor().callFromThread(self._release_danger_tracing)
+
+    def _close_danger(self) -> None:
+        """Close a traced window still open when the spider closes (reactor thread)."""
+        if self.danger is None:
+            return
+        self.danger.close(responses=self.responses, rss_bytes=probes.read_rss_bytes())
+        if self.danger.started_tracing:
+            self.danger.started_tracing = False
+            self._release_danger_tracing()
+
+    def _release_danger_tracing(self) -> None:
+        """Stop the tracing the danger window started, unless the attribution window now relies on it (reactor thread)."""
+        if self._window and not self._window_done and not self._window_started_tracing:
+            self._window_started_tracing = True  # the attribution window traces on it: it stops it when it ends
+        elif tracemalloc.is_tracing() and not self._traced_whole and not self._window_started_tracing:
+            tracemalloc.stop()
+
+    # -- the browser tree (sampler thread, or the reactor thread at checkpoints) -----------
+
+    def _read_tree(self, *, detail: bool | None = None) -> TreeReading | None:
+        """Read the browser process tree (PSS/USS on schedule, RSS otherwise); ``None`` without a browser."""
+        return self.watch.read(detail=detail) if self.watch is not None else None
+
+    def unclosed_pages(self) -> list[Any]:
+        """Pages handed to callbacks (``playwright_include_page``) that are still open."""
+        return self.handed_pages.open()
+
+    def _check_stall(self, sample: Sample, pages: probes.PageReading) -> None:
+        """Stop a crawl that waits forever for page slots held by pages callbacks never closed."""
+        message = self.handed_pages.stall(sample.responses, sample.t_seconds, pages.full_contexts,
+                                          stopping=bool(self.stopped_because))
+        if message is None:
+            return
+        self.stopped_because = "pending"
+        _reactor().callFromThread(self._stop_unclosed, message)
+
+    def _stop_unclosed(self, message: str) -> None:
+        """Stop the crawl, closing the pages that block it so waiting downloads can finish."""
+        self._stop_crawl(stops.UNCLOSED_PAGES, message)
+        for page in self.unclosed_pages():
+            _as_deferred(page.close()).addErrback(lambda _failure: None)
+
+    def _collect_browser_garbage(self) -> Any:
+        """Ask every open page's renderer to collect garbage (a Deferred; never fails)."""
+        from twisted.internet import defer
+
+        pages = probes.open_pages(self.crawler) if self.browser else []
+        if not pages:
+            return defer.succeed(None)
+
+        async def collect() -> None:
+            await asyncio.wait_for(
+                asyncio.gather(*(page.request_gc() for page in pages), return_exceptions=True), _BROWSER_GC_TIMEOUT_SECONDS
+            )
+
+        def failed(failure: Any) -> None:
+            self.recording.add_error(f"browser gc failed: {failure.value!r}")
+
+        return _as_deferred(collect()).addErrback(failed)
+
+    def browser_summary(self) -> BrowserSummary | None:
+        """What the browser tree used during the crawl (``None`` without a browser or when none started)."""
+        if self.watch is None:
+            return None
+        return self.watch.summary(self.recording.checkpoints, self.unclosed_at_close)
+
+    # -- hard limits (reactor thread) ----------------------------------------------------
+
+    def _stop_crawl(self, reason: str, message: str) -> None:
+        """Stop the crawl at once: no new downloads, close the spider with ``reason``."""
+        if self.stopped_because not in ("", "pending"):
+            return
+        self.stopped_because = message
+        self.recording.add_stop(reason, message)
+        logger.warning("crawlmem: stopping the crawl: %s", message)
+        probes.pause_engine(self.crawler)
+        probes.close_spider(self.crawler, reason)
+
+    # -- drained checkpoints (reactor thread) ------------------------------------------
+
+    def _begin_checkpoint(self) -> None:
+        if not probes.pause_engine(self.crawler):
+            return
+        self._checkpointing = True
+        started = time.monotonic()
+        self._wait_for_drain(started)
+
+    def _wait_for_drain(self, started: float) -> None:
+        drained = probes.is_drained(self.crawler)
+        if drained or time.monotonic() - started > self.drain_timeout_seconds:
+            if self.browser:  # renderers collect their garbage first, so it is not counted as growth
+                self._collect_browser_garbage().addBoth(lambda _: self._finish_checkpoint(drained, started))
+            else:
+                self._finish_checkpoint(drained, started)
+            return
+        _reactor().callLater(_DRAIN_POLL_SECONDS, self._wait_for_drain, started)
+
+    def _finish_checkpoint(self, drained: bool, started: float) -> None:
+        try:
+            self._take_checkpoint(drained=drained, cost_started=started)
+        finally:
+            self._checkpointing = False
+            probes.resume_engine(self.crawler)
+
+    def _take_checkpoint(self, *, drained: bool, cost_started: float) -> None:
+        gc.collect()
+        probes.malloc_trim()
+        queues = probes.read_queues(self.crawler)
+        traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
+        checkpoint = Checkpoint(
+            responses=self.responses,
+            t_seconds=round(time.monotonic() - self.started_at, 4),
+            rss_bytes=probes.read_rss_bytes(),
+            heap_bytes=probes.read_malloc_in_use_bytes(),
+            traced_bytes=traced,
+            scheduled=queues.scheduled or 0,
+            disk_scheduled=queues.disk_scheduled or 0,
+            plugin_bytes=self.plugin_bytes,
+            allocated_blocks=sys.getallocatedblocks(),
+            tracer_bytes=tracemalloc.get_tracemalloc_memory() if tracemalloc.is_tracing() else 0,
+            live_refs=probes.live_ref_counts(self.epoch),
+            drained=drained,
+            cost_seconds=round(time.monotonic() - cost_started, 4),
+            **self._browser_checkpoint_fields(),
+        )
+        self.recording.add_checkpoint(checkpoint)
+        self._attribute(checkpoint)
+
+    # -- attribution: a traced window opened when the crawl looks leaky (reactor thread) --
+
+    def _attribute(self, checkpoint: Checkpoint) -> None:
+        """Open a traced window when the checkpoints look like a leak; snapshot it at the next checkpoint.
+
+        The window lasts ``attribution_responses`` responses at most and ends on an extra checkpoint
+        halfway to the scheduled one at the latest; the schedule then resumes where it was, so leaving
+        that traced checkpoint out of the judgement costs no judged interval. Only a crawl that already
+        looks leaky pays for deep tracing, and only briefly.
+        """
+        if self._window_done or not self.attribution_frames:
+            return
+        if self._window:
+            self._window.append(take_snapshot())
+            self._queued = self._queued_share()
+            self._window_responses.append(checkpoint.responses)
+            self._close_window(checkpoint.traced_bytes)
+            if self._resume_at > checkpoint.responses:  # the window's extra checkpoint does not shift the schedule
+                self._next_checkpoint = self._resume_at
+        elif self.checkpoints_enabled and suspicious(self.recording.checkpoints, self.leak_per_response):
+            if tracemalloc.is_tracing():
+                self._window = [take_snapshot()]
+            else:
+                tracemalloc.start(self.attribution_frames)
+                self._window_started_tracing = True
+                self._window = [None]  # nothing is traced yet: the empty snapshot
+                self._window_opening = self.recording.checkpoints[-2:]
+            self._window_responses = [checkpoint.responses]
+            try:
+                self._lengths = container_lengths(self._holder_roots())
+            except Exception as exc:  # evidence, never a reason to break the crawl
+                self.recording.add_error(f"measuring containers failed: {exc!r}")
+            self._resume_at = self._next_checkpoint
+            # the window closes on an extra checkpoint halfway to the scheduled one at the latest: that one stays untraced
+            room = max(self._next_checkpoint - checkpoint.responses, 2) // 2
+            self._next_checkpoint = checkpoint.responses + min(self.attribution_responses, room)
+
+    def _holder_roots(self) -> dict[str, Any]:
+        """The spider, the crawl's components and the user's modules: where a holder of a leak can hang."""
+        roots = probes.crawl_roots(self.crawler)
+        roots.update((f"module {name}", module) for name, module in user_modules().items())
+        return roots
+
+    def _find_holders(self) -> None:
+        """At the window's closing checkpoint (crawl alive, drained): the containers that grew during the window."""
+        if not self._window_responses:
+            return
+        try:
+            window = self.responses - self._window_responses[0]
+            sites = [site.location for site in self.growth_sites]
+            self.holders = find_holders(self._holder_roots(), self._lengths, window, prefer=sites)
+        except Exception as exc:  # evidence, never a reason to break the crawl
+            self.recording.add_error(f"finding holders failed: {exc!r}")
+        self._lengths = {}
+
+    def _queued_share(self) -> dict[str, int]:
+        """Traced bytes per growth site of the requests the scheduler holds (evidence: never breaks the crawl)."""
+        try:
+            return queued_share(probes.queued_requests(self.crawler))
+        except Exception as exc:
+            self.recording.add_error(f"measuring the scheduler's share failed: {exc!r}")
+            return {}
+
+    def _close_window(self, traced: int | None) -> None:
+        """End the window, find the holders, then measure what tracing left behind once stopped (drained crawl).
+
+        Measured: about 500-600 KiB stays in use after ``tracemalloc.stop()`` on a clean catalog crawl (a 3 KiB/response
+        step in the interval across a 170-response window): the heap after, less the heap when the window opened and
+        the crawl's growth in it (``growth.window_residue``; ``traced`` is read before the closing snapshot), is taken
+        off every later checkpoint's heap signal.
+        """
+        traced = traced if self._window_started_tracing else None
+        self._end_window()
+        self._find_holders()
+        if traced is None or len(self._window_opening) < 2:
+            return
+        gc.collect()
+        probes.malloc_trim()
+        heap = probes.read_malloc_in_use_bytes()
+        if heap is not None:
+            responses = self.responses - self._window_opening[-1].responses
+            after = heap + BLOCK_BYTES * sys.getallocatedblocks()
+            self.plugin_bytes = window_residue(self._window_opening, after, traced, responses)
+
+    def _end_window(self) -> None:
+        """Close the traced window and keep the sites that grew in every traced interval."""
+        if self._window_done:
+            return
+        self._window_done = True
+        if len(self._window) >= 2:
+            self.growth_sites = growing_sites(self._window, self._window_responses, queued=self._queued)
+        self._window = []
+        if self._window_started_tracing and tracemalloc.is_tracing():
+            tracemalloc.stop()
+
+    def _browser_checkpoint_fields(self) -> dict[str, Any]:
+        tree = self._read_tree(detail=True)
+        if tree is None or not tree.processes:
+            return {}
+        pages = probes.read_pages(self.crawler)
+        return {
+            "browser_pss_bytes": tree.pss_bytes,
+            "browser_uss_bytes": tree.uss_bytes,
+            "open_pages": pages.pages if pages else None,
+            "open_contexts": pages.contexts if pages else None,
+            "unclosed_pages": len(self.unclosed_pages()),
+        }
+
+    def _write_stats(self) -> None:
+        stats = self.crawler.stats
+        stats.set_value("crawlmem/peak_rss", self.peak_rss)
+        stats.set_value("crawlmem/start_rss", self.start_rss)
+        stats.set_value("crawlmem/end_rss", self.end_rss)
+        self._write_production_stats(stats)
+        if self.traced_peak is not None:
+            stats.set_value("crawlmem/traced_peak", self.traced_peak)
+        browser = self.browser_summary()
+        if browser is not None:
+            stats.set_value("crawlmem/browser_pss", browser.peak_pss_bytes)
+            stats.set_value("crawlmem/browser_max_open_pages", browser.max_open_pages)
+
+
+    # -- production: status, metrics and the extension's own costs (reactor thread) ---------
+
+    def _start_reporting(self, spider: Any) -> None:
+        """Start the status ticker (CRAWLMEM_LOG_INTERVAL_SECONDS) and the metrics server (CRAWLMEM_PROMETHEUS_PORT)."""
+        self.ticker = StatusTicker(self, self.log_interval_seconds)
+        self.ticker.start()
+        if self.prometheus_port is not None:
+            self.metrics = MetricsServer(lambda: read_status(self), port=self.prometheus_port, addr=self.prometheus_addr,
+                                         spider=getattr(spider, "name", "?"))
+            try:
+                self.metrics.start()
+            except OSError as exc:  # a port in use must not stop the crawl it monitors
+                message = f"could not serve Prometheus metrics on {self.prometheus_addr}:{self.prometheus_port}: {exc}"
+                self.recording.add_error(message)
+                logger.error("crawlmem: %s", message)
+
+    def _stop_reporting(self) -> None:
+        if self.ticker is not None:
+            self.ticker.stop()
+        if self.metrics is not None:
+            self.metrics.stop()
+
+    def _write_production_stats(self, stats: Any) -> None:
+        """The closing status and what the extension cost: samples, checkpoints' pauses, its CPU, its stream."""
+        if self.ticker is not None:
+            self.ticker.emit(log=self.log_interval_seconds > 0)
+        recording = self.recording
+        stats.set_value("crawlmem/samples", recording.timeline.raw_samples)
+        stats.set_value("crawlmem/checkpoints", recording.timeline.checkpoints_added)
+        stats.set_value("crawlmem/checkpoint_pause_max_seconds", round(recording.checkpoint_pause_max_seconds, 4))
+        stats.set_value("crawlmem/checkpoint_pause_total_seconds", round(recording.checkpoint_pause_total_seconds, 4))
+        stats.set_value("crawlmem/stream_rotations", recording.stream_rotations)
+
+
+def _as_deferred(coro: Any) -> Any:
+    """Run a coroutine on the asyncio reactor's loop; return a Deferred of its result."""
+    from scrapy.utils.defer import deferred_from_coro
+
+    return deferred_from_coro(coro)
+
+
+def _reactor() -> Any:
+    """The installed Twisted reactor (imported late: Scrapy installs it)."""
+    from twisted.internet import reactor
+
+    return cast(Any, reactor)

@@ -1,0 +1,149 @@
+"""The Scrapy side of replay: a download handler that asks the replay site, and the copies middleware (crawl process).
+
+:class:`ReplayDownloadHandler` is Scrapy's HTTP/1.1 handler (same limits, timeouts,
+DOWNLOAD_MAXSIZE) that sends ``GET https://shop.example/p/1`` to the replay site as
+``GET http://127.0.0.1:PORT/https://shop.example/p/1`` and hands the spider a response whose
+``url`` is the original one. Nothing is resolved or fetched off the machine.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from scrapy import Request
+from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+from scrapy.exceptions import NotConfigured
+from scrapy.http import Response
+from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
+
+from ..core.replay import COPY_PREFIX, HANDLER_PATH, MAX_MISSED_URLS, copy_url
+
+MARKER_HEADER = b"X-Crawlmem-Replay"
+STATS_HITS = "crawlmem/replay/hits"
+STATS_MISSES = "crawlmem/replay/misses"
+
+
+@dataclass
+class Tally:
+    """Hits, misses and the first missed URLs of one replayed crawl."""
+
+    hits: int = 0
+    misses: int = 0
+    missed_urls: dict[str, None] = field(default_factory=dict)  # insertion-ordered set
+
+    def count(self, url: str, hit: bool) -> None:
+        """Count one replayed response."""
+        if hit:
+            self.hits += 1
+            return
+        self.misses += 1
+        if len(self.missed_urls) < MAX_MISSED_URLS:
+            self.missed_urls.setdefault(url)
+
+
+_TALLIES: weakref.WeakKeyDictionary[Any, Tally] = weakref.WeakKeyDictionary()
+
+
+def replay_outcome(crawler: Any) -> dict[str, Any]:
+    """The result fields of a replayed crawl (empty for a crawl without replay)."""
+    tally = _TALLIES.get(crawler)
+    if tally is None:
+        return {}
+    return {"replay_hits": tally.hits, "replay_misses": tally.misses, "replay_missed_urls": tuple(tally.missed_urls)}
+
+
+def offline_public_suffixes() -> None:
+    """Make CookiesMiddleware's public-suffix check use tldextract's bundled list, not a download (once per process).
+
+    Scrapy's module-level ``TLDExtract`` fetches publicsuffix.org on the first cookie with a
+    Domain attribute; a replayed crawl reaches no network, so it reads the snapshot tldextract ships.
+    """
+    try:
+        from scrapy.downloadermiddlewares import cookies
+        from tldextract import TLDExtract
+    except ImportError:  # pragma: no cover - both ship with Scrapy 2.19
+        return
+    current = getattr(cookies, "_split_domain", None)
+    if isinstance(current, TLDExtract) and current.suffix_list_urls:
+        cookies._split_domain = TLDExtract(suffix_list_urls=(), include_psl_private_domains=True)
+
+
+class ReplayDownloadHandler(HTTP11DownloadHandler):
+    """Downloads every http(s) request from the replay site (CRAWLMEM_REPLAY_URL) and counts hits and misses."""
+
+    def __init__(self, crawler: Any) -> None:
+        base = crawler.settings.get("CRAWLMEM_REPLAY_URL")
+        if not base:
+            raise NotConfigured("ReplayDownloadHandler needs CRAWLMEM_REPLAY_URL")
+        super().__init__(crawler)
+        self._base = str(base).rstrip("/")
+        self._stats = crawler.stats
+        self._tally = _TALLIES.setdefault(crawler, Tally())
+        offline_public_suffixes()
+
+
+    async def download_request(self, request: Request) -> Response:
+        """Fetch ``request`` from the replay site; the response carries the original URL."""
+        meta = {k: v for k, v in request.meta.items() if k != "proxy"}  # the replay site is local: no proxy
+        local = request.replace(url=f"{self._base}/{request.url}", meta=meta)
+        try:
+            response = await super().download_request(local)
+        finally:
+            latency = local.meta.get("download_latency")
+            if latency is not None:
+                request.meta["download_latency"] = latency
+        hit = response.headers.pop(MARKER_HEADER, None) == [b"hit"]
+        self._tally.count(request.url, hit)
+        self._stats.inc_value(STATS_HITS if hit else STATS_MISSES)
+        return response.replace(url=request.url)
+
+
+def original_host(url: str) -> tuple[int, str]:
+    """Return the copy number of ``url``'s host and the host it copies (copy 0: the host itself)."""
+    host = urlsplit(url).hostname or ""
+    prefix, dot, rest = host.partition(".")
+    if dot and prefix.startswith(COPY_PREFIX) and prefix[len(COPY_PREFIX):].isdigit():
+        return int(prefix[len(COPY_PREFIX):]), rest
+    return 0, host
+
+
+class ReplayCopiesMiddleware(BaseSpiderMiddleware):
+    """Serves the recording as CRAWLMEM_REPLAY_COPIES copies: each start request also goes to ``crawlmem-copyK.<host>``.
+
+    Copy K's pages link to copy K (the replay site rewrites absolute links), so the dupefilter
+    sees distinct URLs; every copy shares its original host's download slot, so concurrency
+    per domain is the original's. Also refuses a crawl whose http(s) handler is not the replay one.
+    """
+
+    def __init__(self, crawler: Any) -> None:
+        super().__init__(crawler)
+        if not crawler.settings.get("CRAWLMEM_REPLAY_URL"):
+            raise NotConfigured
+        handlers = crawler.settings.getdict("DOWNLOAD_HANDLERS")
+        for scheme in ("http", "https"):
+            if handlers.get(scheme) not in (HANDLER_PATH, ReplayDownloadHandler):
+                raise RuntimeError(
+                    f"replay: DOWNLOAD_HANDLERS[{scheme!r}] is {handlers.get(scheme)!r} (the spider's custom_settings?),"
+                    " not the replay handler: refusing to crawl the network"
+                )
+        self.copies = crawler.settings.getint("CRAWLMEM_REPLAY_COPIES", 1)
+
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """Yield each start request, then its copies 1..N-1."""
+        async for item in start:
+            yield item
+            if isinstance(item, Request) and item.url.startswith(("http://", "https://")):
+                for copy in range(1, self.copies):
+                    host = urlsplit(item.url).hostname or ""
+                    yield item.replace(url=copy_url(item.url, copy), meta={**item.meta, "download_slot": host})
+
+    def get_processed_request(self, request: Request, response: Response | None) -> Request | None:
+        """A request to copy K shares the download slot of the host it copies."""
+        copy, host = original_host(request.url)
+        if copy and "download_slot" not in request.meta:
+            request.meta["download_slot"] = host
+        return request

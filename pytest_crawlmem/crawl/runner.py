@@ -1,0 +1,332 @@
+"""Runs one Scrapy crawl in this process with the measuring extension and builds its CrawlResult.
+
+Free of pytest: the caller passes ``wait``, which blocks until a Deferred fires
+(``pytest_twisted.blockon`` under pytest). Runs in the crawl process, on the main thread.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..core.assemble import (
+    RunFacts,
+    assemble,
+    judge,
+    leak_evidence,
+    media_failure_body_bytes,
+    scheduled_per_response,
+    status_counts,
+)
+from ..core.distribution import Histogram
+from ..core.dropped import suggest_maxsize
+from ..core.models import (
+    CrawlResult,
+    LatencyDistribution,
+    RetentionPath,
+    SizeDistribution,
+)
+from ..core.replay import ReplayTarget, replay_settings
+from . import probes
+from .amplification import SPIDER_MIDDLEWARE_ORDER, SPIDER_MIDDLEWARE_PATH
+from .browser import is_playwright_crawl, launch_options
+from .extension import CrawlMemExtension
+from .logcapture import spilled_log_capture
+from .middleware import (
+    COUNTING_HTTPCOMPRESSION_PATH,
+    DOWNLOADER_MIDDLEWARE_ORDER,
+    DOWNLOADER_MIDDLEWARE_PATH,
+    HTTPCOMPRESSION_PATH,
+)
+from .replay_scrapy import replay_outcome
+from .retention import retention_path
+
+EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
+
+#: Settings every test crawl starts from, below the project's and the test's own.
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "LOG_LEVEL": "INFO",
+    "ROBOTSTXT_OBEY": False,
+    "COOKIES_ENABLED": False,
+    "CRAWLMEM_LOG_INTERVAL_SECONDS": 0,  # no status lines in tests, unless the project or the test sets it
+}
+#: Settings a test crawl cannot turn back on: they would measure or kill the wrong thing.
+FORCED_SETTINGS: dict[str, Any] = {
+    "MEMUSAGE_ENABLED": False,  # reads ru_maxrss, the peak of the whole pytest process
+    "TELNETCONSOLE_ENABLED": False,
+    "REMOTE_CONTROL_ENABLED": False,
+}
+#: The priority of what the measurement needs: above Scrapy's "cmdline" (40), so neither the
+#: test's settings nor a spider's custom_settings or update_settings() can switch it off.
+MEASURING_PRIORITY = 50
+#: The component settings the plugin adds entries to (never replaces).
+COMPONENT_SETTINGS = ("EXTENSIONS", "DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES")
+
+
+@dataclass(frozen=True)
+class CrawlOptions:
+    """How to measure one crawl."""
+
+    report_dir: Path | None = None
+    interval_seconds: float = 0.1
+    tracemalloc_frames: int = 0
+    checkpoints: bool = True
+    leak_per_response: int | None = None
+    kill_at_bytes: int | None = None
+    timeout_seconds: float | None = None
+    project_settings: str | None = None  # the Scrapy project's settings module the crawl starts from
+    replay: ReplayTarget | None = None  # a running replay site: the crawl downloads from it
+    snapshot_at_bytes: int | None = None  # RSS at which the danger snapshot is taken (danger.json)
+    base_settings: Mapping[str, Any] = field(default_factory=dict)  # under the project's and the test's (crawl_cluster)
+    extensions: Mapping[str, int] = field(default_factory=dict)  # more of the plugin's extensions (crawl_cluster)
+
+
+def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> Any:
+    """The settings a measured crawl starts from, as ``scrapy crawl -s NAME=VALUE`` builds them.
+
+    Scrapy's defaults < the plugin's defaults < the project's settings module < the test's
+    ``settings`` (at Scrapy's "cmdline" priority, like ``-s``) < what the measurement needs.
+    The spider's ``custom_settings`` and ``update_settings()`` come in between when the
+    crawler is created; :func:`add_measuring_components` then adds the plugin's components.
+    """
+    from scrapy.settings import Settings
+
+    settings = Settings()
+    settings.setdict({**DEFAULT_SETTINGS, **options.base_settings}, priority="default")
+    if options.project_settings:
+        settings.setmodule(options.project_settings, priority="project")
+    settings.setdict(dict(user_settings or {}), priority="cmdline")
+    settings.setdict({**FORCED_SETTINGS, **measuring_settings(options)}, priority=MEASURING_PRIORITY)
+    return settings
+
+
+def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
+    """The ``CRAWLMEM_*`` settings of a measured crawl."""
+    return {
+        "CRAWLMEM_ENABLED": True,
+        "CRAWLMEM_INTERVAL_SECONDS": options.interval_seconds,
+        "CRAWLMEM_TRACEMALLOC_FRAMES": options.tracemalloc_frames,
+        "CRAWLMEM_CHECKPOINTS": options.checkpoints,
+        "CRAWLMEM_LEAK_PER_RESPONSE": options.leak_per_response,  # None: the default (defaults.py)
+        "CRAWLMEM_JSONL": str(options.report_dir / "samples.jsonl") if options.report_dir else None,
+        "CRAWLMEM_KILL_AT_BYTES": options.kill_at_bytes or 0,
+        "CRAWLMEM_TIMEOUT_SECONDS": options.timeout_seconds or 0.0,
+        "CRAWLMEM_MEDIA_FAILURES": True,
+        "CRAWLMEM_GC_FREEZE": True,  # checkpoints walk the crawl's objects only (production leaves it off)
+        "CRAWLMEM_SNAPSHOT_AT_BYTES": options.snapshot_at_bytes or 0,
+    }
+
+
+def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
+    """Add the plugin's extension and counters to a crawler's settings, after the spider's own.
+
+    Scrapy replaces a dict setting set at a higher priority wholesale, so the plugin's entries
+    are merged into whatever EXTENSIONS / DOWNLOADER_MIDDLEWARES the crawl ended up with: the
+    user's components run exactly as declared, plus the plugin's. The merged dict is set at
+    MEASURING_PRIORITY, so ``CrawlerRunner.crawl()``, which merges the runner's settings into
+    the crawler again, cannot put the dict without the plugin's entries back.
+    """
+    base = settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")
+    ours = {
+        "EXTENSIONS": {EXTENSION_PATH: 0, **options.extensions},
+        "DOWNLOADER_MIDDLEWARES": counting_middlewares(settings.getdict("DOWNLOADER_MIDDLEWARES"), base),
+        "SPIDER_MIDDLEWARES": {SPIDER_MIDDLEWARE_PATH: SPIDER_MIDDLEWARE_ORDER},  # parse amplification
+    }
+    for name in COMPONENT_SETTINGS:
+        settings.set(name, {**settings.getdict(name), **ours[name]}, priority=MEASURING_PRIORITY)
+    if is_playwright_crawl({"DOWNLOAD_HANDLERS": settings.getdict("DOWNLOAD_HANDLERS")}):
+        # the installed Chromium with CI-safe flags; never a browser download
+        options_now = settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
+        settings.set("PLAYWRIGHT_LAUNCH_OPTIONS", launch_options(options_now), priority=MEASURING_PRIORITY)
+    if options.replay is not None:  # the replay handler and copies middleware, over the spider's own components
+        for name, value in replay_settings(settings, options.replay).items():
+            settings.set(name, value, priority=MEASURING_PRIORITY)
+    if options.timeout_seconds:  # a response that never completes must not outlive the budget
+        timeout = min(settings.getfloat("DOWNLOAD_TIMEOUT", 180), options.timeout_seconds)
+        settings.set("DOWNLOAD_TIMEOUT", timeout, priority=MEASURING_PRIORITY)
+
+
+def counting_middlewares(user_middlewares: Mapping[str, Any] | None, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The user's DOWNLOADER_MIDDLEWARES plus the plugin's counters of dropped data.
+
+    Scrapy's HttpCompressionMiddleware is swapped for its counting subclass at the same
+    order, unless the user configured it (disabled it, moved it or replaced it) or the
+    crawl's DOWNLOADER_MIDDLEWARES_BASE (``base``, Scrapy's by default) does not have it.
+    """
+    if base is None:
+        from scrapy.settings.default_settings import DOWNLOADER_MIDDLEWARES_BASE
+
+        base = DOWNLOADER_MIDDLEWARES_BASE
+    middlewares = dict(user_middlewares or {})
+    middlewares.setdefault(DOWNLOADER_MIDDLEWARE_PATH, DOWNLOADER_MIDDLEWARE_ORDER)
+    configured = HTTPCOMPRESSION_PATH in middlewares or COUNTING_HTTPCOMPRESSION_PATH in middlewares
+    if not configured and base.get(HTTPCOMPRESSION_PATH) is not None:
+        middlewares[HTTPCOMPRESSION_PATH] = None
+        middlewares[COUNTING_HTTPCOMPRESSION_PATH] = base[HTTPCOMPRESSION_PATH]
+    return middlewares
+
+
+def run_crawl(
+    spider_cls: type,
+    *,
+    wait: Callable[[Any], Any],
+    start_urls: list[str] | None = None,
+    settings: Mapping[str, Any] | None = None,
+    spider_kwargs: Mapping[str, Any] | None = None,
+    options: CrawlOptions = CrawlOptions(),
+) -> CrawlResult:
+    """Run ``spider_cls`` to the end with the measuring extension; return what it measured."""
+    from scrapy.crawler import CrawlerRunner
+
+    if options.report_dir is not None:
+        options.report_dir.mkdir(parents=True, exist_ok=True)
+        (options.report_dir / "samples.jsonl").unlink(missing_ok=True)
+    kwargs = dict(spider_kwargs or {})
+    if start_urls is not None:
+        kwargs["start_urls"] = list(start_urls)
+    runner = CrawlerRunner(crawl_settings(settings, options))
+    crawler = runner.create_crawler(spider_cls)  # the spider's custom_settings / update_settings() are in now
+    add_measuring_components(crawler.settings, options)
+    started = time.monotonic()
+    with spilled_log_capture():
+        wait(runner.crawl(crawler, **kwargs))
+    duration = time.monotonic() - started
+    del runner
+    held = [crawler]
+    del crawler  # collect_result must hold the only reference, so it can let go of the crawl before counting what is alive
+    return collect_result(held.pop(), spider_cls, duration, options)
+
+
+def collect_result(crawler: Any, spider_cls: type, duration: float, options: CrawlOptions) -> CrawlResult:
+    """Build the CrawlResult of a finished crawl, then let go of the crawler (crawl process)."""
+    ext = _find_extension(crawler)
+    stats = plain_stats(crawler.stats.get_stats())
+    max_active_size = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE")
+    replayed = replay_outcome(crawler)
+    ext.crawler = None
+    del crawler
+    gc.collect()
+    result = _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+    return replace(result, **replayed) if replayed else result
+
+
+def plain_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """Scrapy's stats with every non-scalar value replaced by its (short) repr.
+
+    A stats value can be anything a middleware put there, including requests: keeping
+    it would keep the crawl alive after it ended.
+    """
+    scalars = (int, float, str, bool, type(None))
+    return {k: v if isinstance(v, scalars) else repr(v)[:200] for k, v in stats.items()}
+
+
+def find_retention(since: probes.Epoch, limit: int = 3, time_budget_seconds: float = 1.0) -> tuple[RetentionPath, ...]:
+    """For the crawl's Scrapy objects still alive after it, what keeps one of each class alive.
+
+    The newest object is tried first (usually held directly: a list a callback appends
+    to), then the oldest, each with half the time budget.
+    """
+    found = []
+    for class_name, count, candidates in probes.live_object_samples(since, limit):
+        path = None
+        while candidates and path is None:
+            path = retention_path(candidates.pop(0), time_budget_seconds=time_budget_seconds / 2, ignore=[candidates])
+        found.append(RetentionPath(class_name, count, path))
+        del candidates
+    return tuple(found)
+
+
+def _find_extension(crawler: Any) -> CrawlMemExtension:
+    for middleware in crawler.extensions.middlewares:
+        if isinstance(middleware, CrawlMemExtension):
+            return middleware
+    raise RuntimeError("the crawlmem extension did not start: check EXTENSIONS and CRAWLMEM_ENABLED")
+
+
+def size_distribution(sizes: Histogram) -> SizeDistribution:
+    """Count, p50, p95, p99 and max of response body sizes (bytes)."""
+    return SizeDistribution(sizes.count, sizes.percentile(50), sizes.percentile(95), sizes.percentile(99),
+                            sizes.max_value if sizes.count else None, sizes.total)
+
+
+def latency_distribution(latency_us: Histogram) -> LatencyDistribution:
+    """Count, p50, p95, p99 and max of download latency (seconds, from microseconds)."""
+    def seconds(value: int | None) -> float | None:
+        return None if value is None else value / 1_000_000
+
+    return LatencyDistribution(latency_us.count, seconds(latency_us.percentile(50)), seconds(latency_us.percentile(95)),
+                               seconds(latency_us.percentile(99)), seconds(latency_us.max_value if latency_us.count else None))
+
+
+def _build_result(
+    spider_cls: type,
+    ext: CrawlMemExtension,
+    stats: dict[str, Any],
+    duration: float,
+    options: CrawlOptions,
+    max_active_size: int,
+) -> CrawlResult:
+    recording = ext.recording
+    samples, checkpoints = tuple(recording.samples), recording.checkpoints
+    response_sizes = size_distribution(ext.response_sizes)
+    retention = find_retention(ext.epoch)
+    sites = tuple(ext.growth_sites)
+    growth = judge(
+        checkpoints,
+        samples,
+        leak_per_response=options.leak_per_response,
+        evidence=leak_evidence(sites, retention, ext.holders, ext.media),
+        max_active_size=max_active_size,
+        response_sizes=response_sizes,
+        media=ext.media,
+        media_failure_body_bytes=media_failure_body_bytes(ext.ledger.dropped),
+        held_after_close={r.class_name: r.count for r in retention if r.path},
+        min_interval=ext.checkpoint_min_responses,
+        download_excess=recording.timeline.excess_summary(),
+    )
+    facts = RunFacts(
+        spider=getattr(spider_cls, "name", spider_cls.__name__),
+        duration_seconds=duration,
+        finish_reason=ext.finish_reason,
+        start_rss=ext.start_rss,
+        end_rss=ext.end_rss or probes.read_rss_bytes(),  # never 0: rss_growth must not read as -start_rss
+        peak_rss=ext.peak_rss,
+        responses=ext.responses,
+        items_scraped=ext.items,
+        interval_seconds=options.interval_seconds,
+        traced_peak=ext.traced_peak,
+        stopped_because=ext.stopped_because if ext.stopped_because != "pending" else "",
+        errors=tuple(recording.errors),
+        report_dir=options.report_dir,
+    )
+    return assemble(
+        facts,
+        samples,
+        checkpoints,
+        growth,
+        top_growth=sites,
+        status_counts=status_counts(stats),
+        live_refs=probes.live_ref_counts(ext.epoch),
+        retention=retention,
+        holders=ext.holders,
+        stats=stats,
+        dropped=tuple(ext.ledger.dropped),
+        dropped_count=ext.ledger.count,
+        warnsize_warnings=ext.ledger.warnsize_warnings,
+        response_sizes=response_sizes,
+        suggested_maxsize=suggest_maxsize(ext.response_sizes),
+        max_active_size_limit=max_active_size,
+        scheduled_per_response=scheduled_per_response(samples, checkpoints),
+        retries=int(stats.get("retry/count") or 0),
+        retries_max_reached=int(stats.get("retry/max_reached") or 0),
+        download_latency=latency_distribution(ext.latency_us),
+        browser=ext.browser_summary(),
+        media=ext.media,
+        shots=ext.shots.summary(),
+        parse_amplification=ext.amplification.summary(),
+        danger=ext.danger.snapshot if ext.danger else None,
+    )

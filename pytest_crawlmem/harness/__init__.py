@@ -1,0 +1,1 @@
+"""The pytest side: options, budgets at collection, fixtures, child processes, the summary (pytest process)."""

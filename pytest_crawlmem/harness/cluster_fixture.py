@@ -1,0 +1,128 @@
+"""The ``crawl_cluster`` fixture: a scrapy-redis crawl on several measured workers (pytest process)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from ..core.cluster import ClusterError, ClusterResult, check_cluster, check_worker, parse_kill
+from ..core.models import CrawlResult, Growth, Peaks
+from ..core.protocols import ClusterFunction
+from ..core.stops import INTERRUPTED_MESSAGE
+from ..crawl.runner import CrawlOptions
+from ..reports.cluster_report import write_cluster_report
+from ..reports.report import write_reports
+from .cluster_run import ClusterOptions, run_cluster
+from .fixtures import _fail_if_nothing_measured, _fail_if_site_died, _interrupt_crawls, _project_settings
+from .interrupts import graceful_sigint
+from .redisserver import RedisStartError
+from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlRecord
+
+
+def cluster_summary(result: ClusterResult) -> CrawlResult:
+    """The cluster as one crawl, for the summary row, --junitxml and baselines: summed peaks, the cluster verdict."""
+    workers = result.workers
+    return CrawlResult(
+        spider=f"{result.spider} x{len(workers)}",
+        samples=(),
+        start_rss=sum(w.start_rss for w in workers),
+        end_rss=sum(w.end_rss for w in workers),
+        peak_rss=result.cluster_rss,
+        traced_peak=None,
+        responses=result.responses,
+        items_scraped=result.items_scraped,
+        duration_seconds=result.duration_seconds,
+        finish_reason="cluster",
+        peaks=Peaks(max_scheduled=result.max_queue, max_inflight=max((w.max_inflight for w in workers), default=0)),
+        growth=Growth(result.verdict, result.reason),
+        errors=result.errors,
+        report_dir=result.report_dir,
+    )
+
+
+@pytest.fixture
+def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
+    """Run a spider on ``workers`` scrapy-redis workers sharing a private Redis; return a :class:`ClusterResult`.
+
+    Each worker is an isolated child measured like ``crawl(isolate=True)``; the ``crawl_memory``
+    budgets apply per worker, ``lost``, ``redis_memory``, ``cluster_rss`` (and ``max_scheduled``,
+    read from the shared queue) to the cluster, when the test ends.
+    """
+    item = request.node
+    session = request.config.stash[SESSION_KEY]
+    budgets = item.stash.get(BUDGETS_KEY, None)
+    records = item.stash.setdefault(RECORDS_KEY, [])
+
+    def run(
+        spider_cls: type,
+        *,
+        workers: int = 3,
+        start_urls: list[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        kill: Mapping[str, Any] | None = None,
+        project_settings: bool | str | None = None,
+        **spider_kwargs: Any,
+    ) -> ClusterResult:
+        if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+            raise ClusterError(f"invalid workers {workers!r} in crawl_cluster() of {item.nodeid}: expected a count >= 1")
+        plan = parse_kill(kill, workers, source=f"crawl_cluster(kill=...) of {item.nodeid}")
+        report_dir = session.report_dir_for(item.nodeid, len(records) + 1)
+        options = ClusterOptions(
+            workers=workers,
+            worker_options=CrawlOptions(
+                interval_seconds=session.settings.interval_seconds,
+                tracemalloc_frames=max(session.settings.tracemalloc_frames, 1 if budgets and budgets.traced_peak else 0),
+                leak_per_response=budgets.leak_per_response if budgets else None,
+                kill_at_bytes=budgets.kill_at if budgets else None,
+                timeout_seconds=budgets.timeout if budgets else None,
+                project_settings=_project_settings(item, session, project_settings),
+            ),
+            report_dir=report_dir,
+            kill=plan,
+            timeout_seconds=budgets.timeout if budgets else None,
+        )
+        with graceful_sigint(_interrupt_crawls) as interrupt:
+            try:
+                result = run_cluster(spider_cls, start_urls=start_urls, settings=settings,
+                                     spider_kwargs=spider_kwargs, options=options)
+            except RedisStartError as exc:
+                pytest.fail(f"crawl_cluster could not start its Redis: {exc}", pytrace=False)
+        _record_cluster(item.nodeid, result, budgets, records)
+        if interrupt.interrupted:
+            raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
+        summary = cluster_summary(result)
+        _fail_if_site_died(request, summary)
+        _fail_if_nothing_measured(summary, budgets, session)
+        _fail_if_a_worker_failed(result)
+        return result
+
+    return run
+
+
+def _fail_if_a_worker_failed(result: ClusterResult) -> None:
+    """A worker that crashed, a planned failure that never happened, a cluster stopped at its deadline: fail saying so."""
+    problems = []
+    for end in result.ends:
+        if end.how == "crashed":
+            tail = [line for line in result.workers[end.worker].errors[-6:] if line]
+            problems.append(f"worker {end.worker} of the cluster crashed ({end.detail})" + "".join(f"\n{t}" for t in tail))
+    problems += result.errors
+    if problems:
+        pytest.fail("\n".join(problems) + f"\nreport: {result.report_dir}", pytrace=False)
+
+
+def _record_cluster(nodeid: str, result: ClusterResult, budgets: Any, records: list[CrawlRecord]) -> None:
+    """Check budgets, write the worker and cluster reports, keep a summary row for the cluster and one per worker."""
+    cluster_violations = check_cluster(budgets, result) if budgets is not None else []
+    records.append(CrawlRecord(f"{nodeid} [cluster]", cluster_summary(result), budgets, cluster_violations))
+    for index, worker in enumerate(result.workers):
+        violations = check_worker(budgets, index, worker) if budgets is not None else []
+        test_id = f"{nodeid} [worker {index}]"
+        if worker.report_dir is not None:
+            write_reports(worker.report_dir, worker, test_id=test_id, budgets=budgets, violations=violations)
+        records.append(CrawlRecord(test_id, worker, budgets, violations))
+    if result.report_dir is not None:
+        every = cluster_violations + [v for r in records[-len(result.workers):] for v in r.violations]
+        write_cluster_report(result.report_dir, result, test_id=nodeid, budgets=budgets, violations=every)

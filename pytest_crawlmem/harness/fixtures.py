@@ -1,0 +1,300 @@
+"""The ``fixture_site`` and ``crawl`` fixtures (pytest process)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..core import stops
+from ..core.budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold
+from ..core.models import CrawlResult
+from ..core.protocols import BrowserJobFunction, CrawlFunction
+from ..core.replay import ReplayError, ReplayTarget, check_copies, check_outcome, check_start_urls, parse_knobs
+from ..core.stops import INTERRUPTED_MESSAGE
+from ..crawl.browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
+from ..crawl.extension import interrupt_running_crawls
+from ..crawl.runner import CrawlOptions, run_crawl
+from ..reports.report import write_reports
+from .interrupts import graceful_sigint
+from .isolated import interrupt_children, run_isolated, spec_for
+from .project import ProjectError, find_project, import_settings_module
+from .replay_site import running_replay
+from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
+from .site import RunningSite, SiteStartError, start_site
+
+#: Set on the test item by ``crawl_sweep`` while its variants run (a variant that measured nothing loses, not fails).
+SWEEPING_KEY = pytest.StashKey[bool]()
+
+
+@pytest.fixture(scope="session")
+def fixture_site() -> Iterator[RunningSite]:
+    """The local fixture web site, in its own process for the whole session (one per xdist worker)."""
+    try:
+        site = start_site()
+    except SiteStartError as exc:
+        pytest.fail(f"the fixture site did not start: {exc}", pytrace=False)
+    try:
+        yield site
+    finally:
+        site.close()
+
+
+def _blockon() -> Any:
+    try:
+        import pytest_twisted
+    except ImportError as exc:  # pragma: no cover - a declared dependency
+        raise pytest.UsageError("pytest-crawlmem needs pytest-twisted to run crawls") from exc
+    return pytest_twisted.blockon
+
+
+def _refuse_reactor_greenlet() -> None:
+    """Fail clearly when ``crawl()`` is called where it cannot wait (an async test, a reactor callback)."""
+    import greenlet
+    import pytest_twisted
+
+    # pytest-twisted has no public way to get the reactor's greenlet; getattr() keeps this a no-op if it moves.
+    if greenlet.getcurrent() is getattr(pytest_twisted._instances, "gr_twisted", None):
+        raise RuntimeError("crawl() blocks until the crawl ends: call it from a plain `def` test, not an async test")
+
+
+def _fail_if_site_died(request: pytest.FixtureRequest, result: CrawlResult) -> None:
+    """A crawl against a fixture site that died part-way is a failure, not a short crawl."""
+    if "fixture_site" not in request.fixturenames:
+        return
+    site: RunningSite = request.getfixturevalue("fixture_site")
+    code = site.process.poll()
+    if code is not None:
+        tail = site.stderr_tail().strip().splitlines()[-5:]
+        pytest.fail(
+            f"the fixture site (pid {site.pid}) died during the crawl with exit code {code}; the crawl got"
+            f" {result.responses:,} responses before the end; report: {result.report_dir}"
+            + ("\n" + "\n".join(tail) if tail else ""),
+            pytrace=False,
+        )
+
+
+def _fail_if_every_callback_raised(result: CrawlResult) -> None:
+    """A crawl whose every callback raised measured nothing worth a verdict: say so."""
+    raised = int(result.stats.get("spider_exceptions/count", 0) or 0)
+    if result.responses and raised >= result.responses:
+        prefix = "spider_exceptions/"
+        kinds = sorted(k[len(prefix):] for k in result.stats if k.startswith(prefix) and k != prefix + "count")
+        pytest.fail(
+            f"every callback raised: {raised:,} exceptions ({', '.join(kinds)}) for {result.responses:,} responses,"
+            f" so the crawl scraped {result.items_scraped:,} items and its memory figures describe a broken spider;"
+            f" report: {result.report_dir}",
+            pytrace=False,
+        )
+
+
+def _project_settings(item: pytest.Item, session: CrawlMemSession, wanted: bool | str | None) -> str | None:
+    """The settings module the crawl starts from: ``wanted`` (a module, or False for none), else the project's.
+
+    The project is the one ``scrapy crawl`` would use from the test file's directory, then from the
+    working directory (``SCRAPY_SETTINGS_MODULE`` first); the ``crawlmem_project_settings`` ini
+    value (or ``--crawlmem-project-settings``) turns the lookup off or names a module.
+    """
+    choice = session.settings.project_settings if wanted is None or wanted is True else wanted
+    if choice is False or choice in ("false", "off", "no", "0", ""):
+        return None
+    try:
+        if isinstance(choice, str) and choice not in ("true", "on", "yes", "1", "auto"):
+            project = find_project((), {"SCRAPY_SETTINGS_MODULE": choice})
+        else:
+            project = find_project((Path(str(item.path)).parent, Path.cwd()))
+        if project is None:
+            return None
+        import_settings_module(project)
+    except ProjectError as exc:
+        problem = f"{exc} (to crawl without the project's settings: crawl(..., project_settings=False))"
+    else:
+        return project.settings_module
+    pytest.fail(problem, pytrace=False)
+
+
+def _fail_if_nothing_measured(
+    result: CrawlResult, budgets: Budgets | None, session: CrawlMemSession, variant: CrawlRecord | None = None
+) -> None:
+    """A crawl that got no response measured nothing: fail now, unless min_responses allows it.
+
+    A ``crawl_sweep`` variant (its ``variant`` record given) does not fail the test here: the violation joins
+    its record, so it is a losing row of the sweep, and the test fails when no variant kept the budgets.
+    """
+    minimum = budgets.min_responses if budgets is not None else session.settings.budget_defaults.get("min_responses")
+    violation = nothing_measured(minimum if isinstance(minimum, int) else None, result)
+    if violation is None:
+        return
+    if variant is None:
+        pytest.fail(f"{violation.message}; report: {result.report_dir}", pytrace=False)
+    if all(v.budget != violation.budget for v in variant.violations):
+        variant.violations.append(violation)
+
+
+def _warn_if_only_errors(item: pytest.Item, result: CrawlResult, session: CrawlMemSession) -> None:
+    """Every response was an HTTP error: warn, and say so in the summary."""
+    message = only_errors(result)
+    if message is not None:
+        item.warn(CrawlMemWarning(message))
+        session.notes.append(f"{item.nodeid}: {message}")
+
+
+@contextlib.contextmanager
+def _replaying(
+    replay: str | Path | None, copies: int, knobs: tuple[Any, Any, Any], spider_cls: type, start_urls: list[str] | None
+) -> Iterator[ReplayTarget | None]:
+    """Serve the recording ``replay`` while the crawl runs (nothing without one); a bad recording fails the test."""
+    if replay is None:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            parsed = parse_knobs(*knobs)
+            target = stack.enter_context(running_replay(replay, copies=check_copies(copies), knobs=parsed))
+            starts = start_urls if start_urls is not None else getattr(spider_cls, "start_urls", None)
+            check_start_urls(target, starts if isinstance(starts, (list, tuple)) else None)
+        except ReplayError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        yield target
+
+
+def _fail_if_replay_found_nothing(target: ReplayTarget | None, result: CrawlResult) -> None:
+    """A replayed crawl that found none of its URLs in the recording measured 404 pages: say which."""
+    if target is None:
+        return
+    try:
+        check_outcome(target, result.replay_hits, result.replay_misses, result.replay_missed_urls)
+    except ReplayError as exc:
+        pytest.fail(f"{exc}; report: {result.report_dir}", pytrace=False)
+
+
+def _interrupt_crawls() -> None:
+    """First Ctrl-C during a crawl: close it (in-process or isolated) so its report is written."""
+    interrupt_running_crawls()
+    interrupt_children()
+
+
+def _fail_if_pages_left_open(result: CrawlResult) -> None:
+    """Pages handed to callbacks and never closed hang a scrapy-playwright crawl: fail saying so."""
+    left = result.browser.unclosed_pages if result.browser else 0
+    if result.finish_reason == stops.UNCLOSED_PAGES or left:
+        reason = result.stopped_because or (
+            f"{left:,} pages handed to callbacks (playwright_include_page=True) were still open when the spider closed"
+        )
+        pytest.fail(f"{reason}; report: {result.report_dir}", pytrace=False)
+
+
+@pytest.fixture
+def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
+    """Run a spider to the end, measured; return its :class:`CrawlResult`.
+
+    Budgets of the test's ``crawl_memory`` marker are checked when the test ends, so the
+    test can still assert on the result.
+    """
+    item = request.node
+    session = request.config.stash[SESSION_KEY]
+    budgets = item.stash.get(BUDGETS_KEY, None)
+    records = item.stash.setdefault(RECORDS_KEY, [])
+    wait = _blockon()
+
+    def run(
+        spider_cls: type,
+        *,
+        start_urls: list[str] | None = None,
+        settings: Mapping[str, Any] | None = None,
+        isolate: bool = False,
+        project_settings: bool | str | None = None,
+        replay: str | Path | None = None,
+        replay_copies: int = 1,
+        replay_latency: float | str | None = None,
+        replay_drip: int | str | None = None,
+        replay_inflate: float | None = None,
+        **spider_kwargs: Any,
+    ) -> CrawlResult:
+        _refuse_reactor_greenlet()
+        project = _project_settings(item, session, project_settings)
+        frames = session.settings.tracemalloc_frames
+        if budgets is not None and budgets.traced_peak is not None:
+            frames = max(frames, 1)
+        options = CrawlOptions(
+            report_dir=session.report_dir_for(item.nodeid, len(records) + 1),
+            interval_seconds=session.settings.interval_seconds,
+            tracemalloc_frames=frames,
+            leak_per_response=budgets.leak_per_response if budgets else None,
+            kill_at_bytes=budgets.kill_at if budgets else None,
+            timeout_seconds=budgets.timeout if budgets else None,
+            project_settings=project,
+            snapshot_at_bytes=snapshot_threshold(budgets) if budgets else None,
+        )
+        knobs = (replay_latency, replay_drip, replay_inflate)
+        with _replaying(replay, replay_copies, knobs, spider_cls, start_urls) as target, \
+                graceful_sigint(_interrupt_crawls) as interrupt:
+            options = replace(options, replay=target)
+            if isolate or session.settings.isolate:
+                spec = spec_for(spider_cls, start_urls=start_urls, settings=settings, spider_kwargs=spider_kwargs,
+                                options=options)
+                result = run_isolated(spec)
+            else:
+                result = run_crawl(
+                    spider_cls, wait=wait, start_urls=start_urls, settings=settings,
+                    spider_kwargs=spider_kwargs, options=options,
+                )
+        _record(item, result, budgets, records)
+        if interrupt.interrupted:  # the report is written: now stop the session as Ctrl-C asked
+            raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
+        _fail_if_site_died(request, result)
+        _fail_if_replay_found_nothing(target, result)
+        _fail_if_nothing_measured(result, budgets, session, records[-1] if item.stash.get(SWEEPING_KEY, False) else None)
+        _fail_if_every_callback_raised(result)
+        _warn_if_only_errors(item, result, session)
+        if budgets is None:  # with a marker, the budget check reports it
+            _fail_if_pages_left_open(result)
+        return result
+
+    return run
+
+
+@pytest.fixture
+def browser_job(request: pytest.FixtureRequest) -> BrowserJobFunction:
+    """Run an async Playwright function ``func(job)`` on the installed Chromium, measured like a crawl.
+
+    ``job.browser`` is the launched browser, ``job.page_done()`` counts pages, ``await
+    job.checkpoint()`` after each batch lets growth per page be judged, ``job.url(path)`` is a
+    fixture-site URL. The test's ``crawl_memory`` budgets apply when the test ends.
+    """
+    item = request.node
+    session = request.config.stash[SESSION_KEY]
+    budgets = item.stash.get(BUDGETS_KEY, None)
+    records = item.stash.setdefault(RECORDS_KEY, [])
+    base_url = request.getfixturevalue("fixture_site").base_url if "fixture_site" in request.fixturenames else None
+
+    def run(func: Callable[[BrowserJob], Awaitable[Any]], *, launch: Mapping[str, Any] | None = None) -> CrawlResult:
+        options = JobOptions(
+            report_dir=session.report_dir_for(item.nodeid, len(records) + 1),
+            interval_seconds=session.settings.interval_seconds,
+            leak_per_response=budgets.leak_per_response if budgets else None,
+            kill_at_bytes=budgets.kill_at if budgets else None,
+            timeout_seconds=budgets.timeout if budgets else None,
+            launch=launch,
+        )
+        try:
+            result = run_browser_job(func, base_url=base_url, options=options)
+        except JobFailed as exc:
+            _record(item, exc.result, budgets, records)
+            raise
+        _record(item, result, budgets, records)
+        return result
+
+    return run
+
+
+def _record(item: pytest.Item, result: CrawlResult, budgets: Any, records: list[CrawlRecord]) -> None:
+    """Check the budgets, write the reports and keep the summary row of one measured run."""
+    violations = check_budgets(budgets, result) if budgets is not None else []
+    if result.report_dir is not None:
+        write_reports(result.report_dir, result, test_id=item.nodeid, budgets=budgets, violations=violations)
+    records.append(CrawlRecord(item.nodeid, result, budgets, violations))

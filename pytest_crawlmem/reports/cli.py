@@ -1,0 +1,182 @@
+"""``crawlmem`` / ``python -m pytest_crawlmem``: render report.html, compare two crawls (any process, no Scrapy)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..core.units import format_size
+from .jsonl import is_number
+from .loading import LoadedReport, LoadError, load_report, write_html
+from .record import record_command
+
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2
+SITES = 10
+LOCATION_WIDTH = 60
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="crawlmem", description="Reports of pytest-crawlmem crawls; recordings to replay.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{report,diff,record}")
+    report = commands.add_parser(
+        "report", help="render report.html from a report dir, a report.json or a bare samples.jsonl",
+        description="Render report.html from a report dir (report.json + samples.jsonl), a report.json, or a bare"
+                    " samples.jsonl (a production crawl's CRAWLMEM_JSONL); written next to it unless -o is given.",
+    )
+    report.add_argument("path", type=Path, help="report dir, report.json or samples.jsonl")
+    report.add_argument("-o", "--output", type=Path, help="where to write the HTML (a file, or a directory for report.html)")
+    diff = commands.add_parser("diff", help="compare two crawls' figures and top growth sites",
+                               description="Compare two crawls (report dirs, report.json or samples.jsonl files).")
+    diff.add_argument("a", type=Path, help="the first crawl (the baseline)")
+    diff.add_argument("b", type=Path, help="the second crawl")
+    record = commands.add_parser(
+        "record", help="record a spider's crawl (run in its Scrapy project) for crawl(replay=...)",
+        description="Run `scrapy crawl SPIDER` with the HTTP cache on, into OUTPUT; print its size per page.",
+    )
+    record.add_argument("spider", help="the spider's name, as `scrapy crawl` takes it")
+    record.add_argument("-o", "--output", type=Path, required=True, help="a new directory for the recording")
+    record.add_argument("--pages", type=int, help="stop after this many responses (CLOSESPIDER_PAGECOUNT)")
+    record.add_argument("--gzip", action="store_true", help="gzip the cache files (HTTPCACHE_GZIP)")
+    record.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="a Scrapy setting, as -s")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (2 for a path that cannot be used)."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "report":
+            return report_command(args.path, args.output)
+        if args.command == "record":
+            return record_command(args.spider, args.output, pages=args.pages, gzip=args.gzip, settings=args.set)
+        return diff_command(args.a, args.b)
+    except LoadError as exc:
+        print(f"crawlmem: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+
+def report_command(path: Path, output: Path | None) -> int:
+    """Render report.html for ``path``; print where it went and any unreadable lines."""
+    report = load_report(path)
+    out = output if output is not None else report.directory / "report.html"
+    if out.is_dir():
+        out = out / "report.html"
+    for problem in report.stream.problems:
+        print(f"crawlmem: warning: {path}: {problem}", file=sys.stderr)
+    try:
+        write_html(report, out)
+    except OSError as exc:
+        raise LoadError(f"{out}: cannot be written ({exc.strerror or exc})") from exc
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+# -- diff ---------------------------------------------------------------------------------
+
+
+def _size_change(a: float, b: float) -> str:
+    change = b - a
+    if change == 0:
+        return "0"
+    percent = f" ({change / a:+.1%})" if a > 0 and b >= 0 else ""
+    return ("+" if change > 0 else "") + format_size(change) + percent
+
+
+def _count_change(a: float, b: float) -> str:
+    return "0" if a == b else f"{b - a:+,.0f}"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:,.1f} s"
+
+
+Row = tuple[str, str, Callable[[float], str], Callable[[float, float], str]]
+ROWS: tuple[Row, ...] = (
+    ("responses", "responses", lambda v: f"{v:,.0f}", _count_change),
+    ("items", "items_scraped", lambda v: f"{v:,.0f}", _count_change),
+    ("duration", "duration_seconds", _seconds, lambda a, b: f"{b - a:+,.1f} s"),
+    ("peak RSS", "peak_rss", format_size, _size_change),
+    ("start RSS", "start_rss", format_size, _size_change),
+    ("end RSS", "end_rss", format_size, _size_change),
+    ("RSS growth", "rss_growth", format_size, _size_change),
+    ("growth/response", "growth.per_response_bytes", format_size, _size_change),
+    ("traced peak", "traced_peak", format_size, _size_change),
+    ("max scheduled", "max_scheduled", lambda v: f"{v:,.0f}", _count_change),
+    ("max in flight", "max_inflight", lambda v: f"{v:,.0f}", _count_change),
+    ("max active size", "max_active_size", format_size, _size_change),
+)
+
+
+def _field(result: Mapping[str, Any], dotted: str) -> Any:
+    value: Any = result
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def figure_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[list[str]]:
+    """The figures of two results side by side, with the change from ``a`` to ``b``."""
+    rows = [["", "A", "B", "change"]]
+    for label, key, fmt, change in ROWS:
+        va, vb = _field(a, key), _field(b, key)
+        cells = [fmt(v) if is_number(v) else "-" for v in (va, vb)]
+        delta = change(va, vb) if is_number(va) and is_number(vb) else ""
+        rows.append([label, *cells, delta])
+    verdicts = [str(_field(r, "growth.verdict") or r.get("verdict") or "-") for r in (a, b)]
+    rows.append(["verdict", *verdicts, "same" if verdicts[0] == verdicts[1] else "changed"])
+    return rows
+
+
+def _short(location: str) -> str:
+    return location if len(location) <= LOCATION_WIDTH else "..." + location[-(LOCATION_WIDTH - 3):]
+
+
+def _site_cell(site: Mapping[str, Any] | None) -> str:
+    if site is None:
+        return "-"
+    per = site.get("bytes_per_response")
+    per_text = f" ({per:,.0f} B/response)" if is_number(per) else ""
+    grown = site.get("size_diff_bytes")
+    return ("+" + format_size(grown) if is_number(grown) else "?") + per_text
+
+
+def site_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[list[str]]:
+    """The top growth sites of both results, matched by location, biggest first."""
+    sites: list[dict[str, Mapping[str, Any]]] = [
+        {str(s.get("location")): s for s in r.get("top_growth") or [] if isinstance(s, Mapping)} for r in (a, b)
+    ]
+
+    def biggest(location: str) -> float:
+        return -max(float(s[location].get("size_diff_bytes") or 0) for s in sites if location in s)
+
+    locations = sorted(set(sites[0]) | set(sites[1]), key=biggest)[:SITES]
+    return [["top growth site", "A", "B"]] + [
+        [_short(loc), _site_cell(sites[0].get(loc)), _site_cell(sites[1].get(loc))] for loc in locations
+    ]
+
+
+def _describe(report: LoadedReport) -> str:
+    test = report.document.get("test") or report.document.get("result", {}).get("spider") or "?"
+    return f"{report.source} ({test})"
+
+
+def diff_command(path_a: Path, path_b: Path) -> int:
+    """Print two crawls' figures, verdicts and top growth sites side by side."""
+    a, b = load_report(path_a), load_report(path_b)
+    result_a, result_b = a.document["result"], b.document["result"]
+    lines = [f"A: {_describe(a)}", f"B: {_describe(b)}", ""]
+    lines += _columns(figure_rows(result_a, result_b))
+    sites = site_rows(result_a, result_b)
+    lines.append("")
+    lines += _columns(sites) if len(sites) > 1 else ["top growth sites: none in either crawl"]
+    print("\n".join(lines))
+    return EXIT_OK

@@ -1,0 +1,110 @@
+"""Regenerates the reference tables in ``docs/*.md`` from the code (any process, no pytest, no Scrapy).
+
+``python -m pytest_crawlmem.docgen [DOCS_DIR]`` rewrites every block between
+``<!-- generated: NAME -->`` and ``<!-- end generated -->``; ``--check`` only reports the
+files whose blocks differ from the code (exit 1), which is what the test suite runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..core.budgets import SPECS
+from ..core.defaults import settings_table
+from ..core.models import CrawlResult, Growth, Peaks
+from ..core.settings import OPTIONS
+from .report import report_document
+
+COMMAND = "python -m pytest_crawlmem.docgen"
+BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
+
+
+#: How the docs say a budget's value is written, by the kind of its row (``budgets.KINDS``); other kinds: "text".
+KIND_WORDS = {"size": "size (`25 MB`, `1.5 GiB`, bytes)", "count": "count", "seconds": "seconds (`30`, `\"2 min\"`)"}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def budgets_table() -> str:
+    """One row per budget of ``budgets.SPECS``: marker keyword, ini key, unit, what it limits."""
+    rows = ["| budget (marker keyword) | ini default key | unit | limits |", "|---|---|---|---|"]
+    option_keys = {o.dest for o in OPTIONS}
+    for name, spec in SPECS.items():
+        if not spec.enforced:
+            continue
+        ini = f"`crawlmem_{name}`" + (" (also an option)" if f"crawlmem_{name}" in option_keys else "")
+        rows.append(f"| `{name}` | {ini} | {KIND_WORDS.get(spec.kind, 'text')} | {_cell(spec.help)} |")
+    return "\n".join(rows)
+
+
+def options_table() -> str:
+    """One row per option of ``settings.OPTIONS``: flag, ini key, default, meaning."""
+    rows = ["| option | ini key | default | meaning |", "|---|---|---|---|"]
+    for option in OPTIONS:
+        flag = f"`{option.flag}`" if option.switch else f"`{option.flag} {option.metavar}`"
+        default = "off" if option.switch else ("-" if option.default is None else f"`{option.default}`")
+        rows.append(f"| {_cell(flag)} | `{option.dest}` | {default} | {_cell(option.help)} |")
+    return "\n".join(rows)
+
+
+def report_keys() -> str:
+    """The keys of report.json and of its ``result``, from what :func:`report.report_document` writes."""
+    result = CrawlResult(spider="s", samples=(), start_rss=0, end_rss=0, peak_rss=0, traced_peak=None, responses=0,
+                         items_scraped=0, duration_seconds=0.0, finish_reason="finished", peaks=Peaks(),
+                         growth=Growth("inconclusive", ""))
+    document = report_document(result, test_id="t", budgets=None, violations=[])
+    top = ", ".join(f"`{key}`" for key in document)
+    figures = ", ".join(f"`{key}`" for key in document["result"])
+    growth = ", ".join(f"`{key}`" for key in document["result"]["growth"])
+    return f"- top level: {top}\n- `result`: {figures}\n- `result.growth`: {growth}"
+
+
+GENERATORS: dict[str, Callable[[], str]] = {"budgets": budgets_table, "options": options_table, "report-keys": report_keys,
+                                             "crawlmem-settings": lambda: settings_table().rstrip("\n")}
+
+
+def render(text: str, *, source: str = "text") -> str:
+    """``text`` with every generated block rewritten from the code; an unknown block name is a ValueError."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in GENERATORS:
+            raise ValueError(f"unknown generated block {name!r} in {source}: known blocks are {', '.join(GENERATORS)}")
+        return f"{match[1]}{GENERATORS[name]()}\n{match[4]}"
+
+    return BLOCK.sub(replace, text)
+
+
+def stale_files(docs: Path) -> list[Path]:
+    """The Markdown files under ``docs`` whose generated blocks differ from the code."""
+    return [path for path in sorted(docs.rglob("*.md")) if render(path.read_text(), source=str(path)) != path.read_text()]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Rewrite (or with ``--check``, verify) the generated tables of the docs."""
+    parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("docs", nargs="?", type=Path, default=Path("docs"), help="the docs directory (default: ./docs)")
+    parser.add_argument("--check", action="store_true", help="only report files that are out of date (exit 1)")
+    args = parser.parse_args(argv)
+    if not args.docs.is_dir():
+        print(f"{COMMAND}: error: {args.docs}: no such directory", file=sys.stderr)
+        return 2
+    stale = stale_files(args.docs)
+    if args.check:
+        for path in stale:
+            print(f"{path}: generated tables differ from the code; run `{COMMAND}` to regenerate them")
+        return 1 if stale else 0
+    for path in stale:
+        path.write_text(render(path.read_text(), source=str(path)))
+        print(f"rewrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,864 @@
+"""Renders one crawl's ``report.html``: a self-contained page (inline SVG and CSS, no script, no network).
+
+Pure: works from ``report.json``'s document and ``samples.jsonl``'s records, in any process.
+Every string that came from a crawl (URLs, paths, source lines, exception text, test ids)
+is escaped; the page also forbids scripts and remote loads in its Content-Security-Policy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from html import escape
+from typing import Any
+
+from ..core.budgets import CAUSES, SPECS
+from ..core.growth import (
+    FIXES,
+    MAX_REQUEST_CREDIT,
+    REQUEST_ALLOWANCE,
+    REQUEST_CREDIT,
+    heap_estimate,
+    intervals,
+    judged_checkpoints,
+    unexplained_refs,
+    warmup_responses,
+)
+from ..core.models import Checkpoint
+from ..core.units import format_size
+from .jsonl import checkpoint_from_json, is_number
+from .svgchart import Budget, Marker, Panel, Series, XAxis, count_tick, render_timeline, seconds_tick
+
+COLORS = {"rss": "#0072b2", "traced": "#cc79a7", "heap": "#009e73", "scheduled": "#e69f00",
+          "inflight": "#56b4e9", "active": "#7b61a8", "pss": "#d55e00", "uss": "#009e73", "pages": "#0072b2",
+          "contexts": "#e69f00"}
+class Safe(str):
+    """Markup built here from escaped parts: inserted as is."""
+
+
+def esc(value: object) -> str:
+    """Escape any value for HTML text or a quoted attribute."""
+    return value if isinstance(value, Safe) else escape(str(value), quote=True)
+
+
+def _number(value: object) -> float | None:
+    return float(value) if is_number(value) else None
+
+
+def size(value: object) -> str:
+    """A size for people, or ``-`` when it was not measured."""
+    number = _number(value)
+    return "-" if number is None else format_size(number)
+
+
+def count(value: object) -> str:
+    """A count with thousands separators, or ``-``."""
+    number = _number(value)
+    return "-" if number is None else f"{number:,.0f}"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, cls: str = "") -> Safe:
+    """An HTML table; cells are escaped unless they are :class:`Safe`."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    thead = f"<thead><tr>{head}</tr></thead>" if any(headers) else ""
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return Safe(f'<table class="{esc(cls)}">{thead}<tbody>{body}</tbody></table>')
+
+
+def section(title: str, body: str, *, note: str = "") -> Safe:
+    """A titled block of the page."""
+    extra = f'<p class="note">{esc(note)}</p>' if note else ""
+    anchor = "-".join(title.lower().split())
+    return Safe(f'<section id="{esc(anchor)}"><h2>{esc(title)}</h2>{extra}{body}</section>')
+
+
+def _badge(text: str, kind: str) -> Safe:
+    return Safe(f'<span class="badge {esc(kind)}">{esc(text)}</span>')
+
+
+# -- the timeline -------------------------------------------------------------------------
+
+
+def _at(records: Sequence[Mapping[str, Any]], x_key: str, y_key: str) -> list[tuple[float, float | None]]:
+    return [(float(r[x_key]), _number(r.get(y_key))) for r in records]
+
+
+def _checkpoint_title(c: Checkpoint) -> str:
+    heap = heap_estimate(c)
+    drained = "drained" if c.drained else "did not drain in time"
+    return (f"checkpoint at {c.responses:,} responses, {c.t_seconds:.1f} s ({drained}): RSS {format_size(c.rss_bytes)},"
+            f" heap {size(heap)}, scheduler {c.scheduled:,}")
+
+
+def _warmup_x(warm: int, samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint], x_key: str) -> float | None:
+    """Where the warm-up of ``warm`` responses ends on the x axis (responses, or the time it was reached)."""
+    if x_key == "responses":
+        return float(warm)
+    times = [float(s["t_seconds"]) for s in samples if s["responses"] >= warm]
+    times += [c.t_seconds for c in checkpoints if c.responses >= warm]
+    return min(times, default=None)
+
+
+def _budgets(budgets: Mapping[str, Any], names: Sequence[str], start_rss: float = 0.0) -> list[Budget]:
+    """The budgets among ``names`` that were set; ``rss_growth`` is drawn at start RSS + budget, labelled with the budget."""
+    found = []
+    for name in names:
+        value = _number(budgets.get(name))
+        if value is None:
+            continue
+        if name == "rss_growth":
+            found.append(Budget(name, value + start_rss, shown=value,
+                                note=f"drawn at the start RSS {format_size(start_rss)} + {format_size(value)}"))
+        else:
+            found.append(Budget(name, value))
+    return found
+
+
+def is_browser_job(result: Mapping[str, Any], samples: Sequence[Mapping[str, Any]]) -> bool:
+    """A ``browser_job`` (pages, no Scrapy engine): a browser summary and no scheduler reading in any sample."""
+    return result.get("unit") == "pages" or (isinstance(result.get("browser"), Mapping) and not result.get("stats") and all(
+        s.get("scheduled") is None for s in samples))
+
+
+def _present(samples: Sequence[Mapping[str, Any]], x_key: str, y_key: str) -> list[tuple[float, float | None]]:
+    """The samples that carry ``y_key`` (read now and then, such as the browser tree's PSS), as one unbroken line."""
+    return [(float(s[x_key]), _number(s.get(y_key))) for s in samples if _number(s.get(y_key)) is not None]
+
+
+def _browser_panels(budgets: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint],
+                    cp_x: Sequence[float], x_key: str) -> list[Panel]:
+    """The browser tree's PSS and USS, and its open pages and contexts."""
+    def at_checkpoints(field: str) -> list[tuple[float, float | None]]:
+        return [(x, _number(getattr(c, field))) for x, c in zip(cp_x, checkpoints, strict=True)
+                if getattr(c, field) is not None]
+    memory = Panel("Browser tree", "bytes", [
+        Series("pss", "PSS, summed over the tree", COLORS["pss"],
+               sorted(_present(samples, x_key, "browser_pss_bytes") + at_checkpoints("browser_pss_bytes"))),
+        Series("uss", "USS at checkpoints (private: what it keeps)", COLORS["uss"], at_checkpoints("browser_uss_bytes"),
+               dots=True),
+    ], _budgets(budgets, ["browser_pss"]), zoom=True)
+    pages = Panel("Open pages", "count", [
+        Series("pages", "pages open", COLORS["pages"], _at(samples, x_key, "open_pages")),
+        Series("contexts", "contexts open", COLORS["contexts"], _at(samples, x_key, "open_contexts")),
+    ], _budgets(budgets, ["max_open_pages"]))
+    return [memory, pages]
+
+
+def _warmup(result: Mapping[str, Any], checkpoints: Sequence[Checkpoint], browser_job: bool) -> int:
+    """Units (responses or pages) before which growth is not judged: growth.warmup_responses, or the browser's rule."""
+    total = checkpoints[-1].responses if checkpoints else int(_number(result.get("responses")) or 0)
+    if not browser_job:
+        return warmup_responses(total)
+    readings = [c for c in checkpoints if c.drained and c.browser_uss_bytes is not None]  # as growth.browser_growth
+    return max(readings[0].responses + 1, readings[-1].responses // 4) if readings else total // 4
+
+
+def timeline(document: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint],
+             x_key: str) -> str:
+    """The stacked timeline (RSS, Python memory, browser, scheduler, in flight, scraper) against ``responses`` or time.
+
+    Panels without data are left out (a browser job has no scheduler); memory panels zoom on their data.
+    """
+    budgets = document.get("budgets") or {}
+    result = document.get("result") or {}
+    browser_job = is_browser_job(result, samples)
+    unit = "pages" if browser_job else "responses"
+    cp_x = [float(c.responses if x_key == "responses" else c.t_seconds) for c in checkpoints]
+    heap = Series("heap", "heap at checkpoints", COLORS["heap"], [(x, _number(heap_estimate(c))) for x, c in
+                  zip(cp_x, checkpoints, strict=True)], dots=True, titles=[_checkpoint_title(c) for c in checkpoints])
+    start_rss = _number(result.get("start_rss")) or 0.0
+    panels = [
+        Panel("RSS", "bytes", [Series("rss", "RSS of this process", COLORS["rss"], _at(samples, x_key, "rss_bytes"))],
+              _budgets(budgets, ["peak_rss", "rss_growth", "kill_at"], start_rss), zoom=True),
+    ]
+    traced = Series("traced", "traced (tracemalloc)", COLORS["traced"], _at(samples, x_key, "traced_bytes"))
+    if (result.get("growth") or {}).get("signal") == "traced":
+        panels.append(Panel("Python memory", "bytes", [traced, heap], _budgets(budgets, ["traced_peak"]), zoom=True))
+    else:  # a traced window (attribution) is far below the heap: its own panel keeps both readable
+        panels += [Panel("Python memory", "bytes", [heap], zoom=True),
+                   Panel("Traced window", "bytes", [traced], _budgets(budgets, ["traced_peak"]), zoom=True)]
+    if isinstance(result.get("browser"), Mapping):
+        panels += _browser_panels(budgets, samples, checkpoints, cp_x, x_key)
+    panels += [
+        Panel("Scheduler", "count", [Series("scheduled", "requests waiting", COLORS["scheduled"],
+                                            _at(samples, x_key, "scheduled"))], _budgets(budgets, ["max_scheduled"])),
+        Panel("In flight", "count", [Series("inflight", "downloads in flight", COLORS["inflight"],
+                                            _at(samples, x_key, "inflight"))], _budgets(budgets, ["max_inflight"])),
+        Panel("Scraper", "bytes", [Series("active", "active size (responses being processed)", COLORS["active"],
+                                          _at(samples, x_key, "active_size_bytes"))], _budgets(budgets, ["max_active_size"])),
+    ]
+    if browser_job:
+        panels = [p for p in panels if p.title not in ("Scheduler", "In flight", "Scraper")]
+    markers = [Marker(x, "checkpoint" if c.drained else "checkpoint undrained", _checkpoint_title(c))
+               for x, c in zip(cp_x, checkpoints, strict=True)]
+    warm_units = _warmup(result, checkpoints, browser_job)
+    warm = _warmup_x(warm_units, samples, checkpoints, x_key) if checkpoints or samples else None
+    if warm is not None:
+        rule = "a quarter of the pages, after the browser's launch" if browser_job else "max(150, N/4)"
+        markers.append(Marker(warm, "warmup", f"warm-up ends at {warm_units:,} {unit}: {rule}"))
+    danger = result.get("danger")  # the danger snapshot (danger.json): where RSS crossed snapshot_at
+    if isinstance(danger, Mapping) and is_number(danger.get(x_key)):
+        markers.append(Marker(float(danger[x_key]), "danger", str(danger.get("summary") or "danger snapshot")))
+    by_responses = x_key == "responses"
+    axis = XAxis(f"{unit} processed" if by_responses else "seconds since the start",
+                 count_tick if by_responses else seconds_tick, shade_until=warm, markers=markers)
+    caption = f"memory and queues against {unit if by_responses else 'time'}"
+    return render_timeline(panels, axis, caption=caption)
+
+
+def chart_section(document: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint]) -> Safe:
+    """The timeline with its x-axis toggle (pure CSS) and legend."""
+    if not samples and not checkpoints:
+        return section("Timeline", '<p class="empty">No samples were recorded, so there is nothing to plot.</p>')
+    result = document.get("result") or {}
+    browser_job = is_browser_job(result, samples)
+    unit = "pages" if browser_job else "responses"
+    total = checkpoints[-1].responses if checkpoints else 0
+    rule = "a quarter of the pages" if browser_job else "max(150, N/4)"
+    warm = f"warm-up: first {_warmup(result, checkpoints, browser_job):,} {unit} ({rule}), not judged" if total else "warm-up"
+    zoom = ("memory panels start where their data does, not at 0, when that hides growth: read the axis labels."
+            " Budgets far above the data are named at the right (\u2191), not drawn.")
+    legend = (
+        f'<ul class="legend"><li><span class="swatch warmup"></span>{esc(warm)}</li>'
+        '<li><span class="swatch checkpoint"></span>drained checkpoint (hover a dot for its figures)</li>'
+        '<li><span class="swatch undrained"></span>checkpoint that did not drain in time</li>'
+        '<li><span class="swatch budget"></span>budget</li>'
+        + ('<li><span class="swatch danger"></span>danger snapshot (danger.json)</li>' if result.get("danger") else "")
+        + f'</ul><p class="note">{esc(zoom)}</p>'
+    )
+    body = (
+        '<div class="chart">'
+        f'<input type="radio" name="xaxis" id="x-responses" checked><label for="x-responses">against {unit}</label>'
+        '<input type="radio" name="xaxis" id="x-time"><label for="x-time">against time</label>'
+        f'<div class="by-responses">{timeline(document, samples, checkpoints, "responses")}</div>'
+        f'<div class="by-time">{timeline(document, samples, checkpoints, "t_seconds")}</div>'
+        f"{legend}</div>"
+    )
+    return section("Timeline", body)
+
+
+# -- the tables ---------------------------------------------------------------------------
+
+
+def _figure(result: Mapping[str, Any], path: Sequence[str]) -> object:
+    """The value at ``path`` in report.json's ``result`` (``None`` when a step is missing or not an object)."""
+    value: object = result
+    for key in path:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _measured(name: str, result: Mapping[str, Any], growth: Mapping[str, Any]) -> str:
+    """The figure a budget was checked against, for people (``-`` when the crawl did not measure it)."""
+    spec = SPECS.get(name)
+    value = _figure(result, spec.report_path) if spec is not None and spec.report_path else None
+    if name == "timeout":
+        duration = _number(value)
+        return "-" if duration is None else _duration(duration)
+    if name in ("leak", "leak_per_response"):
+        per = _number(growth.get("per_response_bytes"))
+        per_text = "-" if per is None else f"{format_size(per)}/{_unit(result)[:-1]}"
+        return per_text if name == "leak_per_response" else f"{growth.get('verdict', '-')}" + (
+            "" if per is None else f" ({per_text})")
+    if name == "snapshot_at":
+        return "not reached" if value is None else f"reached ({size(value)})"
+    if spec is None or not spec.report_path:
+        return "-"
+    if spec.kind == "ratio":
+        return "-" if value is None else f"{_number(value) or 0:.1f}x"
+    if spec.kind == "size":
+        return size(value) + (" peak RSS" if name == "kill_at" and result.get("peak_rss") else "")
+    return count(value)
+
+
+def _limit(name: str, value: object) -> str:
+    kind = SPECS[name].kind if name in SPECS else ""
+    if name == "leak_per_response":
+        return f"{size(value)}/response"
+    if kind == "size":
+        return size(value)
+    if kind == "ratio":
+        return f"{value}x"
+    if kind == "count":
+        return count(value)
+    if kind == "seconds":
+        number = _number(value)
+        return "-" if number is None else _duration(number)
+    return str(value)
+
+
+def _unit(result: Mapping[str, Any]) -> str:
+    """``pages`` for a browser job, else ``responses``."""
+    return "pages" if result.get("unit") == "pages" else "responses"
+
+
+def budgets_section(document: Mapping[str, Any]) -> Safe:
+    """Each budget that was set: its limit, the measured value, kept or broken."""
+    budgets = document.get("budgets") or {}
+    result = document.get("result") or {}
+    growth = result.get("growth") or {}
+    broken = {v.get("budget"): v for v in document.get("violations") or [] if isinstance(v, Mapping)}
+    rows = []
+    for name, value in budgets.items():
+        violation = broken.get(name)
+        measured = _measured(name, result, growth)
+        if violation is not None:
+            status = _badge("broken", "fail") if violation.get("fails", True) else _badge("warned", "warn")
+        elif name == "leak" and value == "off":
+            status = _badge("not checked (leak='off')", "muted")
+        elif name == "leak_per_response":
+            status = _badge("threshold of leak", "muted")
+        elif name == "compare_fail":
+            status = _badge("tolerance of --crawlmem-compare", "muted")
+        elif name in ("kill_at", "timeout"):
+            status = _badge("kept: the crawl was not stopped", "pass")
+        elif measured == "-":
+            status = _badge("kept: not reached (nothing measured)", "pass")
+        else:
+            status = _badge("kept", "pass")
+        rows.append([Safe(f"<code>{esc(name)}</code>"), _limit(name, value), measured, status])
+    if not rows:
+        return section("Budgets", '<p class="empty">No budgets: this crawl was measured, not judged.</p>')
+    return section("Budgets", table(["budget", "limit", "measured", "status"], rows, cls="budgets"))
+
+
+def violations_section(document: Mapping[str, Any]) -> Safe:
+    """The budgets the crawl broke, one sentence each."""
+    violations = [v for v in document.get("violations") or [] if isinstance(v, Mapping)]
+    if not violations:
+        return section("Violations", '<p class="empty">None.</p>')
+    items = "".join(
+        f'<li>{_badge("fails" if v.get("fails", True) else "warns", "fail" if v.get("fails", True) else "warn")}'
+        f' <code>{esc(v.get("budget", "?"))}</code>: {esc(v.get("message", ""))}</li>'
+        for v in violations
+    )
+    return section("Violations", f'<ul class="violations">{items}</ul>')
+
+
+def growth_sites_section(result: Mapping[str, Any]) -> Safe:
+    """Allocation sites that grew in the traced window, with their tracebacks."""
+    sites = [s for s in result.get("top_growth") or [] if isinstance(s, Mapping)]
+    if not sites:
+        return section("Top growth sites", '<p class="empty">No allocation site grew in every traced interval'
+                       " (a traced window opens only when the checkpoints look leaky).</p>")
+    rows = []
+    for rank, site in enumerate(sites, 1):
+        trace = "\n".join(str(line) if str(line).startswith("File ") else "    " + str(line)
+                          for line in site.get("traceback") or [])
+        location = Safe(f'<details><summary><code>{esc(site.get("location", "?"))}</code></summary>'
+                        f"<pre>{esc(trace) or 'no traceback'}</pre></details>")
+        per = _number(site.get("bytes_per_response"))
+        rows.append([rank, location, "+" + size(site.get("size_diff_bytes")), f"{_number(site.get('count_diff')) or 0:+,.0f}",
+                     "-" if per is None else f"{per:,.1f} B"])
+    return section("Top growth sites", table(["#", "location (click for the traceback)", "size", "blocks", "per response"],
+                                             rows, cls="sites"))
+
+
+SIGNALS = {"traced": "traced memory", "heap": "heap memory", "rss": "RSS", "browser-uss": "the browser tree's USS"}
+
+
+def _signal_values(signal: str, checkpoints: Sequence[Checkpoint]) -> list[int] | None:
+    """The figure the verdict judged, at each checkpoint (``None`` when a checkpoint lacks it)."""
+    readers: dict[str, Callable[[Checkpoint], int | None]] = {
+        "traced": lambda c: c.traced_bytes, "heap": heap_estimate, "rss": lambda c: c.rss_bytes,
+        "browser-uss": lambda c: c.browser_uss_bytes}
+    pick = readers.get(signal)
+    values = [pick(c) for c in checkpoints] if pick else []
+    return [int(v) for v in values if v is not None] if pick and all(v is not None for v in values) else None
+
+
+def growth_explanation(result: Mapping[str, Any]) -> str:
+    """What "growth per response" means on this page: which signal, raw or net, over which window."""
+    growth = result.get("growth") or {}
+    signal = str(growth.get("signal") or "")
+    unit = _unit(result)[:-1]
+    what = SIGNALS.get(signal, "memory")
+    if signal == "browser-uss":
+        return (f"growth per {unit}: the change of {what} between the first and the last judged checkpoint, divided by"
+                f" the {unit}s between them")
+    kind = "raw" if growth.get("verdict") == "scheduler-backlog" else "net"
+    return (f"growth per {unit} ({kind}, the figure at the top): the change of {what} over the judged checkpoints, divided by"
+            f" the {unit}s between them. raw = the change itself; net = raw less {format_size(REQUEST_ALLOWANCE)} for each"
+            f" request the scheduler gained (plus a credit for each it gave back: what a queued request cost in this"
+            f" crawl, {format_size(REQUEST_CREDIT)} to {format_size(MAX_REQUEST_CREDIT)}), since waiting"
+            " requests explain that memory. A growing queue makes net lower than raw; a draining one, higher."
+            + (" This crawl's verdict is a scheduler backlog, so the raw figure is shown." if kind == "raw" else ""))
+
+
+def checkpoints_section(result: Mapping[str, Any], checkpoints: Sequence[Checkpoint]) -> Safe:
+    """The drained checkpoints the verdict was judged on, with raw and net growth per interval."""
+    if not checkpoints:
+        return section("Checkpoints", '<p class="empty">No checkpoint was recorded.</p>')
+    growth = result.get("growth") or {}
+    judged = judged_checkpoints(checkpoints)
+    values = _signal_values(str(growth.get("signal") or ""), judged)
+    spans = {id(i.end): i for i in intervals(judged, values)} if values is not None else {}
+    judged_net = [_number(d) for d in growth.get("deltas_per_response") or []]
+    nets = {id(c): d for c, d in zip(judged[1:], judged_net, strict=False)} if len(judged_net) == len(judged) - 1 else {}
+    judged_ids = {id(c) for c in judged}
+    warm = warmup_responses(checkpoints[-1].responses)
+    unit = _unit(result)
+    rows = []
+    for c in checkpoints:
+        phase = ("warm-up" if c.responses < warm else "judged" if id(c) in judged_ids
+                 else "traced, not judged" if c.tracer_bytes else "merged (too short)")
+        span = spans.get(id(c))
+        refs = sorted(c.live_refs.items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{name} {n:,}" for name, n in refs[:4]) + (f", +{len(refs) - 4} more" if len(refs) > 4 else "")
+        odd = unexplained_refs(c)
+        rows.append([f"{c.responses:,}", f"{c.t_seconds:.1f}", format_size(c.rss_bytes), size(heap_estimate(c)),
+                     size(c.traced_bytes), f"{c.scheduled:,}",
+                     "-" if span is None else size(span.raw_per_response),
+                     size(nets[id(c)]) if id(c) in nets else "-" if span is None else size(span.net_per_response),
+                     shown or "-", ", ".join(f"{k} {v:,}" for k, v in odd.items()) or "-",
+                     "yes" if c.drained else Safe(_badge("no", "warn")), f"{c.cost_seconds * 1000:,.0f}", phase])
+    headers = [unit, "time (s)", "RSS", "heap", "traced", "scheduler", f"raw growth/{unit[:-1]}",
+               f"net growth/{unit[:-1]}", "live Scrapy objects", "unexplained objects", "drained", "cost (ms)", "phase"]
+    signal = SIGNALS.get(str(growth.get("signal")), growth.get("signal") or "-")
+    note = f"Signal judged: {signal}; rule: {growth.get('rule') or '-'}. {growth_explanation(result)}"
+    return section("Checkpoints", Safe(f'<div class="scroll">{table(headers, rows, cls="checkpoints")}</div>'), note=note)
+
+
+def counts_section(title: str, counts: object, headers: Sequence[str], empty: str) -> Safe:
+    """A two-column table of counts by name."""
+    if not isinstance(counts, Mapping) or not counts:
+        return section(title, f'<p class="empty">{esc(empty)}</p>')
+    return section(title, table(headers, [[k, count(v)] for k, v in counts.items()], cls="counts"))
+
+
+def live_objects_section(result: Mapping[str, Any]) -> Safe:
+    """Scrapy objects still alive after the crawl closed, and what holds them (gc referrer paths) when known."""
+    live = result.get("live_refs")
+    paths = {str(r.get("class")): r.get("path") for r in result.get("retention") or [] if isinstance(r, Mapping)}
+    if not isinstance(live, Mapping) or not live:
+        return section("Live Scrapy objects after close",
+                       '<p class="empty">None: every Scrapy object tracked by trackref was freed.</p>')
+    rows = [[name, count(n), Safe(f"<code>{esc(paths[name])}</code>") if paths.get(name) else "-"] for name, n in live.items()]
+    return section("Live Scrapy objects after close", table(["class", "live", "held by"], rows, cls="counts"))
+
+
+def _seconds(value: object) -> str:
+    number = _number(value)
+    if number is None:
+        return "-"
+    if number == 0:
+        return "0 s"
+    return f"{number * 1000:,.1f} ms" if number < 1 else f"{number:,.2f} s"
+
+
+def _sizes_table(result: Mapping[str, Any]) -> str:
+    sizes = result.get("response_sizes") or {}
+    if not isinstance(sizes, Mapping) or not sizes.get("count"):
+        return '<p class="empty">No response sizes recorded.</p>'
+    rows = [["responses", count(sizes.get("count"))], ["p50", size(sizes.get("p50_bytes"))],
+            ["p95", size(sizes.get("p95_bytes"))], ["p99", size(sizes.get("p99_bytes"))],
+            ["max", size(sizes.get("max_bytes"))], ["total", size(sizes.get("total_bytes"))]]
+    suggestion = result.get("suggested_maxsize")
+    note = ""
+    if isinstance(suggestion, Mapping) and _number(suggestion.get("download_maxsize")) is not None:
+        limit = int(_number(suggestion.get("download_maxsize")) or 0)
+        note = (f'<p class="note">Suggested <code>DOWNLOAD_MAXSIZE = {limit:,}</code> ({esc(size(limit))}:'
+                f' {esc(suggestion.get("rule", ""))}); it would have dropped {esc(count(suggestion.get("would_drop")))}'
+                " responses of this crawl.</p>")
+    return table(["response body size (after decompression)", ""], rows, cls="counts") + note
+
+
+def dropped_section(result: Mapping[str, Any]) -> Safe:
+    """Responses the crawl lost, with why; DOWNLOAD_WARNSIZE warnings; the size distribution and a DOWNLOAD_MAXSIZE."""
+    dropped = [d for d in result.get("dropped") or [] if isinstance(d, Mapping)]
+    total = int(_number(result.get("dropped_count")) or len(dropped))
+    warned = _number(result.get("warnsize_warnings"))
+    summary = (f'<p class="note">{total:,} responses dropped'
+               + (f", {len(dropped):,} listed" if total > len(dropped) else "")
+               + ("" if warned is None else f"; {warned:,.0f} over DOWNLOAD_WARNSIZE (kept)") + ".</p>")
+    if dropped:
+        rows = [[Safe(f'<code class="url">{esc(d.get("url", ""))}</code>'), d.get("reason", ""), size(d.get("size_bytes"))]
+                for d in dropped]
+        listing = table(["URL", "reason", "size seen"], rows)
+    else:
+        listing = Safe('<p class="empty">None recorded.</p>')
+    return section("Dropped responses", Safe(summary + listing + _sizes_table(result)))
+
+
+def backpressure_section(result: Mapping[str, Any]) -> Safe:
+    """Scraper backpressure, scheduler backlog, retries and download latency."""
+    ratio = _number(result.get("active_size_ratio"))
+    per = _number(result.get("scheduled_per_response"))
+    latency = result.get("download_latency") or {}
+    latency = latency if isinstance(latency, Mapping) else {}
+    rows: list[list[object]] = [
+        ["max active size / SCRAPER_SLOT_MAX_ACTIVE_SIZE",
+         f"{size(result.get('max_active_size'))} / {size(result.get('max_active_size_limit'))}"
+         + ("" if ratio is None else f" ({ratio:.0%})")],
+        ["time in backout", _seconds(result.get("backout_seconds"))],
+        ["max scheduled (of which on disk)", f"{count(result.get('max_scheduled'))} ({count(result.get('max_disk_scheduled'))})"],
+        ["scheduler growth per response (to its peak)", "-" if per is None else f"{per:,.2f}"],
+        ["retries (gave up)", f"{count(result.get('retries'))} ({count(result.get('retries_max_reached'))})"],
+        ["download latency p50 / p95 / p99 / max",
+         " / ".join(_seconds(latency.get(k)) for k in ("p50_seconds", "p95_seconds", "p99_seconds", "max_seconds"))],
+        *_jobdir_and_media_rows(result),
+    ]
+    return section("Backpressure and politeness", table(["", ""], rows, cls="env"))
+
+
+def _jobdir_and_media_rows(result: Mapping[str, Any]) -> list[list[object]]:
+    """JOBDIR's peak disk use and the media pipelines' cache, when the crawl had them."""
+    rows: list[list[object]] = []
+    if _number(result.get("jobdir_disk")) is not None:
+        rows.append(["JOBDIR on disk (peak)", size(result.get("jobdir_disk"))])
+    media = result.get("media")
+    if isinstance(media, Mapping):
+        rows.append([f"media pipeline cache: peak entries ({', '.join(map(str, media.get('pipelines') or []))})",
+                     f"{count(result.get('max_media_cached'))} ({count(media.get('failed_at_close'))} failures at close)"])
+        for kept in media.get("retained") or []:
+            if isinstance(kept, Mapping):
+                rows.append([f"kept alive by failed media downloads: {count(kept.get('count'))} {kept.get('class', '?')}",
+                             Safe(f'<code>{esc(kept.get("path") or "")}</code>')])
+    return rows
+
+
+def environment_section(document: Mapping[str, Any], header: Mapping[str, Any]) -> Safe:
+    """Versions, machine and crawl settings, and Scrapy's stats."""
+    env = {**(document.get("environment") or {}), **{f"stream {k}": v for k, v in header.items()}}
+    body = table(["", ""], [[k, "-" if v is None else v] for k, v in env.items()], cls="env") if env else Safe("")
+    stats = (document.get("result") or {}).get("stats") or {}
+    if isinstance(stats, Mapping) and stats:
+        body = Safe(body + "<details><summary>Scrapy stats</summary>"
+                    + table(["stat", "value"], sorted(([k, v] for k, v in stats.items()), key=lambda kv: str(kv[0])))
+                    + "</details>")
+    return section("Environment", body or '<p class="empty">Not recorded.</p>')
+
+
+# -- the page -----------------------------------------------------------------------------
+
+
+def _duration(seconds: float) -> str:
+    """``9.3 s``, ``12.5 min``, ``5.6 h``."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:,.1f} h"
+
+
+def _span(start: str, end: str) -> str:
+    """``88.8 → 103.5 MiB`` (the unit once when both share it)."""
+    unit = start.rpartition(" ")[2]
+    if start != "-" and end.endswith(" " + unit):
+        start = start.rpartition(" ")[0]
+    return f"{start} \u2192 {end}"
+
+
+def _per_label(result: Mapping[str, Any]) -> str:
+    """``growth/response (net)``, ``growth/response (raw)`` or ``USS growth/page``: what the growth tile shows."""
+    growth = result.get("growth") or {}
+    unit = _unit(result)[:-1]
+    if growth.get("signal") == "browser-uss":
+        return f"USS growth/{unit}"
+    return f"growth/{unit} ({'raw' if growth.get('verdict') == 'scheduler-backlog' else 'net'})"
+
+
+def _figures(result: Mapping[str, Any]) -> Safe:
+    growth = result.get("growth") or {}
+    per = _number(growth.get("per_response_bytes"))
+    duration = _number(result.get("duration_seconds"))
+    unit = _unit(result)
+    browser = result.get("browser") if isinstance(result.get("browser"), Mapping) else None
+    figures = [
+        (unit, count(result.get("responses"))),
+        *([] if browser and unit == "pages" else [("items", count(result.get("items_scraped")))]),
+        ("duration", "-" if duration is None else _duration(duration)), ("peak RSS", size(result.get("peak_rss"))),
+        ("RSS start \u2192 end", _span(size(result.get("start_rss")), size(result.get("end_rss")))),
+        ("RSS growth", size(result.get("rss_growth"))), (_per_label(result), size(per)),
+        ("traced peak", size(result.get("traced_peak"))),
+    ]
+    if browser:
+        figures += [("browser PSS peak", size(browser.get("peak_pss_bytes"))),
+                    ("browser USS at end", size(browser.get("end_uss_bytes"))),
+                    ("browser processes", count(browser.get("max_processes"))),
+                    ("most pages open", count(browser.get("max_open_pages")))]
+    if unit != "pages":
+        figures += [("max scheduled", count(result.get("max_scheduled"))), ("max in flight", count(result.get("max_inflight"))),
+                    ("max active size", size(result.get("max_active_size")))]
+    figures.append(("finish reason", result.get("finish_reason") or "-"))
+    cells = "".join(f'<div class="figure"><div class="label">{esc(k)}</div><div class="value">{esc(v)}</div></div>'
+                    for k, v in figures)
+    return Safe(f'<div class="figures">{cells}</div>')
+
+
+def _where(result: Mapping[str, Any]) -> Safe:
+    """Where memory grew: the top allocation site with its source line, what holds live objects, the browser's biggest part."""
+    unit = _unit(result)[:-1]
+    verdict = (result.get("growth") or {}).get("verdict")
+    found = {
+        "scheduler-backlog": f"the scheduler: up to {count(result.get('max_scheduled'))} requests waiting"
+        f" (about {format_size(REQUEST_ALLOWANCE)} each in memory)",
+        "downloader-activity": f"downloads in flight: up to {count(result.get('max_inflight'))}, each buffering its body",
+        "response-processing": f"responses waiting for callbacks and pipelines: scraper active size up to"
+        f" {size(result.get('max_active_size'))}",
+    }.get(str(verdict), "")
+    parts = [esc(found)] if found else []
+    sites = [x for x in result.get("top_growth") or [] if isinstance(x, Mapping)]
+    if sites:
+        top = sites[0]
+        trace = [str(line) for line in top.get("traceback") or []]
+        code = trace[1].strip() if len(trace) > 1 and trace[0].startswith("File ") else ""
+        per = _number(top.get("bytes_per_response"))
+        parts.append(f'<code>{esc(top.get("location", "?"))}</code>'
+                     + (f" <code class=\"src\">{esc(code)}</code>" if code else "")
+                     + f" +{esc(size(top.get('size_diff_bytes')))}"
+                     + ("" if per is None else f" ({esc(format_size(per))}/{unit})")
+                     + (f"; then {esc(', '.join(str(x.get('location')) for x in sites[1:3]))}" if len(sites) > 1 else ""))
+    for kept in result.get("retention") or []:
+        if isinstance(kept, Mapping):
+            holder = kept.get("path") or "no module or class holds it within the search bounds"
+            parts.append(f"{esc(count(kept.get('count')))} {esc(kept.get('class', '?'))} alive after the crawl,"
+                         f" held by <code>{esc(holder)}</code>")
+    browser = result.get("browser") if isinstance(result.get("browser"), Mapping) else None
+    kinds = browser.get("pss_by_kind_at_peak") if browser else None
+    if isinstance(kinds, Mapping) and kinds:
+        ranked = sorted(((str(k), _number(v) or 0.0) for k, v in kinds.items()), key=lambda kv: -kv[1])
+        parts.append("browser tree at its PSS peak: " + ", ".join(f"{esc(k)} {esc(format_size(v))}" for k, v in ranked[:4]))
+    if not parts:
+        return Safe('<span class="muted">no allocation site recorded: a traced window opens only when the checkpoints'
+                    " look leaky (or with a traced_peak budget)</span>")
+    return Safe("<br>".join(parts))
+
+
+def _what_grew(result: Mapping[str, Any]) -> str:
+    """The verdict's reason without its fix (the fix has its own row)."""
+    growth = result.get("growth") or {}
+    reason = str(growth.get("reason") or "-").split(". Fix: ")[0]
+    return re.sub(r"\bresponses\b", "pages", reason) if _unit(result) == "pages" else reason  # a browser job's unit
+
+
+def _changes(document: Mapping[str, Any]) -> list[str]:
+    """What to change: the cause and fix of each broken budget, the fix of the verdict."""
+    result = document.get("result") or {}
+    verdict = str((result.get("growth") or {}).get("verdict") or "")
+    violations = [v for v in document.get("violations") or [] if isinstance(v, Mapping)]
+    changes = []
+    for v in violations:
+        name = str(v.get("budget"))
+        if name in CAUSES:
+            changes.append(f"{name}: {CAUSES[name]}")
+        elif name not in ("leak",) and name not in (c.split(":")[0] for c in changes):
+            changes.append(f"{name}: {v.get('message', '')}")
+    if verdict in FIXES:
+        lead = "" if any(v.get("budget") == "leak" for v in violations) else "if this growth matters: "
+        changes.append(f"{verdict}: {lead}{FIXES[verdict]}")
+    return changes
+
+
+def glance(document: Mapping[str, Any]) -> Safe:
+    """Above the fold: did it fail, what grew, where, how much per response, what to change."""
+    result = document.get("result") or {}
+    growth = result.get("growth") or {}
+    violations = [v for v in document.get("violations") or [] if isinstance(v, Mapping)]
+    failing = [str(v.get("budget")) for v in violations if v.get("fails", True)]
+    warned = [str(v.get("budget")) for v in violations if not v.get("fails", True)]
+    checked = len(document.get("budgets") or {})
+    if failing:
+        outcome = _badge("failed", "fail") + esc(f" {len(failing)} budget{'s' if len(failing) > 1 else ''} broken: "
+                                                 + ", ".join(failing) + (f"; warned: {', '.join(warned)}" if warned else ""))
+    elif warned:
+        outcome = _badge("passed with warnings", "warn") + esc(" " + ", ".join(warned))
+    elif checked:
+        outcome = _badge("passed", "pass") + esc(f" every budget kept ({checked} set)")
+    else:
+        outcome = _badge("measured", "muted") + esc(" no budget was set: measured, not judged")
+    per = _number(growth.get("per_response_bytes"))
+    responses = _number(result.get("responses")) or 0
+    rss_per = _number(result.get("rss_growth"))
+    unit = _unit(result)[:-1]
+    signal = SIGNALS.get(str(growth.get("signal")), "memory")
+    kind = "" if growth.get("signal") == "browser-uss" else (
+        " raw" if growth.get("verdict") == "scheduler-backlog" else " net of the scheduler's share")
+    per_text = ("not judged" if per is None else f"{format_size(per)} of {signal}{kind} after the warm-up") + (
+        f"; RSS {format_size(rss_per / responses)}/{unit} over the whole run" if rss_per is not None and responses else "")
+    changes = _changes(document)
+    verdict = str(growth.get("verdict") or result.get("verdict") or "unknown")
+    if not changes and verdict == "inconclusive":
+        changes = ["growth was not judged: " + ("render more pages, with `await job.checkpoint()` after each batch"
+                                                if unit == "page" else "crawl more responses") + " (what grew says how many)"]
+    change = (Safe("<ul>" + "".join(f"<li>{esc(c)}</li>" for c in changes) + "</ul>") if changes
+              else Safe('<span class="muted">nothing: the budgets were kept and memory levelled off</span>'))
+    rows = [["did it fail?", Safe(outcome)],
+            ["what grew", Safe(_badge(verdict, _verdict_kind(verdict)) + " " + esc(_what_grew(result)))],
+            ["where", _where(result)], [f"per {unit}", per_text], ["what to change", change]]
+    return table(["", ""], rows, cls="glance")
+
+
+def _verdict_kind(verdict: str) -> str:
+    return {"steady": "pass", "retained-objects": "fail", "inconclusive": "muted"}.get(verdict, "warn")
+
+
+def _head(document: Mapping[str, Any], header: Mapping[str, Any], problems: Sequence[str], files: Sequence[str]) -> Safe:
+    result = document.get("result") or {}
+    title = document.get("test") or document.get("source") or result.get("spider") or header.get("spider") or "crawl"
+    spider = result.get("spider") or header.get("spider") or "?"
+    kind = "browser job" if _unit(result) == "pages" else "spider"
+    parts = [f'<header><p class="kicker">pytest-crawlmem report &middot; {kind} <code>{esc(spider)}</code></p>',
+             f"<h1>{esc(title)}</h1>",
+             glance(document)]
+    if result.get("stopped_because"):
+        parts.append(f'<p class="banner warn">The crawl was stopped: {esc(result["stopped_because"])}</p>')
+    if document.get("note"):
+        parts.append(f'<p class="note banner">{esc(document["note"])}</p>')
+    errors = [str(e) for e in result.get("errors") or []]
+    shown = [p for p in problems if not any(p.endswith(e) for e in errors)]
+    if errors or shown:
+        items = "".join(f"<li>{esc(e)}</li>" for e in [*errors, *shown])
+        parts.append(f'<div class="banner warn"><strong>Problems of the measurement</strong><ul>{items}</ul></div>')
+    if files:
+        links = " &middot; ".join(f'<a href="{esc(f)}">{esc(f)}</a>' for f in files)
+        parts.append(f'<p class="files">files: {links}</p>')
+    parts.append(_figures(result))
+    parts.append("</header>")
+    return Safe("".join(parts))
+
+
+def parse_and_captures_section(result: Mapping[str, Any]) -> Safe:
+    """Parse amplification, screenshot captures and the danger snapshot, when the crawl has them (issue 19)."""
+    rows: list[list[object]] = []
+    amp = result.get("parse_amplification")
+    if isinstance(amp, Mapping) and amp.get("count"):
+        worst = (amp.get("worst") or [{}])[0]
+        ratios = f"p50 {amp.get('p50_ratio')}x, p95 {amp.get('p95_ratio')}x, max {amp.get('max_ratio')}x"
+        held = f"held up to {size(amp.get('max_held_bytes'))}"
+        rows.append(["parse amplification", f"{ratios} over {count(amp.get('count'))} callbacks; {held}",
+                     f"{worst.get('url', '')} ({size(worst.get('body_bytes'))} body)"])
+    shots = result.get("shots")
+    if isinstance(shots, Mapping):
+        verdicts = ", ".join(f"{count(n)} {v}" for v, n in (shots.get("by_verdict") or {}).items())
+        rows.append(["screenshot captures", f"{count(shots.get('captures'))}: {verdicts}; {count(shots.get('billed'))} billed,"
+                     f" {size(shots.get('bytes_total'))}", f"{count(shots.get('billed_mismatch'))} billed wrongly"])
+    danger = result.get("danger")
+    if isinstance(danger, Mapping):
+        rows.append(["danger snapshot", str(danger.get("summary", "")), "danger.json, danger-diff.txt"])
+    if not rows:
+        return Safe("")
+    return section("Parse, captures, danger", table(["figure", "value", "where"], rows))
+
+
+def render_html(
+    document: Mapping[str, Any],
+    samples: Sequence[Mapping[str, Any]],
+    checkpoints: Sequence[Mapping[str, Any]],
+    *,
+    header: Mapping[str, Any] | None = None,
+    problems: Sequence[str] = (),
+    files: Sequence[str] = (),
+) -> str:
+    """Return the whole ``report.html`` of one crawl as a string.
+
+    ``document`` is report.json's content; ``samples`` and ``checkpoints`` are the records
+    of samples.jsonl (as read by :func:`pytest_crawlmem.reports.jsonl.read_samples_jsonl`);
+    ``problems`` are lines that could not be read; ``files`` are names to link to.
+    """
+    result = document.get("result") or {}
+    if is_browser_job(result, samples):  # a browser job counts pages, not responses
+        result = {**result, "unit": "pages"}
+        document = {**document, "result": result}
+    records = list(checkpoints) or list((result.get("growth") or {}).get("checkpoints") or [])
+    marks = [checkpoint_from_json(c) for c in records]
+    title = document.get("test") or document.get("source") or result.get("spider") or "crawl"
+    body = [
+        _head(document, header or {}, problems, files),
+        chart_section(document, samples, marks),
+        budgets_section(document),
+        violations_section(document),
+        growth_sites_section(result),
+        checkpoints_section(result, marks),
+        live_objects_section(result),
+        counts_section("Responses by status", result.get("status_counts"), ["status", "responses"], "None recorded."),
+        dropped_section(result),
+        backpressure_section(result),
+        parse_and_captures_section(result),
+        environment_section(document, header or {}),
+    ]
+    return page(f"crawlmem: {title}", "\n".join(body))
+
+
+def page(title: str, body: str) -> str:
+    """The document around ``body``: no script, nothing loaded from anywhere."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(title)}</title>\n<style>{CSS}</style></head>\n<body><main>\n{body}\n</main></body></html>\n"
+    )
+
+CSS = """
+:root { --ink:#1d2430; --muted:#5f6b7a; --line:#dde3ea; --bg:#f6f8fa; --pass:#1e7d3a; --fail:#b42318; --warn:#a15c00; }
+* { box-sizing: border-box; }
+body { margin:0; background:var(--bg); color:var(--ink);
+       font:14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
+main { max-width:1180px; margin:0 auto; padding:20px 24px 48px; }
+header, section { background:#fff; border:1px solid var(--line); border-radius:8px; padding:16px 20px; margin-bottom:16px; }
+h1 { font-size:20px; margin:2px 0 8px; word-break:break-all; }
+h2 { font-size:16px; margin:0 0 10px; }
+.kicker { margin:0; color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.04em; }
+.verdict { font-size:15px; margin:8px 0; }
+.badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; font-weight:600; color:#fff;
+         vertical-align:1px; }
+.badge.pass { background:var(--pass); } .badge.fail { background:var(--fail); } .badge.warn { background:var(--warn); }
+.badge.muted { background:#7a8594; }
+.banner { background:#fff7e6; border:1px solid #f0c36d; border-radius:6px; padding:8px 12px; }
+.banner ul { margin:4px 0 0; padding-left:20px; }
+.note { color:var(--muted); margin:0 0 8px; }
+.files { color:var(--muted); font-size:13px; }
+table.glance { margin:10px 0 4px; font-size:14px; }
+table.glance td:first-child { width:130px; color:var(--muted); font-weight:600; white-space:nowrap; }
+table.glance ul { margin:0; padding-left:18px; }
+table.glance code.src { background:var(--bg); padding:0 4px; border-radius:4px; }
+.muted { color:var(--muted); }
+.figures { display:grid; grid-template-columns:repeat(7, 1fr); gap:8px; margin-top:12px; }
+.figure { background:var(--bg); border-radius:6px; padding:6px 10px; }
+.figure .label { color:var(--muted); font-size:11px; text-transform:uppercase; letter-spacing:.03em; }
+.figure .value { font-size:15px; font-weight:600; font-variant-numeric:tabular-nums; }
+table { border-collapse:collapse; width:100%; font-variant-numeric:tabular-nums; }
+th, td { text-align:left; padding:5px 8px; border-bottom:1px solid var(--line); vertical-align:top; }
+th { color:var(--muted); font-weight:600; font-size:12px; }
+table.checkpoints td { font-size:12.5px; white-space:nowrap; padding:5px 6px; }
+table.checkpoints th { padding:5px 6px; }
+table.checkpoints td:nth-child(9), table.checkpoints td:nth-child(10), table.checkpoints td:last-child { white-space:normal; }
+.scroll { overflow-x:auto; }
+table.env, table.counts { width:auto; min-width:320px; }
+code { font:12.5px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; word-break:break-all; }
+pre { background:var(--bg); padding:8px 10px; border-radius:6px; overflow-x:auto; font-size:12px; white-space:pre-wrap; }
+details summary { cursor:pointer; }
+.empty { color:var(--muted); margin:0; }
+.violations { margin:0; padding-left:18px; }
+.chart > input { position:absolute; opacity:0; }
+.chart > label { display:inline-block; padding:3px 12px; border:1px solid var(--line); cursor:pointer; font-size:13px;
+                 margin-right:-1px; }
+.chart > label:first-of-type { border-radius:6px 0 0 6px; } .chart > label:last-of-type { border-radius:0 6px 6px 0; }
+.chart > input:checked + label { background:var(--ink); color:#fff; border-color:var(--ink); }
+.by-time { display:none; }
+#x-time:checked ~ .by-time { display:block; } #x-time:checked ~ .by-responses { display:none; }
+svg.timeline { width:100%; height:auto; display:block; margin-top:8px; font-family:system-ui, sans-serif; }
+svg .panel-title { font-size:13px; font-weight:600; fill:var(--ink); }
+svg .legend, svg .tick, svg .axis-label { font-size:11px; fill:var(--muted); }
+svg .axis-label { font-size:12px; }
+svg .plot { fill:#fff; stroke:var(--line); }
+svg .grid { stroke:#eef1f4; }
+svg .axis { stroke:#9aa5b1; }
+svg .warmup { fill:#e9edf2; opacity:.7; }
+svg .warmup-label { font-size:11px; fill:#7a8594; }
+svg .marker { stroke:#9aa5b1; stroke-width:1; }
+svg .marker.undrained { stroke:#e69f00; stroke-dasharray:4 3; }
+svg .marker.warmup { stroke:#5f6b7a; stroke-dasharray:5 3; stroke-width:1.5; }
+svg .marker.danger { stroke:#d55e00; stroke-width:2; }
+.swatch.danger { border-left:2px solid #d55e00; width:1px; height:14px; margin:0 10px 0 8px; vertical-align:-3px; }
+svg polyline.series { stroke-width:1.8; stroke-linejoin:round; }
+svg .budget { stroke-dasharray:6 4; stroke-width:1.5; }
+svg .budget-label { font-size:11px; fill:#c0392b; font-weight:600; }
+svg .budget-note { font-size:10px; fill:#c0392b; }
+ul.legend { list-style:none; padding:0; margin:6px 0 0; display:flex; gap:18px; flex-wrap:wrap; color:var(--muted);
+            font-size:12px; }
+.swatch { display:inline-block; width:18px; height:10px; margin-right:6px; vertical-align:-1px; }
+.swatch.warmup { background:#e9edf2; border:1px solid #c9d1da; }
+.swatch.checkpoint { border-left:1px solid #9aa5b1; width:1px; height:14px; margin:0 10px 0 8px; vertical-align:-3px; }
+.swatch.undrained { border-left:2px dashed #e69f00; width:1px; height:14px; margin:0 10px 0 8px; vertical-align:-3px; }
+.swatch.budget { border-top:2px dashed #c0392b; height:2px; vertical-align:3px; }
+@media (max-width: 900px) { .figures { grid-template-columns:repeat(3, 1fr); } }
+"""

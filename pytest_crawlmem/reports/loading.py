@@ -1,0 +1,115 @@
+"""Loads a crawl's report files back (a report dir, a report.json or a bare samples.jsonl) and renders report.html.
+
+Runs in any process, without pytest or Scrapy: the CLI and the plugin's report writer share it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.assemble import assemble, judge, stream_facts
+from ..core.models import SCHEMA_VERSION, Checkpoint, Sample
+from .html import render_html
+from .jsonl import SamplesFile, read_samples_jsonl
+
+REPORT_FILES = ("report.json", "samples.jsonl", "tracemalloc-diff.txt")
+
+
+class LoadError(Exception):
+    """Report files that cannot be used at all; the message names the path."""
+
+
+@dataclass(frozen=True)
+class LoadedReport:
+    """One crawl's report: report.json's document (or one built from the samples) and the samples.jsonl records."""
+
+    source: Path
+    document: dict[str, Any]
+    stream: SamplesFile
+
+    @property
+    def directory(self) -> Path:
+        """The directory holding the report files."""
+        return self.source if self.source.is_dir() else self.source.parent
+
+
+def _read_document(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise LoadError(f"{path}: not a readable report.json ({exc})") from exc
+    if not isinstance(document, dict) or not isinstance(document.get("result"), dict):
+        raise LoadError(f"{path}: not a crawlmem report.json (no 'result' object)")
+    return document
+
+
+def _read_stream(path: Path, *, required: bool) -> SamplesFile:
+    if not path.exists() and not required:
+        return SamplesFile({}, [], [], [f"{path.name} not found: the timeline is empty"])
+    try:
+        stream = read_samples_jsonl(path)
+    except OSError as exc:
+        raise LoadError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    if required and not (stream.header or stream.samples or stream.checkpoints):
+        first = f" ({stream.problems[0]})" if stream.problems else " (the file is empty)"
+        raise LoadError(f"{path}: no crawlmem samples or checkpoints in this file{first}")
+    return stream
+
+
+def load_report(path: Path) -> LoadedReport:
+    """Load a report dir, a ``report.json`` or a bare ``samples.jsonl``; raise :class:`LoadError` naming a bad path."""
+    path = Path(path)
+    if not path.exists():
+        raise LoadError(f"{path}: no such file or directory")
+    if path.is_dir():
+        if (path / "report.json").is_file():
+            return LoadedReport(path, _read_document(path / "report.json"), _read_stream(path / "samples.jsonl", required=False))
+        if (path / "samples.jsonl").is_file():
+            stream = _read_stream(path / "samples.jsonl", required=True)
+            return LoadedReport(path, document_from_samples(stream, path / "samples.jsonl"), stream)
+        raise LoadError(f"{path}: neither report.json nor samples.jsonl is in this directory")
+    if path.suffix == ".json":
+        return LoadedReport(path, _read_document(path), _read_stream(path.parent / "samples.jsonl", required=False))
+    stream = _read_stream(path, required=True)
+    return LoadedReport(path, document_from_samples(stream, path), stream)
+
+
+def document_from_samples(stream: SamplesFile, path: Path) -> dict[str, Any]:
+    """A report.json-shaped document computed from samples and checkpoints alone (a production crawl's stream)."""
+    checkpoints = sorted((Checkpoint.from_json(c) for c in stream.checkpoints), key=lambda c: c.responses)
+    samples = [Sample.from_json(s) for s in stream.samples]
+    interval = stream.header.get("interval_seconds")
+    seconds = float(interval) if isinstance(interval, (int, float)) else None
+    spider = stream.header.get("spider")
+    facts = stream_facts(str(spider) if spider is not None else "", samples, checkpoints, finish_reason="unknown",
+                         interval_seconds=seconds or 0.0)
+    result = assemble(facts, samples, checkpoints, judge(checkpoints, samples, leak_per_response=None)).to_json()
+    result["spider"] = spider
+    if seconds is None:
+        result["backout_seconds"] = None  # samples do not say how long each stood for
+    note = (
+        f"Built from {path.name} alone (no report.json): no budgets, allocation sites or live objects after close;"
+        " peak RSS is the highest sample, not the exact peak, and the end figures are those of the last checkpoint"
+        " recorded (not the closing one if the crawl was killed)."
+    )
+    return {"schema_version": SCHEMA_VERSION, "test": None, "source": str(path), "note": note, "environment": {},
+            "budgets": {}, "violations": [], "result": result}
+
+
+def write_html(report: LoadedReport, out: Path) -> Path:
+    """Render ``report`` to ``out`` (written whole or not at all); links point at the report files beside it."""
+    directory = report.directory
+    files = [os.path.relpath(directory / name, out.parent) for name in REPORT_FILES if (directory / name).is_file()]
+    if not report.source.is_dir() and report.source.suffix != ".json":
+        files = [os.path.relpath(report.source, out.parent)]
+    text = render_html(report.document, report.stream.samples, report.stream.checkpoints,
+                       header=report.stream.header, problems=report.stream.problems, files=files)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)
+    return out
