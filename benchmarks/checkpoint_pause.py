@@ -36,7 +36,7 @@ sys.path.insert(0, sys.argv[1])
 import scrapy
 from scrapy.crawler import CrawlerProcess
 from bench_spiders import BASE_SETTINGS
-from pytest_crawlmem.crawl import extension, probes
+from pytest_crawlmem.crawl import attribution, extension, meter, probes
 
 base, backlog, responses, out = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 overrides = json.loads(sys.argv[6])
@@ -60,7 +60,7 @@ class TimedGC:
         return timed("collect", value) if name == "collect" else value
 
 
-extension.gc = TimedGC()
+meter.gc = attribution.gc = TimedGC()  # the checkpoint's gc.collect() and the attribution window's
 probes.malloc_trim = timed("trim", probes.malloc_trim)
 probes.live_ref_counts = timed("refs", probes.live_ref_counts)
 begin, take = extension.CrawlMemExtension._begin_checkpoint, extension.CrawlMemExtension._take_checkpoint

@@ -9,8 +9,6 @@ the drained checkpoint: every open page's renderer collects its garbage first.
 from __future__ import annotations
 
 import asyncio
-import gc
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -26,7 +24,7 @@ from ..core.models import Checkpoint, CrawlResult, Sample
 from . import probes
 from .browser import launch_options
 from .browserwatch import BrowserWatch
-from .meter import Ceiling, Sampler
+from .meter import Ceiling, Sampler, drained_checkpoint
 from .recording import Recording
 
 T = TypeVar("T")
@@ -149,21 +147,20 @@ class _JobRunner:
         if self._cancel is not None:
             self._cancel()
 
-    def checkpoint(self, job: BrowserJob | None, *, cost_started: float | None = None) -> Checkpoint:
-        started = time.monotonic() if cost_started is None else cost_started
-        gc.collect()
-        probes.malloc_trim()
-        tree = self.watch.read(detail=True)
-        pages, contexts = self._pages()
-        checkpoint = Checkpoint(
-            responses=job.pages_done if job else 0, t_seconds=self.elapsed(), rss_bytes=probes.read_rss_bytes(),
-            heap_bytes=probes.read_malloc_in_use_bytes(), traced_bytes=None, scheduled=0,
-            allocated_blocks=sys.getallocatedblocks(), browser_pss_bytes=tree.pss_bytes if tree.processes else None,
-            browser_uss_bytes=tree.uss_bytes if tree.processes else None, open_pages=pages, open_contexts=contexts,
-            cost_seconds=round(time.monotonic() - started, 4),
-        )
+    def checkpoint(self, job: BrowserJob | None) -> Checkpoint:
+        """The drained checkpoint (the job's own work is at rest): the process, then the browser tree and its pages."""
+        checkpoint = drained_checkpoint(job.pages_done if job else 0, started_at=self.started_at,
+                                        cost_started=time.monotonic(), traced=False, scheduled=0, read=self._browser)
         self.recording.add_checkpoint(checkpoint)
         return checkpoint
+
+    def _browser(self) -> dict[str, Any]:
+        """A checkpoint's browser fields: the tree's PSS and USS (detailed reading), open pages and contexts."""
+        tree = self.watch.read(detail=True)
+        pages, contexts = self._pages()
+        return {"browser_pss_bytes": tree.pss_bytes if tree.processes else None,
+                "browser_uss_bytes": tree.uss_bytes if tree.processes else None,
+                "open_pages": pages, "open_contexts": contexts}
 
     async def main(self, func: Callable[[BrowserJob], Awaitable[Any]], base_url: str | None) -> None:
         from playwright.async_api import async_playwright

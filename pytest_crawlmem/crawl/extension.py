@@ -12,14 +12,13 @@ hide a peak); drained checkpoints run on the reactor.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
-import sys
 import time
 import tracemalloc
 import uuid
 import weakref
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -31,35 +30,25 @@ from ..core.defaults import CRAWLMEM_DEFAULTS as _DEFAULT
 from ..core.defaults import read_settings
 from ..core.distribution import Histogram
 from ..core.dropped import DropLedger
-from ..core.growth import (
-    BLOCK_BYTES,
-    CHECKPOINT_MIN_RESPONSES,
-    next_checkpoint_at,
-    suspicious,
-    window_residue,
-)
-from ..core.models import BrowserSummary, Checkpoint, GrowthSite, Holder, MediaSummary, Sample
+from ..core.growth import CHECKPOINT_MIN_RESPONSES, next_checkpoint_at
+from ..core.models import BrowserSummary, MediaSummary, Sample
 from ..core.shots import ShotLedger
 from . import probes
 from .amplification import AmplificationMeter
+from .attribution import AttributionWindow
 from .browser import is_playwright_crawl
-from .browsertree import TreeReading
-from .browserwatch import BrowserWatch
 from .danger import DangerWatch
-from .holders import Lengths, container_lengths, find_holders, user_modules
 from .jobdir import JobdirMeter, jobdir_meter
 from .media import summarize_media, watch_media_failures
-from .meter import Ceiling, Sampler
+from .meter import Ceiling, Sampler, drained_checkpoint
 from .metrics import MetricsServer, require_prometheus
-from .pages import HandedPages
+from .pages import CrawlBrowser
 from .recording import Recording
-from .snapshots import growing_sites, queued_share, take_snapshot
 from .status import StatusTicker, read_status
 
 logger = logging.getLogger("pytest_crawlmem.extension")  # the documented logger name (docs/production.md), stable across moves
 
 _DRAIN_POLL_SECONDS = 0.005
-_BROWSER_GC_TIMEOUT_SECONDS = 5.0
 
 
 #: Crawls of this process being measured right now (what Ctrl-C closes).
@@ -118,24 +107,11 @@ class CrawlMemExtension:
         self.drain_timeout_seconds = drain_timeout_seconds
         self.tracemalloc_frames = tracemalloc_frames
         self.log_interval_seconds = log_interval_seconds
-        self.attribution_frames = attribution_frames
-        self.attribution_responses = attribution_responses
         self.kill_at_bytes = kill_at_bytes
         self.timeout_seconds = timeout_seconds
         self.stopped_because = ""  # why the harness stopped the crawl, if it did
         self._timeout_call: Any = None
         self.leak_per_response = leak_per_response
-        self.growth_sites: list[GrowthSite] = []
-        self.holders: tuple[Holder, ...] = ()  # containers that grew during the attribution window
-        self._lengths: Lengths = {}
-        self._window: list[tracemalloc.Snapshot | None] = []
-        self._window_responses: list[int] = []
-        self._window_done = False
-        self._window_started_tracing = False
-        self._resume_at = 0  # the checkpoint the schedule had planned when the window opened
-        self._queued: dict[str, int] = {}  # the scheduler's share of the growth sites when the window closed
-        self._window_opening: list[Checkpoint] = []  # the checkpoint that opened the window and the one before it
-        self.plugin_bytes = 0  # memory the closed window left behind (not the crawl's): off the heap signal after it
         self._traced_whole = False
         # -- production: bounded memory and disk, status, metrics (timeline.py, stream.py, status.py, metrics.py)
         self.gc_freeze = gc_freeze
@@ -143,6 +119,9 @@ class CrawlMemExtension:
                                    max_checkpoints=max(32, timeline_samples // 8) if timeline_samples else 0)
         self.sampler = Sampler(self._take_sample, interval_seconds, self.recording, name="crawlmem-sampler")
         self.ceiling = Ceiling(kill_at_bytes, self._request_stop)
+        self.attribution = AttributionWindow(crawler, self.recording, frames=attribution_frames,
+                                             max_responses=attribution_responses, enabled=checkpoints,
+                                             leak_per_response=leak_per_response)
         self.ticker: StatusTicker | None = None
         self.prometheus_port, self.prometheus_addr = prometheus_port, prometheus_addr
         self.metrics: MetricsServer | None = None
@@ -168,9 +147,8 @@ class CrawlMemExtension:
         self.media_pipelines: list[Any] = []  # the crawl's MediaPipelines while it runs, for the cache probes
         self.media: MediaSummary | None = None  # their cache when the spider closed
         self.browser = browser
-        self.watch = BrowserWatch(detail_seconds=browser_detail_seconds) if browser else None
-        self.handed_pages = HandedPages(stall_seconds)  # pages given to callbacks (playwright_include_page)
-        self.unclosed_at_close = 0
+        self.pages = CrawlBrowser(crawler, self.recording, detail_seconds=browser_detail_seconds,
+                                  stall_seconds=stall_seconds) if browser else None
         # issue 19: screenshot captures (shots.py), parse amplification (amplification.py's spider middleware)
         self.shots = ShotLedger()
         self.amplification = AmplificationMeter()
@@ -262,10 +240,8 @@ class CrawlMemExtension:
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
         """Count the response, its size and latency; start a drained checkpoint when one is due."""
         self.responses += 1
-        if self.browser:
-            page = response.meta.get("playwright_page")
-            if page is not None:
-                self.handed_pages.add(page)
+        if self.pages is not None:
+            self.pages.response_received(response)
         self.response_sizes.add(len(response.body))
         latency = request.meta.get("download_latency")
         if latency is not None:
@@ -290,13 +266,9 @@ class CrawlMemExtension:
         if self.jobdir is not None:
             self.jobdir.expire()  # the closing sample has JOBDIR as a resumed crawl will find it
         self._take_sample()
-        self.unclosed_at_close = len(self.unclosed_pages())
-        if self._window:  # the crawl is drained: close an open window first, so the closing checkpoint is untraced
-            gc.collect()
-            traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
-            self._window.append(take_snapshot())
-            self._window_responses.append(self.responses)
-            self._close_window(traced)
+        if self.pages is not None:
+            self.pages.close()
+        self.attribution.close_at_end(self.responses)  # drained: an open window closes first, the closing checkpoint is untraced
         try:
             self._take_checkpoint(drained=True, cost_started=time.monotonic())
         finally:  # measured like start_rss; a closing checkpoint that failed still leaves a reading, never 0
@@ -311,7 +283,7 @@ class CrawlMemExtension:
         self.peak_rss = max(peak or 0, sampled_peak, self.start_rss)
         if self._traced_whole:
             self.traced_peak = tracemalloc.get_traced_memory()[1]
-        self._end_window()
+        self.attribution.end()
         if self._started_tracing and tracemalloc.is_tracing():
             tracemalloc.stop()
         self.recording.close()
@@ -327,10 +299,7 @@ class CrawlMemExtension:
     def _take_sample(self) -> None:
         queues = probes.read_queues(self.crawler)
         traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
-        tree = self._read_tree()
-        pages = probes.read_pages(self.crawler) if self.browser else None
-        if pages is not None and self.watch is not None:
-            self.watch.count(pages.pages, pages.contexts)
+        tree, pages = self.pages.sample() if self.pages is not None else (None, None)
         sample = Sample(
             t_seconds=round(time.monotonic() - self.started_at, 4),
             responses=self.responses,
@@ -355,7 +324,7 @@ class CrawlMemExtension:
         if self.danger is not None:
             self._watch_danger(sample)
         if pages is not None:
-            self._check_stall(sample, pages)
+            self._check_stall(sample, pages)  # pages is read only for a browser crawl
         self.ceiling.check(sample.rss_bytes, sample.t_seconds)
 
     def _request_stop(self, reason: str, message: str) -> None:
@@ -387,25 +356,15 @@ class CrawlMemExtension:
 
     def _release_danger_tracing(self) -> None:
         """Stop the tracing the danger window started, unless the attribution window now relies on it (reactor thread)."""
-        if self._window and not self._window_done and not self._window_started_tracing:
-            self._window_started_tracing = True  # the attribution window traces on it: it stops it when it ends
-        elif tracemalloc.is_tracing() and not self._traced_whole and not self._window_started_tracing:
+        if not self.attribution.adopt_tracing() and tracemalloc.is_tracing() and not self._traced_whole:
             tracemalloc.stop()
 
-    # -- the browser tree (sampler thread, or the reactor thread at checkpoints) -----------
-
-    def _read_tree(self, *, detail: bool | None = None) -> TreeReading | None:
-        """Read the browser process tree (PSS/USS on schedule, RSS otherwise); ``None`` without a browser."""
-        return self.watch.read(detail=detail) if self.watch is not None else None
-
-    def unclosed_pages(self) -> list[Any]:
-        """Pages handed to callbacks (``playwright_include_page``) that are still open."""
-        return self.handed_pages.open()
+    # -- the browser (pages.py): pages left open stop the crawl before it hangs -----------
 
     def _check_stall(self, sample: Sample, pages: probes.PageReading) -> None:
-        """Stop a crawl that waits forever for page slots held by pages callbacks never closed."""
-        message = self.handed_pages.stall(sample.responses, sample.t_seconds, pages.full_contexts,
-                                          stopping=bool(self.stopped_because))
+        """Stop a crawl that waits forever for page slots held by pages callbacks never closed (sampler thread)."""
+        assert self.pages is not None
+        message = self.pages.stall(sample.responses, sample.t_seconds, pages, stopping=bool(self.stopped_because))
         if message is None:
             return
         self.stopped_because = "pending"
@@ -414,32 +373,12 @@ class CrawlMemExtension:
     def _stop_unclosed(self, message: str) -> None:
         """Stop the crawl, closing the pages that block it so waiting downloads can finish."""
         self._stop_crawl(stops.UNCLOSED_PAGES, message)
-        for page in self.unclosed_pages():
-            _as_deferred(page.close()).addErrback(lambda _failure: None)
-
-    def _collect_browser_garbage(self) -> Any:
-        """Ask every open page's renderer to collect garbage (a Deferred; never fails)."""
-        from twisted.internet import defer
-
-        pages = probes.open_pages(self.crawler) if self.browser else []
-        if not pages:
-            return defer.succeed(None)
-
-        async def collect() -> None:
-            await asyncio.wait_for(
-                asyncio.gather(*(page.request_gc() for page in pages), return_exceptions=True), _BROWSER_GC_TIMEOUT_SECONDS
-            )
-
-        def failed(failure: Any) -> None:
-            self.recording.add_error(f"browser gc failed: {failure.value!r}")
-
-        return _as_deferred(collect()).addErrback(failed)
+        if self.pages is not None:
+            self.pages.close_unclosed()
 
     def browser_summary(self) -> BrowserSummary | None:
         """What the browser tree used during the crawl (``None`` without a browser or when none started)."""
-        if self.watch is None:
-            return None
-        return self.watch.summary(self.recording.checkpoints, self.unclosed_at_close)
+        return self.pages.summary(self.recording.checkpoints) if self.pages is not None else None
 
     # -- hard limits (reactor thread) ----------------------------------------------------
 
@@ -465,8 +404,8 @@ class CrawlMemExtension:
     def _wait_for_drain(self, started: float) -> None:
         drained = probes.is_drained(self.crawler)
         if drained or time.monotonic() - started > self.drain_timeout_seconds:
-            if self.browser:  # renderers collect their garbage first, so it is not counted as growth
-                self._collect_browser_garbage().addBoth(lambda _: self._finish_checkpoint(drained, started))
+            if self.pages is not None:  # renderers collect their garbage first, so it is not counted as growth
+                self.pages.collect_garbage().addBoth(lambda _: self._finish_checkpoint(drained, started))
             else:
                 self._finish_checkpoint(drained, started)
             return
@@ -480,136 +419,17 @@ class CrawlMemExtension:
             probes.resume_engine(self.crawler)
 
     def _take_checkpoint(self, *, drained: bool, cost_started: float) -> None:
-        gc.collect()
-        probes.malloc_trim()
-        queues = probes.read_queues(self.crawler)
-        traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
-        checkpoint = Checkpoint(
-            responses=self.responses,
-            t_seconds=round(time.monotonic() - self.started_at, 4),
-            rss_bytes=probes.read_rss_bytes(),
-            heap_bytes=probes.read_malloc_in_use_bytes(),
-            traced_bytes=traced,
-            scheduled=queues.scheduled or 0,
-            disk_scheduled=queues.disk_scheduled or 0,
-            plugin_bytes=self.plugin_bytes,
-            allocated_blocks=sys.getallocatedblocks(),
-            tracer_bytes=tracemalloc.get_tracemalloc_memory() if tracemalloc.is_tracing() else 0,
-            live_refs=probes.live_ref_counts(self.epoch),
-            drained=drained,
-            cost_seconds=round(time.monotonic() - cost_started, 4),
-            **self._browser_checkpoint_fields(),
+        queues = probes.read_queues(self.crawler)  # the engine is paused: its queues hold still
+        checkpoint = drained_checkpoint(
+            self.responses, started_at=self.started_at, cost_started=cost_started, drained=drained,
+            scheduled=queues.scheduled or 0, disk_scheduled=queues.disk_scheduled or 0,
+            plugin_bytes=self.attribution.plugin_bytes, read=lambda: {"live_refs": probes.live_ref_counts(self.epoch)},
         )
+        browser = self.pages.checkpoint_fields() if self.pages is not None else {}  # read after the checkpoint's cost
+        if browser:
+            checkpoint = replace(checkpoint, **browser)
         self.recording.add_checkpoint(checkpoint)
-        self._attribute(checkpoint)
-
-    # -- attribution: a traced window opened when the crawl looks leaky (reactor thread) --
-
-    def _attribute(self, checkpoint: Checkpoint) -> None:
-        """Open a traced window when the checkpoints look like a leak; snapshot it at the next checkpoint.
-
-        The window lasts ``attribution_responses`` responses at most and ends on an extra checkpoint
-        halfway to the scheduled one at the latest; the schedule then resumes where it was, so leaving
-        that traced checkpoint out of the judgement costs no judged interval. Only a crawl that already
-        looks leaky pays for deep tracing, and only briefly.
-        """
-        if self._window_done or not self.attribution_frames:
-            return
-        if self._window:
-            self._window.append(take_snapshot())
-            self._queued = self._queued_share()
-            self._window_responses.append(checkpoint.responses)
-            self._close_window(checkpoint.traced_bytes)
-            if self._resume_at > checkpoint.responses:  # the window's extra checkpoint does not shift the schedule
-                self._next_checkpoint = self._resume_at
-        elif self.checkpoints_enabled and suspicious(self.recording.checkpoints, self.leak_per_response):
-            if tracemalloc.is_tracing():
-                self._window = [take_snapshot()]
-            else:
-                tracemalloc.start(self.attribution_frames)
-                self._window_started_tracing = True
-                self._window = [None]  # nothing is traced yet: the empty snapshot
-                self._window_opening = self.recording.checkpoints[-2:]
-            self._window_responses = [checkpoint.responses]
-            try:
-                self._lengths = container_lengths(self._holder_roots())
-            except Exception as exc:  # evidence, never a reason to break the crawl
-                self.recording.add_error(f"measuring containers failed: {exc!r}")
-            self._resume_at = self._next_checkpoint
-            # the window closes on an extra checkpoint halfway to the scheduled one at the latest: that one stays untraced
-            room = max(self._next_checkpoint - checkpoint.responses, 2) // 2
-            self._next_checkpoint = checkpoint.responses + min(self.attribution_responses, room)
-
-    def _holder_roots(self) -> dict[str, Any]:
-        """The spider, the crawl's components and the user's modules: where a holder of a leak can hang."""
-        roots = probes.crawl_roots(self.crawler)
-        roots.update((f"module {name}", module) for name, module in user_modules().items())
-        return roots
-
-    def _find_holders(self) -> None:
-        """At the window's closing checkpoint (crawl alive, drained): the containers that grew during the window."""
-        if not self._window_responses:
-            return
-        try:
-            window = self.responses - self._window_responses[0]
-            sites = [site.location for site in self.growth_sites]
-            self.holders = find_holders(self._holder_roots(), self._lengths, window, prefer=sites)
-        except Exception as exc:  # evidence, never a reason to break the crawl
-            self.recording.add_error(f"finding holders failed: {exc!r}")
-        self._lengths = {}
-
-    def _queued_share(self) -> dict[str, int]:
-        """Traced bytes per growth site of the requests the scheduler holds (evidence: never breaks the crawl)."""
-        try:
-            return queued_share(probes.queued_requests(self.crawler))
-        except Exception as exc:
-            self.recording.add_error(f"measuring the scheduler's share failed: {exc!r}")
-            return {}
-
-    def _close_window(self, traced: int | None) -> None:
-        """End the window, find the holders, then measure what tracing left behind once stopped (drained crawl).
-
-        Measured: about 500-600 KiB stays in use after ``tracemalloc.stop()`` on a clean catalog crawl (a 3 KiB/response
-        step in the interval across a 170-response window): the heap after, less the heap when the window opened and
-        the crawl's growth in it (``growth.window_residue``; ``traced`` is read before the closing snapshot), is taken
-        off every later checkpoint's heap signal.
-        """
-        traced = traced if self._window_started_tracing else None
-        self._end_window()
-        self._find_holders()
-        if traced is None or len(self._window_opening) < 2:
-            return
-        gc.collect()
-        probes.malloc_trim()
-        heap = probes.read_malloc_in_use_bytes()
-        if heap is not None:
-            responses = self.responses - self._window_opening[-1].responses
-            after = heap + BLOCK_BYTES * sys.getallocatedblocks()
-            self.plugin_bytes = window_residue(self._window_opening, after, traced, responses)
-
-    def _end_window(self) -> None:
-        """Close the traced window and keep the sites that grew in every traced interval."""
-        if self._window_done:
-            return
-        self._window_done = True
-        if len(self._window) >= 2:
-            self.growth_sites = growing_sites(self._window, self._window_responses, queued=self._queued)
-        self._window = []
-        if self._window_started_tracing and tracemalloc.is_tracing():
-            tracemalloc.stop()
-
-    def _browser_checkpoint_fields(self) -> dict[str, Any]:
-        tree = self._read_tree(detail=True)
-        if tree is None or not tree.processes:
-            return {}
-        pages = probes.read_pages(self.crawler)
-        return {
-            "browser_pss_bytes": tree.pss_bytes,
-            "browser_uss_bytes": tree.uss_bytes,
-            "open_pages": pages.pages if pages else None,
-            "open_contexts": pages.contexts if pages else None,
-            "unclosed_pages": len(self.unclosed_pages()),
-        }
+        self._next_checkpoint = self.attribution.at_checkpoint(checkpoint, self._next_checkpoint)
 
     def _write_stats(self) -> None:
         stats = self.crawler.stats
@@ -657,13 +477,6 @@ class CrawlMemExtension:
         stats.set_value("crawlmem/checkpoint_pause_max_seconds", round(recording.checkpoint_pause_max_seconds, 4))
         stats.set_value("crawlmem/checkpoint_pause_total_seconds", round(recording.checkpoint_pause_total_seconds, 4))
         stats.set_value("crawlmem/stream_rotations", recording.stream_rotations)
-
-
-def _as_deferred(coro: Any) -> Any:
-    """Run a coroutine on the asyncio reactor's loop; return a Deferred of its result."""
-    from scrapy.utils.defer import deferred_from_coro
-
-    return deferred_from_coro(coro)
 
 
 def _reactor() -> Any:

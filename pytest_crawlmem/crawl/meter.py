@@ -1,17 +1,25 @@
-"""The sampling loop and the hard ceiling shared by crawls (extension) and browser jobs (crawl or job process).
+"""The sampling loop, the hard ceiling and the drained checkpoint shared by crawls (extension) and browser jobs
+(crawl or job process).
 
 :class:`Sampler` calls a ``take`` function every interval on its own thread, records what fails instead
 of stopping, and counts its own CPU time; :class:`Ceiling` fires a stop once when a sample reaches
-``kill_at``. What a sample holds, and how a stop is carried out, stay with the caller.
+``kill_at``; :func:`drained_checkpoint` collects garbage, trims the heap and reads the process. What a
+sample holds, how a stop is carried out and how the work is drained stay with the caller.
 """
 
 from __future__ import annotations
 
+import gc
+import sys
 import threading
 import time
-from collections.abc import Callable
+import tracemalloc
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..core import stops
+from ..core.models import Checkpoint
+from . import probes
 from .recording import Recording
 
 
@@ -64,3 +72,47 @@ class Ceiling:
         self.fired = True
         self._stop(stops.KILL_AT, stops.kill_at_message(rss_bytes, t_seconds))
         return True
+
+
+def settle() -> None:
+    """Collect garbage and give freed heap memory back to the kernel, so what is read next is what is in use."""
+    gc.collect()
+    probes.malloc_trim()
+
+
+def drained_checkpoint(
+    responses: int,
+    *,
+    started_at: float,
+    cost_started: float,
+    traced: bool = True,
+    read: Callable[[], Mapping[str, Any]] | None = None,
+    **fields: Any,
+) -> Checkpoint:
+    """Settle the process, then read it into a :class:`Checkpoint` (the caller has drained its work first).
+
+    Read here: RSS, glibc's heap in use, allocated blocks and, when ``traced`` and tracemalloc runs, the traced
+    memory and the tracer's own; then ``read()``'s fields (read after those, inside the cost); ``fields`` are
+    given values. ``t_seconds`` counts from ``started_at``, ``cost_seconds`` from ``cost_started`` (both
+    ``time.monotonic()``), so a caller's drain wait counts in the checkpoint's cost.
+    """
+    settle()
+    tracing = traced and tracemalloc.is_tracing()
+    traced_bytes = tracemalloc.get_traced_memory()[0] if tracing else None
+    t_seconds = round(time.monotonic() - started_at, 4)
+    rss_bytes = probes.read_rss_bytes()
+    heap_bytes = probes.read_malloc_in_use_bytes()
+    allocated_blocks = sys.getallocatedblocks()
+    tracer_bytes = tracemalloc.get_tracemalloc_memory() if tracing else 0
+    values = {**fields, **(read() if read is not None else {})}
+    return Checkpoint(
+        responses=responses,
+        t_seconds=t_seconds,
+        rss_bytes=rss_bytes,
+        heap_bytes=heap_bytes,
+        traced_bytes=traced_bytes,
+        allocated_blocks=allocated_blocks,
+        tracer_bytes=tracer_bytes,
+        cost_seconds=round(time.monotonic() - cost_started, 4),
+        **values,
+    )

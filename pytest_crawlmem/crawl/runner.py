@@ -274,12 +274,12 @@ def _build_result(
     samples, checkpoints = tuple(recording.samples), recording.checkpoints
     response_sizes = size_distribution(ext.response_sizes)
     retention = find_retention(ext.epoch)
-    sites = tuple(ext.growth_sites)
+    sites = tuple(ext.attribution.growth_sites)
     growth = judge(
         checkpoints,
         samples,
         leak_per_response=options.leak_per_response,
-        evidence=leak_evidence(sites, retention, ext.holders, ext.media),
+        evidence=leak_evidence(sites, retention, ext.attribution.holders, ext.media),
         max_active_size=max_active_size,
         response_sizes=response_sizes,
         media=ext.media,
@@ -312,7 +312,7 @@ def _build_result(
         status_counts=status_counts(stats),
         live_refs=probes.live_ref_counts(ext.epoch),
         retention=retention,
-        holders=ext.holders,
+        holders=ext.attribution.holders,
         stats=stats,
         dropped=tuple(ext.ledger.dropped),
         dropped_count=ext.ledger.count,
