@@ -34,14 +34,14 @@ from pytest_crawlmem.crawl.recording import Recording
 
 BASE = 100 * 2**20
 recording = Recording(None)
-window = AttributionWindow(None, recording, frames=1, max_responses=150, enabled=True, leak_per_response=2048)
+window = AttributionWindow(recording, frames=1, max_responses=150, enabled=True, leak_per_response=2048)
 steps, planned = [], 0
 while planned < 2000:
     checkpoint = Checkpoint(responses=planned, t_seconds=planned / 100, rss_bytes=BASE + 10240 * planned,
                             heap_bytes=BASE + 10240 * planned, traced_bytes=None, scheduled=0, allocated_blocks=0)
     recording.add_checkpoint(checkpoint)
     scheduled = next_checkpoint_at(planned, 100) if planned else 100
-    planned = window.at_checkpoint(checkpoint, scheduled)
+    planned = window.at_checkpoint(None, checkpoint, scheduled)
     steps.append({"at": checkpoint.responses, "scheduled": scheduled, "next": planned, "open": window.is_open,
                   "tracing": tracemalloc.is_tracing()})
 print(json.dumps({"steps": steps, "errors": recording.errors}))

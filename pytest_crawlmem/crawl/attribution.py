@@ -26,12 +26,11 @@ from .snapshots import growing_sites, queued_share, take_snapshot
 class AttributionWindow:
     """One traced window per crawl; its findings are :attr:`growth_sites`, :attr:`holders` and :attr:`plugin_bytes`.
 
-    ``crawler`` may be ``None`` until the window opens (the extension is built without one in unit tests).
+    The crawler is passed to each call, never kept: the runner lets go of the crawl before it counts what is alive.
     """
 
-    def __init__(self, crawler: Any, recording: Recording, *, frames: int, max_responses: int, enabled: bool,
+    def __init__(self, recording: Recording, *, frames: int, max_responses: int, enabled: bool,
                  leak_per_response: int) -> None:
-        self.crawler = crawler
         self.recording = recording
         self.frames = frames  # CRAWLMEM_ATTRIBUTION_FRAMES: 0 never opens a window
         self.max_responses = max_responses  # CRAWLMEM_ATTRIBUTION_RESPONSES
@@ -54,7 +53,7 @@ class AttributionWindow:
         """Whether a window is open now."""
         return bool(self._snapshots)
 
-    def at_checkpoint(self, checkpoint: Checkpoint, next_checkpoint: int) -> int:
+    def at_checkpoint(self, crawler: Any, checkpoint: Checkpoint, next_checkpoint: int) -> int:
         """Open the window when the checkpoints look like a leak, or close an open one; return the next checkpoint.
 
         The window lasts ``max_responses`` responses at most and ends on an extra checkpoint halfway to the
@@ -65,9 +64,9 @@ class AttributionWindow:
             return next_checkpoint
         if self._snapshots:
             self._snapshots.append(take_snapshot())
-            self._queued = self._queued_share()
+            self._queued = self._queued_share(crawler)
             self._responses.append(checkpoint.responses)
-            self._close(checkpoint.traced_bytes, checkpoint.responses)
+            self._close(crawler, checkpoint.traced_bytes, checkpoint.responses)
             # the window's extra checkpoint does not shift the schedule
             return self._resume_at if self._resume_at > checkpoint.responses else next_checkpoint
         if not (self.enabled and suspicious(self.recording.checkpoints, self.leak_per_response)):
@@ -81,7 +80,7 @@ class AttributionWindow:
             self._opening = self.recording.checkpoints[-2:]
         self._responses = [checkpoint.responses]
         try:
-            self._lengths = container_lengths(self._holder_roots())
+            self._lengths = container_lengths(_holder_roots(crawler))
         except Exception as exc:  # evidence, never a reason to break the crawl
             self.recording.add_error(f"measuring containers failed: {exc!r}")
         self._resume_at = next_checkpoint
@@ -89,7 +88,7 @@ class AttributionWindow:
         room = max(next_checkpoint - checkpoint.responses, 2) // 2
         return checkpoint.responses + min(self.max_responses, room)
 
-    def close_at_end(self, responses: int) -> None:
+    def close_at_end(self, crawler: Any, responses: int) -> None:
         """Close a window still open when the spider closes (the crawl is drained), before the closing checkpoint."""
         if not self._snapshots:
             return
@@ -97,7 +96,7 @@ class AttributionWindow:
         traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
         self._snapshots.append(take_snapshot())
         self._responses.append(responses)
-        self._close(traced, responses)
+        self._close(crawler, traced, responses)
 
     def adopt_tracing(self) -> bool:
         """Take over tracing another window started if this one is open and runs on it; whether this one owns tracing."""
@@ -116,7 +115,7 @@ class AttributionWindow:
         if self.started_tracing and tracemalloc.is_tracing():
             tracemalloc.stop()
 
-    def _close(self, traced: int | None, responses: int) -> None:
+    def _close(self, crawler: Any, traced: int | None, responses: int) -> None:
         """End the window, find the holders, then measure what tracing left behind once stopped (drained crawl).
 
         Measured: about 500-600 KiB stays in use after ``tracemalloc.stop()`` on a clean catalog crawl (a 3 KiB/response
@@ -126,7 +125,7 @@ class AttributionWindow:
         """
         traced = traced if self.started_tracing else None
         self.end()
-        self._find_holders(responses)
+        self._find_holders(crawler, responses)
         if traced is None or len(self._opening) < 2:
             return
         settle()
@@ -135,27 +134,28 @@ class AttributionWindow:
             after = heap + BLOCK_BYTES * sys.getallocatedblocks()
             self.plugin_bytes = window_residue(self._opening, after, traced, responses - self._opening[-1].responses)
 
-    def _holder_roots(self) -> dict[str, Any]:
-        """The spider, the crawl's components and the user's modules: where a holder of a leak can hang."""
-        roots = probes.crawl_roots(self.crawler)
-        roots.update((f"module {name}", module) for name, module in user_modules().items())
-        return roots
-
-    def _find_holders(self, responses: int) -> None:
+    def _find_holders(self, crawler: Any, responses: int) -> None:
         """At the window's closing checkpoint (crawl alive, drained): the containers that grew during the window."""
         if not self._responses:
             return
         try:
             sites = [site.location for site in self.growth_sites]
-            self.holders = find_holders(self._holder_roots(), self._lengths, responses - self._responses[0], prefer=sites)
+            self.holders = find_holders(_holder_roots(crawler), self._lengths, responses - self._responses[0], prefer=sites)
         except Exception as exc:  # evidence, never a reason to break the crawl
             self.recording.add_error(f"finding holders failed: {exc!r}")
         self._lengths = {}
 
-    def _queued_share(self) -> dict[str, int]:
+    def _queued_share(self, crawler: Any) -> dict[str, int]:
         """Traced bytes per growth site of the requests the scheduler holds (evidence: never breaks the crawl)."""
         try:
-            return queued_share(probes.queued_requests(self.crawler))
+            return queued_share(probes.queued_requests(crawler))
         except Exception as exc:
             self.recording.add_error(f"measuring the scheduler's share failed: {exc!r}")
             return {}
+
+
+def _holder_roots(crawler: Any) -> dict[str, Any]:
+    """The spider, the crawl's components and the user's modules: where a holder of a leak can hang."""
+    roots = probes.crawl_roots(crawler)
+    roots.update((f"module {name}", module) for name, module in user_modules().items())
+    return roots

@@ -119,7 +119,7 @@ class CrawlMemExtension:
                                    max_checkpoints=max(32, timeline_samples // 8) if timeline_samples else 0)
         self.sampler = Sampler(self._take_sample, interval_seconds, self.recording, name="crawlmem-sampler")
         self.ceiling = Ceiling(kill_at_bytes, self._request_stop)
-        self.attribution = AttributionWindow(crawler, self.recording, frames=attribution_frames,
+        self.attribution = AttributionWindow(self.recording, frames=attribution_frames,
                                              max_responses=attribution_responses, enabled=checkpoints,
                                              leak_per_response=leak_per_response)
         self.ticker: StatusTicker | None = None
@@ -147,7 +147,7 @@ class CrawlMemExtension:
         self.media_pipelines: list[Any] = []  # the crawl's MediaPipelines while it runs, for the cache probes
         self.media: MediaSummary | None = None  # their cache when the spider closed
         self.browser = browser
-        self.pages = CrawlBrowser(crawler, self.recording, detail_seconds=browser_detail_seconds,
+        self.pages = CrawlBrowser(self.recording, detail_seconds=browser_detail_seconds,
                                   stall_seconds=stall_seconds) if browser else None
         # issue 19: screenshot captures (shots.py), parse amplification (amplification.py's spider middleware)
         self.shots = ShotLedger()
@@ -268,7 +268,8 @@ class CrawlMemExtension:
         self._take_sample()
         if self.pages is not None:
             self.pages.close()
-        self.attribution.close_at_end(self.responses)  # drained: an open window closes first, the closing checkpoint is untraced
+        # drained: an open window closes first, so the closing checkpoint is untraced
+        self.attribution.close_at_end(self.crawler, self.responses)
         try:
             self._take_checkpoint(drained=True, cost_started=time.monotonic())
         finally:  # measured like start_rss; a closing checkpoint that failed still leaves a reading, never 0
@@ -299,7 +300,7 @@ class CrawlMemExtension:
     def _take_sample(self) -> None:
         queues = probes.read_queues(self.crawler)
         traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
-        tree, pages = self.pages.sample() if self.pages is not None else (None, None)
+        tree, pages = self.pages.sample(self.crawler) if self.pages is not None else (None, None)
         sample = Sample(
             t_seconds=round(time.monotonic() - self.started_at, 4),
             responses=self.responses,
@@ -405,7 +406,7 @@ class CrawlMemExtension:
         drained = probes.is_drained(self.crawler)
         if drained or time.monotonic() - started > self.drain_timeout_seconds:
             if self.pages is not None:  # renderers collect their garbage first, so it is not counted as growth
-                self.pages.collect_garbage().addBoth(lambda _: self._finish_checkpoint(drained, started))
+                self.pages.collect_garbage(self.crawler).addBoth(lambda _: self._finish_checkpoint(drained, started))
             else:
                 self._finish_checkpoint(drained, started)
             return
@@ -425,11 +426,11 @@ class CrawlMemExtension:
             scheduled=queues.scheduled or 0, disk_scheduled=queues.disk_scheduled or 0,
             plugin_bytes=self.attribution.plugin_bytes, read=lambda: {"live_refs": probes.live_ref_counts(self.epoch)},
         )
-        browser = self.pages.checkpoint_fields() if self.pages is not None else {}  # read after the checkpoint's cost
+        browser = self.pages.checkpoint_fields(self.crawler) if self.pages is not None else {}  # read after the checkpoint's cost
         if browser:
             checkpoint = replace(checkpoint, **browser)
         self.recording.add_checkpoint(checkpoint)
-        self._next_checkpoint = self.attribution.at_checkpoint(checkpoint, self._next_checkpoint)
+        self._next_checkpoint = self.attribution.at_checkpoint(self.crawler, checkpoint, self._next_checkpoint)
 
     def _write_stats(self) -> None:
         stats = self.crawler.stats

@@ -55,10 +55,12 @@ class HandedPages:
 
 
 class CrawlBrowser:
-    """What the extension reads of a browser crawl's browser (scrapy-playwright): the tree, the pages, handed pages."""
+    """What the extension reads of a browser crawl's browser (scrapy-playwright): the tree, the pages, handed pages.
 
-    def __init__(self, crawler: Any, recording: Recording, *, detail_seconds: float, stall_seconds: float) -> None:
-        self.crawler = crawler
+    The crawler is passed to each call, never kept: the runner lets go of the crawl before it counts what is alive.
+    """
+
+    def __init__(self, recording: Recording, *, detail_seconds: float, stall_seconds: float) -> None:
         self.recording = recording
         self.watch = BrowserWatch(detail_seconds=detail_seconds)
         self.handed = HandedPages(stall_seconds)  # pages given to callbacks (playwright_include_page)
@@ -70,20 +72,20 @@ class CrawlBrowser:
         if page is not None:
             self.handed.add(page)
 
-    def sample(self) -> tuple[TreeReading, probes.PageReading | None]:
+    def sample(self, crawler: Any) -> tuple[TreeReading, probes.PageReading | None]:
         """Read the tree (PSS/USS on schedule, RSS otherwise) and the open pages; keep the most seen (sampler thread)."""
         tree = self.watch.read()
-        pages = probes.read_pages(self.crawler)
+        pages = probes.read_pages(crawler)
         if pages is not None:
             self.watch.count(pages.pages, pages.contexts)
         return tree, pages
 
-    def checkpoint_fields(self) -> dict[str, Any]:
+    def checkpoint_fields(self, crawler: Any) -> dict[str, Any]:
         """A checkpoint's browser fields, from a detailed reading of the tree (none when no browser runs yet)."""
         tree = self.watch.read(detail=True)
         if not tree.processes:
             return {}
-        pages = probes.read_pages(self.crawler)
+        pages = probes.read_pages(crawler)
         return {
             "browser_pss_bytes": tree.pss_bytes,
             "browser_uss_bytes": tree.uss_bytes,
@@ -105,11 +107,11 @@ class CrawlBrowser:
         for page in self.unclosed():
             as_deferred(page.close()).addErrback(lambda _failure: None)
 
-    def collect_garbage(self) -> Any:
+    def collect_garbage(self, crawler: Any) -> Any:
         """Ask every open page's renderer to collect garbage (a Deferred; never fails) (reactor thread)."""
         from twisted.internet import defer
 
-        pages = probes.open_pages(self.crawler)
+        pages = probes.open_pages(crawler)
         if not pages:
             return defer.succeed(None)
 
