@@ -52,6 +52,17 @@ def test_user_code_under_the_base_prefix_is_still_user_code():
     assert not snapshots.is_user_file(f"{PLUGIN}/probes.py")
 
 
+def test_every_subpackage_of_the_plugin_is_the_plugins_code_never_a_site():
+    """core/, reports/, harness/ too: the package root, not the crawl/ directory snapshots.py sits in."""
+    import pytest_crawlmem
+    from pytest_crawlmem.core import distribution
+    from pytest_crawlmem.harness import fixtures
+
+    for module in (pytest_crawlmem, distribution, fixtures, snapshots):
+        assert not snapshots.is_user_file(module.__file__), module.__file__
+    assert _site_of(stack((distribution.__file__, 44), (f"{STDLIB}/weakref.py", 466))) is None
+
+
 def test_a_window_too_short_gives_no_per_response_figure():
     assert snapshots.growing_sites([None, None], [100, 110]) == []
 

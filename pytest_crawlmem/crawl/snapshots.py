@@ -20,8 +20,10 @@ from itertools import pairwise
 
 from ..core.models import GrowthSite
 
+#: This package's own files, every subpackage (an editable install is outside site-packages): never the user's code.
+_PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 _HARNESS = (
-    os.path.dirname(os.path.abspath(__file__)),
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
     "*/_pytest/*",
     "*/pluggy/*",
     tracemalloc.__file__,
@@ -59,8 +61,6 @@ def take_snapshot() -> tracemalloc.Snapshot:
 
 #: A traced window shorter than this gives no growth site.
 MIN_SITE_WINDOW_RESPONSES = 20
-#: This package's own files (an editable install is outside site-packages): never the user's code.
-_PLUGIN_DIR = os.path.dirname(os.path.realpath(__file__))
 
 
 def is_user_file(filename: str) -> bool:
