@@ -593,6 +593,11 @@ class CrawlResult:
         return self.peaks.max_media_cached
 
     @property
+    def backout_seconds(self) -> float:
+        """Time the scraper spent in backout (active size over its limit), summed over the samples."""
+        return self.peaks.backout_seconds
+
+    @property
     def active_size_ratio(self) -> float | None:
         """Peak scraper ``active_size`` relative to SCRAPER_SLOT_MAX_ACTIVE_SIZE (``None`` when the limit is unknown)."""
         return self.max_active_size / self.max_active_size_limit if self.max_active_size_limit else None
