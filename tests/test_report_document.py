@@ -6,8 +6,10 @@ import json
 import re
 from pathlib import Path
 
+from test_assemble import every_field_result
 from test_html import HOSTILE, synthetic_crawl, synthetic_document, write_synthetic_dir
 
+from pytest_crawlmem.core.budgets import SPECS
 from pytest_crawlmem.reports.cli import main
 from pytest_crawlmem.reports.document import FIGURES, ReportDocument, read_result
 from pytest_crawlmem.reports.loading import load_report
@@ -94,3 +96,17 @@ def test_a_bare_stream_without_its_interval_shows_no_backout_time(tmp_path):
     assert load_report(bare).document.figure("backout_seconds") is None
     assert main(["report", str(bare)]) == 0
     assert row((tmp_path / "report.html").read_text(), "time in backout") == "-"
+
+
+def test_every_figure_and_budget_path_reads_the_same_from_the_typed_result_as_from_report_json():
+    result = every_field_result()
+    written = json.loads(json.dumps(result.to_json()))
+    document = ReportDocument.from_json({"result": written})
+    for name in FIGURES:  # each is an attribute of CrawlResult, with report.json's value
+        assert document.figure(name) == written[name], name
+    for spec in (s for s in SPECS.values() if s.report_path):  # report.html walks them over attributes
+        typed: object = result
+        data: object = written
+        for step in spec.report_path:
+            typed, data = getattr(typed, step), data[step]  # type: ignore[index]
+        assert typed == data, spec.name

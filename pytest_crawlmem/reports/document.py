@@ -48,6 +48,8 @@ class ReportDocument:
 
     def figure(self, name: str) -> Any:
         """The result's figure ``name`` (one of :data:`FIGURES`), or ``None`` when the report does not hold it."""
+        if name not in FIGURES:
+            raise KeyError(f"{name!r} is not one of the figures report.json may lack (FIGURES): read the attribute")
         return None if name in self.unmeasured else getattr(self.result, name)
 
     def to_json(self) -> dict[str, Any]:
