@@ -54,11 +54,11 @@ class Sample:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Sample:
         """Build a sample from a dict written by :meth:`to_json` (unknown keys are ignored)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return cls(**{k: v for k, v in data.items() if k in _SAMPLE_NAMES})
 
 
 _SAMPLE_FIELDS = tuple(f.name for f in fields(Sample))
+_SAMPLE_NAMES = frozenset(_SAMPLE_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,8 @@ def _loaded(source: Path, stream: SamplesFile, document_path: Path | None) -> Lo
     samples = tuple(Sample.from_json(s) for s in stream.samples)
     checkpoints = tuple(Checkpoint.from_json(c) for c in stream.checkpoints)
     if document_path is None:
-        document = document_from_samples(stream, source / "samples.jsonl" if source.is_dir() else source)
+        document = _document_from_records(stream.header, samples, checkpoints,
+                                          source / "samples.jsonl" if source.is_dir() else source)
     else:
         document = ReportDocument.from_json(_read_document(document_path), samples=samples)
     return LoadedReport(source, document, stream, samples, checkpoints)
@@ -97,11 +99,17 @@ def load_report(path: Path) -> LoadedReport:
 
 def document_from_samples(stream: SamplesFile, path: Path) -> ReportDocument:
     """The report computed from samples and checkpoints alone (a production crawl's stream): no budgets, no test."""
-    checkpoints = sorted((Checkpoint.from_json(c) for c in stream.checkpoints), key=lambda c: c.responses)
-    samples = [Sample.from_json(s) for s in stream.samples]
-    interval = stream.header.get("interval_seconds")
+    return _document_from_records(stream.header, tuple(Sample.from_json(s) for s in stream.samples),
+                                  tuple(Checkpoint.from_json(c) for c in stream.checkpoints), path)
+
+
+def _document_from_records(header: Mapping[str, Any], samples: Sequence[Sample], records: Sequence[Checkpoint],
+                           path: Path) -> ReportDocument:
+    """:func:`document_from_samples` of records already read."""
+    checkpoints = sorted(records, key=lambda c: c.responses)
+    interval = header.get("interval_seconds")
     seconds = float(interval) if isinstance(interval, (int, float)) else None
-    spider = stream.header.get("spider")
+    spider = header.get("spider")
     facts = stream_facts(str(spider) if spider is not None else "", samples, checkpoints, finish_reason="unknown",
                          interval_seconds=seconds or 0.0)
     result = assemble(facts, samples, checkpoints, judge(checkpoints, samples, leak_per_response=None))
