@@ -122,3 +122,27 @@ def test_a_spider_declaring_its_own_components_is_measured_with_them(pytester: p
     pytester.makepyfile(audit=AUDIT, test_audit=TEST)
     outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=600)
     outcome.assert_outcomes(passed=13)
+
+
+@pytest.mark.parametrize("named", ["pytest_crawlmem.crawl.extension.CrawlMemExtension", "class"])
+def test_the_plugins_components_are_built_once_whichever_path_names_them(named):
+    """Scrapy keys components by the written path: the internal path or the class beside the stable one builds two."""
+    from scrapy.settings import Settings
+    from scrapy.utils.conf import build_component_list
+    from scrapy.utils.misc import load_object
+
+    from pytest_crawlmem.crawl.extension import CrawlMemExtension
+    from pytest_crawlmem.crawl.middleware import CrawlMemDownloaderMiddleware
+    from pytest_crawlmem.crawl.runner import CrawlOptions, add_measuring_components
+
+    extension = CrawlMemExtension if named == "class" else named
+    settings = Settings({"EXTENSIONS": {extension: 500},
+                         "DOWNLOADER_MIDDLEWARES": {"pytest_crawlmem.crawl.middleware.CrawlMemDownloaderMiddleware": 940}})
+    add_measuring_components(settings, CrawlOptions())
+
+    def built(name: str) -> list[object]:
+        return [load_object(path) for path in build_component_list(settings.getwithbase(name))]
+
+    assert built("EXTENSIONS").count(CrawlMemExtension) == 1
+    assert built("DOWNLOADER_MIDDLEWARES").count(CrawlMemDownloaderMiddleware) == 1
+    assert settings.getdict("DOWNLOADER_MIDDLEWARES")["pytest_crawlmem.middleware.CrawlMemDownloaderMiddleware"] == 940

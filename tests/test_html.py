@@ -22,6 +22,7 @@ from pytest_crawlmem.core.models import Checkpoint, CrawlResult, DroppedResponse
 from pytest_crawlmem.crawl.recording import Recording
 from pytest_crawlmem.reports import report as report_module
 from pytest_crawlmem.reports.cli import main
+from pytest_crawlmem.reports.document import ReportDocument
 from pytest_crawlmem.reports.html import render_html
 from pytest_crawlmem.reports.report import report_document, write_reports
 from pytest_crawlmem.reports.svgchart import decimate, nice_ticks
@@ -67,13 +68,18 @@ def synthetic_document(result: CrawlResult) -> dict:
     return json.loads(json.dumps(document, default=str))
 
 
-def records(result: CrawlResult) -> tuple[list[dict], list[dict]]:
-    return [s.to_json() for s in result.samples], [c.to_json() for c in result.growth.checkpoints]
+def records(result: CrawlResult) -> tuple[list[Sample], list[Checkpoint]]:
+    return list(result.samples), list(result.growth.checkpoints)
+
+
+def typed(document: dict) -> ReportDocument:
+    """report.json's content read back, as report.html is rendered from it."""
+    return ReportDocument.from_json(document)
 
 
 def test_every_string_from_a_crawl_is_escaped_and_the_page_has_no_script():
     result = synthetic_crawl()
-    page = render_html(synthetic_document(result), *records(result), header={"spider": HOSTILE},
+    page = render_html(typed(synthetic_document(result)), *records(result), header={"spider": HOSTILE},
                        problems=[f"line 9: not valid JSON {HOSTILE}"], files=[f"{HOSTILE}.json"])
     assert "<script" not in page.lower()
     escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -86,7 +92,7 @@ def test_every_string_from_a_crawl_is_escaped_and_the_page_has_no_script():
 
 def test_the_page_shows_verdict_budgets_sites_checkpoints_and_the_chart_marks():
     result = synthetic_crawl()
-    page = render_html(synthetic_document(result), *records(result))
+    page = render_html(typed(synthetic_document(result)), *records(result))
     assert result.growth.verdict == "retained-objects"
     assert result.growth.reason.replace("'", "&#x27;") in page
     assert page.count('class="series series-rss"') == 2  # against responses and against time
@@ -106,10 +112,10 @@ def test_the_page_shows_verdict_budgets_sites_checkpoints_and_the_chart_marks():
 def test_a_document_without_samples_still_renders():
     result = synthetic_crawl()
     document = synthetic_document(result)
-    page = render_html(document, [], [])
+    page = render_html(typed(document), [], [])
     assert "<h2>Checkpoints</h2>" in page and "<svg" in page  # checkpoints come from report.json then
     document["result"]["growth"]["checkpoints"] = []
-    assert "No samples were recorded" in render_html(document, [], [])
+    assert "No samples were recorded" in render_html(typed(document), [], [])
 
 
 def test_long_series_are_thinned_but_keep_their_peaks():
@@ -520,7 +526,7 @@ def test_synthetic_reports_are_readable_at_1400_px(tmp_path, request):
         result = synthetic_crawl(tmp_path, leak=leak)
         path = tmp_path / f"synthetic-{'leaky' if leak else 'clean'}" / "report.html"
         path.parent.mkdir()
-        path.write_text(render_html(synthetic_document(result), *records(result)))
+        path.write_text(render_html(typed(synthetic_document(result)), *records(result)))
         pages.append(path)
     for path, found in zip(pages, layout(pages, artifacts_dir(request)), strict=True):
         assert_readable(found, path.parent.name)

@@ -129,7 +129,8 @@ def test_any_content_is_read_and_rendered_without_raising(tmp_path_factory, line
     for record in samples:
         Sample.from_json(record)
     stream = read_samples_jsonl(path)
-    page = render_html(document_from_samples(stream, path), samples, checkpoints, header=header, problems=problems)
+    page = render_html(document_from_samples(stream, path), [Sample.from_json(s) for s in samples],
+                       [checkpoint_from_json(c) for c in checkpoints], header=header, problems=problems)
     assert page.startswith("<!DOCTYPE html>")
 
 
@@ -149,7 +150,8 @@ def test_well_formed_records_with_any_numbers_render(tmp_path_factory, records):
     path.write_bytes(stream([HEADER, *records]))
     contents = read_samples_jsonl(path)
     assert contents.problems == []
-    page = render_html(document_from_samples(contents, path), contents.samples, contents.checkpoints)
+    page = render_html(document_from_samples(contents, path), [Sample.from_json(s) for s in contents.samples],
+                       [checkpoint_from_json(c) for c in contents.checkpoints])
     assert "<svg" in page or not records
 
 
@@ -196,9 +198,9 @@ def test_a_rotated_stream_reads_back_whole_with_its_peak_and_every_sample_counte
     assert [c["responses"] for c in checkpoints] == sorted(c["responses"] for c in checkpoints)
     assert checkpoints[-1]["responses"] == 55_000
 
-    document = document_from_samples(read_samples_jsonl(path), path)["result"]
-    assert document["peak_rss"] == 2**30 and document["responses"] == 59_990
-    assert abs(document["backout_seconds"] - 1500) <= 64  # 1 in 4 of 6,000 one-second samples, within a kept sample
+    result = document_from_samples(read_samples_jsonl(path), path).result
+    assert result.peak_rss == 2**30 and result.responses == 59_990
+    assert abs(result.backout_seconds - 1500) <= 64  # 1 in 4 of 6,000 one-second samples, within a kept sample
 
 
 def test_crawlmem_report_renders_a_rotated_stream(tmp_path):

@@ -49,7 +49,7 @@ class BudgetSpec:
 
     @property
     def report_path(self) -> tuple[str, ...]:
-        """Keys leading to the checked figure in report.json's ``result`` (``()`` when there is none)."""
+        """Keys leading to the checked figure in report.json's ``result``, and attributes of the CrawlResult (``()``: none)."""
         if self.report is not None:
             return self.report
         return (self.figure,) if self.figure else ()

@@ -54,11 +54,11 @@ class Sample:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Sample:
         """Build a sample from a dict written by :meth:`to_json` (unknown keys are ignored)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        return cls(**{k: v for k, v in data.items() if k in _SAMPLE_NAMES})
 
 
 _SAMPLE_FIELDS = tuple(f.name for f in fields(Sample))
+_SAMPLE_NAMES = frozenset(_SAMPLE_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -591,6 +591,11 @@ class CrawlResult:
     def max_media_cached(self) -> int | None:
         """Most entries in the media pipelines' cache at any sample (``None`` without a media pipeline)."""
         return self.peaks.max_media_cached
+
+    @property
+    def backout_seconds(self) -> float:
+        """Time the scraper spent in backout (active size over its limit), summed over the samples."""
+        return self.peaks.backout_seconds
 
     @property
     def active_size_ratio(self) -> float | None:

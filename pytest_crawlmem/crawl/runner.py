@@ -41,6 +41,8 @@ from .middleware import (
     DOWNLOADER_MIDDLEWARE_ORDER,
     DOWNLOADER_MIDDLEWARE_PATH,
     HTTPCOMPRESSION_PATH,
+    CrawlMemDownloaderMiddleware,
+    CrawlMemHttpCompressionMiddleware,
 )
 from .replay_scrapy import replay_outcome
 from .retention import retention_path
@@ -137,7 +139,7 @@ def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
         "SPIDER_MIDDLEWARES": {SPIDER_MIDDLEWARE_PATH: SPIDER_MIDDLEWARE_ORDER},  # parse amplification
     }
     for name in COMPONENT_SETTINGS:
-        settings.set(name, {**settings.getdict(name), **ours[name]}, priority=MEASURING_PRIORITY)
+        settings.set(name, {**with_stable_paths(settings.getdict(name)), **ours[name]}, priority=MEASURING_PRIORITY)
     if is_playwright_crawl({"DOWNLOAD_HANDLERS": settings.getdict("DOWNLOAD_HANDLERS")}):
         # the installed Chromium with CI-safe flags; never a browser download
         options_now = settings.getdict("PLAYWRIGHT_LAUNCH_OPTIONS")
@@ -148,6 +150,29 @@ def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
     if options.timeout_seconds:  # a response that never completes must not outlive the budget
         timeout = min(settings.getfloat("DOWNLOAD_TIMEOUT", 180), options.timeout_seconds)
         settings.set("DOWNLOAD_TIMEOUT", timeout, priority=MEASURING_PRIORITY)
+
+
+def with_stable_paths(components: Mapping[Any, Any]) -> dict[Any, Any]:
+    """``components`` with each of the plugin's own components keyed by its stable dotted path.
+
+    Scrapy keys components by what the settings say, not by the class that loads, so the extension named
+    ``pytest_crawlmem.crawl.extension.CrawlMemExtension`` (or given as a class) beside the harness's
+    ``pytest_crawlmem.extension.CrawlMemExtension`` would be built twice. Only keys naming this package are loaded.
+    """
+    from scrapy.utils.misc import load_object
+
+    stable = {CrawlMemExtension: EXTENSION_PATH, CrawlMemDownloaderMiddleware: DOWNLOADER_MIDDLEWARE_PATH,
+              CrawlMemHttpCompressionMiddleware: COUNTING_HTTPCOMPRESSION_PATH}
+    keyed: dict[Any, Any] = {}
+    for key, value in components.items():
+        component: Any = key
+        if isinstance(key, str) and key.startswith("pytest_crawlmem."):
+            try:
+                component = load_object(key)
+            except (ImportError, NameError, AttributeError, ValueError):
+                component = None  # Scrapy names the bad path when it builds the components
+        keyed[stable.get(component, key) if isinstance(component, type) else key] = value
+    return keyed
 
 
 def counting_middlewares(user_middlewares: Mapping[str, Any] | None, base: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -161,7 +186,7 @@ def counting_middlewares(user_middlewares: Mapping[str, Any] | None, base: Mappi
         from scrapy.settings.default_settings import DOWNLOADER_MIDDLEWARES_BASE
 
         base = DOWNLOADER_MIDDLEWARES_BASE
-    middlewares = dict(user_middlewares or {})
+    middlewares = with_stable_paths(user_middlewares or {})
     middlewares.setdefault(DOWNLOADER_MIDDLEWARE_PATH, DOWNLOADER_MIDDLEWARE_ORDER)
     configured = HTTPCOMPRESSION_PATH in middlewares or COUNTING_HTTPCOMPRESSION_PATH in middlewares
     if not configured and base.get(HTTPCOMPRESSION_PATH) is not None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
+from ..core.models import GrowthSite
 from ..core.units import format_size
+from .document import ReportDocument
 from .jsonl import is_number
 from .loading import LoadedReport, LoadError, load_report, write_html
 from .record import record_command
@@ -94,28 +95,29 @@ def _seconds(value: float) -> str:
     return f"{value:,.1f} s"
 
 
-Row = tuple[str, str, Callable[[float], str], Callable[[float, float], str]]
+Figure = Callable[[ReportDocument], object]
+Row = tuple[str, Figure, Callable[[float], str], Callable[[float, float], str]]
+
+
+def _of(name: str) -> Figure:
+    """The result's figure ``name`` (``None`` when the report does not hold it)."""
+    return lambda doc: doc.figure(name)
+
+
 ROWS: tuple[Row, ...] = (
-    ("responses", "responses", lambda v: f"{v:,.0f}", _count_change),
-    ("items", "items_scraped", lambda v: f"{v:,.0f}", _count_change),
-    ("duration", "duration_seconds", _seconds, lambda a, b: f"{b - a:+,.1f} s"),
-    ("peak RSS", "peak_rss", format_size, _size_change),
-    ("start RSS", "start_rss", format_size, _size_change),
-    ("end RSS", "end_rss", format_size, _size_change),
-    ("RSS growth", "rss_growth", format_size, _size_change),
-    ("growth/response", "growth.per_response_bytes", format_size, _size_change),
-    ("traced peak", "traced_peak", format_size, _size_change),
-    ("max scheduled", "max_scheduled", lambda v: f"{v:,.0f}", _count_change),
-    ("max in flight", "max_inflight", lambda v: f"{v:,.0f}", _count_change),
-    ("max active size", "max_active_size", format_size, _size_change),
+    ("responses", _of("responses"), lambda v: f"{v:,.0f}", _count_change),
+    ("items", _of("items_scraped"), lambda v: f"{v:,.0f}", _count_change),
+    ("duration", _of("duration_seconds"), _seconds, lambda a, b: f"{b - a:+,.1f} s"),
+    ("peak RSS", _of("peak_rss"), format_size, _size_change),
+    ("start RSS", _of("start_rss"), format_size, _size_change),
+    ("end RSS", _of("end_rss"), format_size, _size_change),
+    ("RSS growth", _of("rss_growth"), format_size, _size_change),
+    ("growth/response", lambda doc: doc.result.growth.per_response_bytes, format_size, _size_change),
+    ("traced peak", _of("traced_peak"), format_size, _size_change),
+    ("max scheduled", _of("max_scheduled"), lambda v: f"{v:,.0f}", _count_change),
+    ("max in flight", _of("max_inflight"), lambda v: f"{v:,.0f}", _count_change),
+    ("max active size", _of("max_active_size"), format_size, _size_change),
 )
-
-
-def _field(result: Mapping[str, Any], dotted: str) -> Any:
-    value: Any = result
-    for part in dotted.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-    return value
 
 
 def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -123,15 +125,15 @@ def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
-def figure_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[list[str]]:
-    """The figures of two results side by side, with the change from ``a`` to ``b``."""
+def figure_rows(a: ReportDocument, b: ReportDocument) -> list[list[str]]:
+    """The figures of two reports side by side, with the change from ``a`` to ``b``."""
     rows = [["", "A", "B", "change"]]
-    for label, key, fmt, change in ROWS:
-        va, vb = _field(a, key), _field(b, key)
+    for label, figure, fmt, change in ROWS:
+        va, vb = figure(a), figure(b)
         cells = [fmt(v) if is_number(v) else "-" for v in (va, vb)]
         delta = change(va, vb) if is_number(va) and is_number(vb) else ""
         rows.append([label, *cells, delta])
-    verdicts = [str(_field(r, "growth.verdict") or r.get("verdict") or "-") for r in (a, b)]
+    verdicts = [doc.result.growth.verdict or "-" for doc in (a, b)]
     rows.append(["verdict", *verdicts, "same" if verdicts[0] == verdicts[1] else "changed"])
     return rows
 
@@ -140,23 +142,22 @@ def _short(location: str) -> str:
     return location if len(location) <= LOCATION_WIDTH else "..." + location[-(LOCATION_WIDTH - 3):]
 
 
-def _site_cell(site: Mapping[str, Any] | None) -> str:
+def _site_cell(site: GrowthSite | None) -> str:
     if site is None:
         return "-"
-    per = site.get("bytes_per_response")
+    per = site.bytes_per_response
     per_text = f" ({per:,.0f} B/response)" if is_number(per) else ""
-    grown = site.get("size_diff_bytes")
+    grown = site.size_diff_bytes
     return ("+" + format_size(grown) if is_number(grown) else "?") + per_text
 
 
-def site_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[list[str]]:
-    """The top growth sites of both results, matched by location, biggest first."""
-    sites: list[dict[str, Mapping[str, Any]]] = [
-        {str(s.get("location")): s for s in r.get("top_growth") or [] if isinstance(s, Mapping)} for r in (a, b)
-    ]
+def site_rows(a: ReportDocument, b: ReportDocument) -> list[list[str]]:
+    """The top growth sites of both reports, matched by location, biggest first."""
+    sites = [{site.location: site for site in doc.result.top_growth} for doc in (a, b)]
 
     def biggest(location: str) -> float:
-        return -max(float(s[location].get("size_diff_bytes") or 0) for s in sites if location in s)
+        return -max(float(s[location].size_diff_bytes) if is_number(s[location].size_diff_bytes) else 0.0
+                    for s in sites if location in s)
 
     locations = sorted(set(sites[0]) | set(sites[1]), key=biggest)[:SITES]
     return [["top growth site", "A", "B"]] + [
@@ -165,17 +166,16 @@ def site_rows(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[list[str]]:
 
 
 def _describe(report: LoadedReport) -> str:
-    test = report.document.get("test") or report.document.get("result", {}).get("spider") or "?"
+    test = report.document.test or report.result.spider or "?"
     return f"{report.source} ({test})"
 
 
 def diff_command(path_a: Path, path_b: Path) -> int:
     """Print two crawls' figures, verdicts and top growth sites side by side."""
     a, b = load_report(path_a), load_report(path_b)
-    result_a, result_b = a.document["result"], b.document["result"]
     lines = [f"A: {_describe(a)}", f"B: {_describe(b)}", ""]
-    lines += _columns(figure_rows(result_a, result_b))
-    sites = site_rows(result_a, result_b)
+    lines += _columns(figure_rows(a.document, b.document))
+    sites = site_rows(a.document, b.document)
     lines.append("")
     lines += _columns(sites) if len(sites) > 1 else ["top growth sites: none in either crawl"]
     print("\n".join(lines))

@@ -1,6 +1,7 @@
 """Renders one crawl's ``report.html``: a self-contained page (inline SVG and CSS, no script, no network).
 
-Pure: works from ``report.json``'s document and ``samples.jsonl``'s records, in any process.
+Pure: works from report.json read back (:class:`~pytest_crawlmem.reports.document.ReportDocument`) and the
+samples and checkpoints of ``samples.jsonl``, in any process; it reads typed records, never report.json's keys.
 Every string that came from a crawl (URLs, paths, source lines, exception text, test ids)
 is escaped; the page also forbids scripts and remote loads in its Content-Security-Policy.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from html import escape
 from typing import Any
 
@@ -24,9 +26,10 @@ from ..core.growth import (
     unexplained_refs,
     warmup_responses,
 )
-from ..core.models import Checkpoint
+from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Sample, ShotSummary
 from ..core.units import format_size
-from .jsonl import checkpoint_from_json, is_number
+from .document import FIGURES, ReportDocument
+from .jsonl import is_number
 from .svgchart import Budget, Marker, Panel, Series, XAxis, count_tick, render_timeline, seconds_tick
 
 COLORS = {"rss": "#0072b2", "traced": "#cc79a7", "heap": "#009e73", "scheduled": "#e69f00",
@@ -79,8 +82,8 @@ def _badge(text: str, kind: str) -> Safe:
 # -- the timeline -------------------------------------------------------------------------
 
 
-def _at(records: Sequence[Mapping[str, Any]], x_key: str, y_key: str) -> list[tuple[float, float | None]]:
-    return [(float(r[x_key]), _number(r.get(y_key))) for r in records]
+def _at(samples: Sequence[Sample], x_key: str, y_key: str) -> list[tuple[float, float | None]]:
+    return [(float(getattr(s, x_key)), _number(getattr(s, y_key))) for s in samples]
 
 
 def _checkpoint_title(c: Checkpoint) -> str:
@@ -90,11 +93,11 @@ def _checkpoint_title(c: Checkpoint) -> str:
             f" heap {size(heap)}, scheduler {c.scheduled:,}")
 
 
-def _warmup_x(warm: int, samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint], x_key: str) -> float | None:
+def _warmup_x(warm: int, samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], x_key: str) -> float | None:
     """Where the warm-up of ``warm`` responses ends on the x axis (responses, or the time it was reached)."""
     if x_key == "responses":
         return float(warm)
-    times = [float(s["t_seconds"]) for s in samples if s["responses"] >= warm]
+    times = [float(s.t_seconds) for s in samples if s.responses >= warm]
     times += [c.t_seconds for c in checkpoints if c.responses >= warm]
     return min(times, default=None)
 
@@ -114,18 +117,17 @@ def _budgets(budgets: Mapping[str, Any], names: Sequence[str], start_rss: float 
     return found
 
 
-def is_browser_job(result: Mapping[str, Any], samples: Sequence[Mapping[str, Any]]) -> bool:
+def is_browser_job(result: CrawlResult, samples: Sequence[Sample]) -> bool:
     """A ``browser_job`` (pages, no Scrapy engine): a browser summary and no scheduler reading in any sample."""
-    return result.get("unit") == "pages" or (isinstance(result.get("browser"), Mapping) and not result.get("stats") and all(
-        s.get("scheduled") is None for s in samples))
+    return result.browser is not None and not result.stats and all(s.scheduled is None for s in samples)
 
 
-def _present(samples: Sequence[Mapping[str, Any]], x_key: str, y_key: str) -> list[tuple[float, float | None]]:
+def _present(samples: Sequence[Sample], x_key: str, y_key: str) -> list[tuple[float, float | None]]:
     """The samples that carry ``y_key`` (read now and then, such as the browser tree's PSS), as one unbroken line."""
-    return [(float(s[x_key]), _number(s.get(y_key))) for s in samples if _number(s.get(y_key)) is not None]
+    return [(float(getattr(s, x_key)), _number(getattr(s, y_key))) for s in samples if _number(getattr(s, y_key)) is not None]
 
 
-def _browser_panels(budgets: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint],
+def _browser_panels(budgets: Mapping[str, Any], samples: Sequence[Sample], checkpoints: Sequence[Checkpoint],
                     cp_x: Sequence[float], x_key: str) -> list[Panel]:
     """The browser tree's PSS and USS, and its open pages and contexts."""
     def at_checkpoints(field: str) -> list[tuple[float, float | None]]:
@@ -144,40 +146,46 @@ def _browser_panels(budgets: Mapping[str, Any], samples: Sequence[Mapping[str, A
     return [memory, pages]
 
 
-def _warmup(result: Mapping[str, Any], checkpoints: Sequence[Checkpoint], browser_job: bool) -> int:
+def _warmup(doc: ReportDocument, checkpoints: Sequence[Checkpoint]) -> int:
     """Units (responses or pages) before which growth is not judged: growth.warmup_responses, or the browser's rule."""
-    total = checkpoints[-1].responses if checkpoints else int(_number(result.get("responses")) or 0)
-    if not browser_job:
+    total = checkpoints[-1].responses if checkpoints else int(_number(doc.figure("responses")) or 0)
+    if doc.unit != "pages":
         return warmup_responses(total)
     readings = [c for c in checkpoints if c.drained and c.browser_uss_bytes is not None]  # as growth.browser_growth
     return max(readings[0].responses + 1, readings[-1].responses // 4) if readings else total // 4
 
 
-def timeline(document: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint],
-             x_key: str) -> str:
+def _danger_summary(danger: DangerSnapshot) -> str:
+    """The danger snapshot's one line (a hand-edited report.json may hold figures it cannot format)."""
+    try:
+        return danger.describe()
+    except (TypeError, ValueError):
+        return "danger snapshot"
+
+
+def timeline(doc: ReportDocument, samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], x_key: str) -> str:
     """The stacked timeline (RSS, Python memory, browser, scheduler, in flight, scraper) against ``responses`` or time.
 
     Panels without data are left out (a browser job has no scheduler); memory panels zoom on their data.
     """
-    budgets = document.get("budgets") or {}
-    result = document.get("result") or {}
-    browser_job = is_browser_job(result, samples)
-    unit = "pages" if browser_job else "responses"
+    budgets, result = doc.budgets, doc.result
+    browser_job = doc.unit == "pages"
+    unit = doc.unit
     cp_x = [float(c.responses if x_key == "responses" else c.t_seconds) for c in checkpoints]
     heap = Series("heap", "heap at checkpoints", COLORS["heap"], [(x, _number(heap_estimate(c))) for x, c in
                   zip(cp_x, checkpoints, strict=True)], dots=True, titles=[_checkpoint_title(c) for c in checkpoints])
-    start_rss = _number(result.get("start_rss")) or 0.0
+    start_rss = _number(doc.figure("start_rss")) or 0.0
     panels = [
         Panel("RSS", "bytes", [Series("rss", "RSS of this process", COLORS["rss"], _at(samples, x_key, "rss_bytes"))],
               _budgets(budgets, ["peak_rss", "rss_growth", "kill_at"], start_rss), zoom=True),
     ]
     traced = Series("traced", "traced (tracemalloc)", COLORS["traced"], _at(samples, x_key, "traced_bytes"))
-    if (result.get("growth") or {}).get("signal") == "traced":
+    if result.growth.signal == "traced":
         panels.append(Panel("Python memory", "bytes", [traced, heap], _budgets(budgets, ["traced_peak"]), zoom=True))
     else:  # a traced window (attribution) is far below the heap: its own panel keeps both readable
         panels += [Panel("Python memory", "bytes", [heap], zoom=True),
                    Panel("Traced window", "bytes", [traced], _budgets(budgets, ["traced_peak"]), zoom=True)]
-    if isinstance(result.get("browser"), Mapping):
+    if result.browser is not None:
         panels += _browser_panels(budgets, samples, checkpoints, cp_x, x_key)
     panels += [
         Panel("Scheduler", "count", [Series("scheduled", "requests waiting", COLORS["scheduled"],
@@ -191,14 +199,15 @@ def timeline(document: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], 
         panels = [p for p in panels if p.title not in ("Scheduler", "In flight", "Scraper")]
     markers = [Marker(x, "checkpoint" if c.drained else "checkpoint undrained", _checkpoint_title(c))
                for x, c in zip(cp_x, checkpoints, strict=True)]
-    warm_units = _warmup(result, checkpoints, browser_job)
+    warm_units = _warmup(doc, checkpoints)
     warm = _warmup_x(warm_units, samples, checkpoints, x_key) if checkpoints or samples else None
     if warm is not None:
         rule = "a quarter of the pages, after the browser's launch" if browser_job else "max(150, N/4)"
         markers.append(Marker(warm, "warmup", f"warm-up ends at {warm_units:,} {unit}: {rule}"))
-    danger = result.get("danger")  # the danger snapshot (danger.json): where RSS crossed snapshot_at
-    if isinstance(danger, Mapping) and is_number(danger.get(x_key)):
-        markers.append(Marker(float(danger[x_key]), "danger", str(danger.get("summary") or "danger snapshot")))
+    danger = result.danger  # the danger snapshot (danger.json): where RSS crossed snapshot_at
+    at = getattr(danger, x_key) if danger is not None else None
+    if danger is not None and is_number(at):
+        markers.append(Marker(float(at), "danger", _danger_summary(danger)))
     by_responses = x_key == "responses"
     axis = XAxis(f"{unit} processed" if by_responses else "seconds since the start",
                  count_tick if by_responses else seconds_tick, shade_until=warm, markers=markers)
@@ -206,16 +215,14 @@ def timeline(document: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], 
     return render_timeline(panels, axis, caption=caption)
 
 
-def chart_section(document: Mapping[str, Any], samples: Sequence[Mapping[str, Any]], checkpoints: Sequence[Checkpoint]) -> Safe:
+def chart_section(doc: ReportDocument, samples: Sequence[Sample], checkpoints: Sequence[Checkpoint]) -> Safe:
     """The timeline with its x-axis toggle (pure CSS) and legend."""
     if not samples and not checkpoints:
         return section("Timeline", '<p class="empty">No samples were recorded, so there is nothing to plot.</p>')
-    result = document.get("result") or {}
-    browser_job = is_browser_job(result, samples)
-    unit = "pages" if browser_job else "responses"
+    unit = doc.unit
     total = checkpoints[-1].responses if checkpoints else 0
-    rule = "a quarter of the pages" if browser_job else "max(150, N/4)"
-    warm = f"warm-up: first {_warmup(result, checkpoints, browser_job):,} {unit} ({rule}), not judged" if total else "warm-up"
+    rule = "a quarter of the pages" if unit == "pages" else "max(150, N/4)"
+    warm = f"warm-up: first {_warmup(doc, checkpoints):,} {unit} ({rule}), not judged" if total else "warm-up"
     zoom = ("memory panels start where their data does, not at 0, when that hides growth: read the axis labels."
             " Budgets far above the data are named at the right (\u2191), not drawn.")
     legend = (
@@ -223,15 +230,15 @@ def chart_section(document: Mapping[str, Any], samples: Sequence[Mapping[str, An
         '<li><span class="swatch checkpoint"></span>drained checkpoint (hover a dot for its figures)</li>'
         '<li><span class="swatch undrained"></span>checkpoint that did not drain in time</li>'
         '<li><span class="swatch budget"></span>budget</li>'
-        + ('<li><span class="swatch danger"></span>danger snapshot (danger.json)</li>' if result.get("danger") else "")
+        + ('<li><span class="swatch danger"></span>danger snapshot (danger.json)</li>' if doc.result.danger else "")
         + f'</ul><p class="note">{esc(zoom)}</p>'
     )
     body = (
         '<div class="chart">'
         f'<input type="radio" name="xaxis" id="x-responses" checked><label for="x-responses">against {unit}</label>'
         '<input type="radio" name="xaxis" id="x-time"><label for="x-time">against time</label>'
-        f'<div class="by-responses">{timeline(document, samples, checkpoints, "responses")}</div>'
-        f'<div class="by-time">{timeline(document, samples, checkpoints, "t_seconds")}</div>'
+        f'<div class="by-responses">{timeline(doc, samples, checkpoints, "responses")}</div>'
+        f'<div class="by-time">{timeline(doc, samples, checkpoints, "t_seconds")}</div>'
         f"{legend}</div>"
     )
     return section("Timeline", body)
@@ -240,26 +247,28 @@ def chart_section(document: Mapping[str, Any], samples: Sequence[Mapping[str, An
 # -- the tables ---------------------------------------------------------------------------
 
 
-def _figure(result: Mapping[str, Any], path: Sequence[str]) -> object:
-    """The value at ``path`` in report.json's ``result`` (``None`` when a step is missing or not an object)."""
-    value: object = result
-    for key in path:
-        value = value.get(key) if isinstance(value, Mapping) else None
+def _checked_figure(doc: ReportDocument, path: Sequence[str]) -> object:
+    """The figure a budget row reads (its ``report_path``, attribute by attribute; ``None`` when a step is missing)."""
+    if not path:
+        return None
+    value: object = doc.figure(path[0]) if path[0] in FIGURES else getattr(doc.result, path[0], None)
+    for name in path[1:]:
+        value = getattr(value, name, None) if value is not None else None
     return value
 
 
-def _measured(name: str, result: Mapping[str, Any], growth: Mapping[str, Any]) -> str:
+def _measured(name: str, doc: ReportDocument) -> str:
     """The figure a budget was checked against, for people (``-`` when the crawl did not measure it)."""
     spec = SPECS.get(name)
-    value = _figure(result, spec.report_path) if spec is not None and spec.report_path else None
+    growth = doc.result.growth
+    value = _checked_figure(doc, spec.report_path) if spec is not None else None
     if name == "timeout":
         duration = _number(value)
         return "-" if duration is None else _duration(duration)
     if name in ("leak", "leak_per_response"):
-        per = _number(growth.get("per_response_bytes"))
-        per_text = "-" if per is None else f"{format_size(per)}/{_unit(result)[:-1]}"
-        return per_text if name == "leak_per_response" else f"{growth.get('verdict', '-')}" + (
-            "" if per is None else f" ({per_text})")
+        per = _number(growth.per_response_bytes)
+        per_text = "-" if per is None else f"{format_size(per)}/{doc.unit[:-1]}"
+        return per_text if name == "leak_per_response" else f"{growth.verdict}" + ("" if per is None else f" ({per_text})")
     if name == "snapshot_at":
         return "not reached" if value is None else f"reached ({size(value)})"
     if spec is None or not spec.report_path:
@@ -267,7 +276,7 @@ def _measured(name: str, result: Mapping[str, Any], growth: Mapping[str, Any]) -
     if spec.kind == "ratio":
         return "-" if value is None else f"{_number(value) or 0:.1f}x"
     if spec.kind == "size":
-        return size(value) + (" peak RSS" if name == "kill_at" and result.get("peak_rss") else "")
+        return size(value) + (" peak RSS" if name == "kill_at" and doc.figure("peak_rss") else "")
     return count(value)
 
 
@@ -287,23 +296,15 @@ def _limit(name: str, value: object) -> str:
     return str(value)
 
 
-def _unit(result: Mapping[str, Any]) -> str:
-    """``pages`` for a browser job, else ``responses``."""
-    return "pages" if result.get("unit") == "pages" else "responses"
-
-
-def budgets_section(document: Mapping[str, Any]) -> Safe:
+def budgets_section(doc: ReportDocument) -> Safe:
     """Each budget that was set: its limit, the measured value, kept or broken."""
-    budgets = document.get("budgets") or {}
-    result = document.get("result") or {}
-    growth = result.get("growth") or {}
-    broken = {v.get("budget"): v for v in document.get("violations") or [] if isinstance(v, Mapping)}
+    broken = {v.budget: v for v in doc.violations}
     rows = []
-    for name, value in budgets.items():
+    for name, value in doc.budgets.items():
         violation = broken.get(name)
-        measured = _measured(name, result, growth)
+        measured = _measured(name, doc)
         if violation is not None:
-            status = _badge("broken", "fail") if violation.get("fails", True) else _badge("warned", "warn")
+            status = _badge("broken", "fail") if violation.fails else _badge("warned", "warn")
         elif name == "leak" and value == "off":
             status = _badge("not checked (leak='off')", "muted")
         elif name == "leak_per_response":
@@ -322,33 +323,30 @@ def budgets_section(document: Mapping[str, Any]) -> Safe:
     return section("Budgets", table(["budget", "limit", "measured", "status"], rows, cls="budgets"))
 
 
-def violations_section(document: Mapping[str, Any]) -> Safe:
+def violations_section(doc: ReportDocument) -> Safe:
     """The budgets the crawl broke, one sentence each."""
-    violations = [v for v in document.get("violations") or [] if isinstance(v, Mapping)]
-    if not violations:
+    if not doc.violations:
         return section("Violations", '<p class="empty">None.</p>')
     items = "".join(
-        f'<li>{_badge("fails" if v.get("fails", True) else "warns", "fail" if v.get("fails", True) else "warn")}'
-        f' <code>{esc(v.get("budget", "?"))}</code>: {esc(v.get("message", ""))}</li>'
-        for v in violations
+        f'<li>{_badge("fails" if v.fails else "warns", "fail" if v.fails else "warn")}'
+        f" <code>{esc(v.budget)}</code>: {esc(v.message)}</li>"
+        for v in doc.violations
     )
     return section("Violations", f'<ul class="violations">{items}</ul>')
 
 
-def growth_sites_section(result: Mapping[str, Any]) -> Safe:
+def growth_sites_section(result: CrawlResult) -> Safe:
     """Allocation sites that grew in the traced window, with their tracebacks."""
-    sites = [s for s in result.get("top_growth") or [] if isinstance(s, Mapping)]
-    if not sites:
+    if not result.top_growth:
         return section("Top growth sites", '<p class="empty">No allocation site grew in every traced interval'
                        " (a traced window opens only when the checkpoints look leaky).</p>")
     rows = []
-    for rank, site in enumerate(sites, 1):
-        trace = "\n".join(str(line) if str(line).startswith("File ") else "    " + str(line)
-                          for line in site.get("traceback") or [])
-        location = Safe(f'<details><summary><code>{esc(site.get("location", "?"))}</code></summary>'
+    for rank, site in enumerate(result.top_growth, 1):
+        trace = "\n".join(str(line) if str(line).startswith("File ") else "    " + str(line) for line in site.traceback)
+        location = Safe(f"<details><summary><code>{esc(site.location)}</code></summary>"
                         f"<pre>{esc(trace) or 'no traceback'}</pre></details>")
-        per = _number(site.get("bytes_per_response"))
-        rows.append([rank, location, "+" + size(site.get("size_diff_bytes")), f"{_number(site.get('count_diff')) or 0:+,.0f}",
+        per = _number(site.bytes_per_response)
+        rows.append([rank, location, "+" + size(site.size_diff_bytes), f"{_number(site.count_diff) or 0:+,.0f}",
                      "-" if per is None else f"{per:,.1f} B"])
     return section("Top growth sites", table(["#", "location (click for the traceback)", "size", "blocks", "per response"],
                                              rows, cls="sites"))
@@ -367,16 +365,15 @@ def _signal_values(signal: str, checkpoints: Sequence[Checkpoint]) -> list[int] 
     return [int(v) for v in values if v is not None] if pick and all(v is not None for v in values) else None
 
 
-def growth_explanation(result: Mapping[str, Any]) -> str:
+def growth_explanation(doc: ReportDocument) -> str:
     """What "growth per response" means on this page: which signal, raw or net, over which window."""
-    growth = result.get("growth") or {}
-    signal = str(growth.get("signal") or "")
-    unit = _unit(result)[:-1]
-    what = SIGNALS.get(signal, "memory")
-    if signal == "browser-uss":
+    growth = doc.result.growth
+    unit = doc.unit[:-1]
+    what = SIGNALS.get(growth.signal, "memory")
+    if growth.signal == "browser-uss":
         return (f"growth per {unit}: the change of {what} between the first and the last judged checkpoint, divided by"
                 f" the {unit}s between them")
-    kind = "raw" if growth.get("verdict") == "scheduler-backlog" else "net"
+    kind = "raw" if growth.verdict == "scheduler-backlog" else "net"
     return (f"growth per {unit} ({kind}, the figure at the top): the change of {what} over the judged checkpoints, divided by"
             f" the {unit}s between them. raw = the change itself; net = raw less {format_size(REQUEST_ALLOWANCE)} for each"
             f" request the scheduler gained (plus a credit for each it gave back: what a queued request cost in this"
@@ -385,19 +382,19 @@ def growth_explanation(result: Mapping[str, Any]) -> str:
             + (" This crawl's verdict is a scheduler backlog, so the raw figure is shown." if kind == "raw" else ""))
 
 
-def checkpoints_section(result: Mapping[str, Any], checkpoints: Sequence[Checkpoint]) -> Safe:
+def checkpoints_section(doc: ReportDocument, checkpoints: Sequence[Checkpoint]) -> Safe:
     """The drained checkpoints the verdict was judged on, with raw and net growth per interval."""
     if not checkpoints:
         return section("Checkpoints", '<p class="empty">No checkpoint was recorded.</p>')
-    growth = result.get("growth") or {}
+    growth = doc.result.growth
     judged = judged_checkpoints(checkpoints)
-    values = _signal_values(str(growth.get("signal") or ""), judged)
+    values = _signal_values(growth.signal, judged)
     spans = {id(i.end): i for i in intervals(judged, values)} if values is not None else {}
-    judged_net = [_number(d) for d in growth.get("deltas_per_response") or []]
+    judged_net = [_number(d) for d in growth.deltas_per_response]
     nets = {id(c): d for c, d in zip(judged[1:], judged_net, strict=False)} if len(judged_net) == len(judged) - 1 else {}
     judged_ids = {id(c) for c in judged}
     warm = warmup_responses(checkpoints[-1].responses)
-    unit = _unit(result)
+    unit = doc.unit
     rows = []
     for c in checkpoints:
         phase = ("warm-up" if c.responses < warm else "judged" if id(c) in judged_ids
@@ -414,26 +411,26 @@ def checkpoints_section(result: Mapping[str, Any], checkpoints: Sequence[Checkpo
                      "yes" if c.drained else Safe(_badge("no", "warn")), f"{c.cost_seconds * 1000:,.0f}", phase])
     headers = [unit, "time (s)", "RSS", "heap", "traced", "scheduler", f"raw growth/{unit[:-1]}",
                f"net growth/{unit[:-1]}", "live Scrapy objects", "unexplained objects", "drained", "cost (ms)", "phase"]
-    signal = SIGNALS.get(str(growth.get("signal")), growth.get("signal") or "-")
-    note = f"Signal judged: {signal}; rule: {growth.get('rule') or '-'}. {growth_explanation(result)}"
+    signal = SIGNALS.get(growth.signal, growth.signal or "-")
+    note = f"Signal judged: {signal}; rule: {growth.rule or '-'}. {growth_explanation(doc)}"
     return section("Checkpoints", Safe(f'<div class="scroll">{table(headers, rows, cls="checkpoints")}</div>'), note=note)
 
 
-def counts_section(title: str, counts: object, headers: Sequence[str], empty: str) -> Safe:
+def counts_section(title: str, counts: Mapping[Any, object], headers: Sequence[str], empty: str) -> Safe:
     """A two-column table of counts by name."""
-    if not isinstance(counts, Mapping) or not counts:
+    if not counts:
         return section(title, f'<p class="empty">{esc(empty)}</p>')
     return section(title, table(headers, [[k, count(v)] for k, v in counts.items()], cls="counts"))
 
 
-def live_objects_section(result: Mapping[str, Any]) -> Safe:
+def live_objects_section(result: CrawlResult) -> Safe:
     """Scrapy objects still alive after the crawl closed, and what holds them (gc referrer paths) when known."""
-    live = result.get("live_refs")
-    paths = {str(r.get("class")): r.get("path") for r in result.get("retention") or [] if isinstance(r, Mapping)}
-    if not isinstance(live, Mapping) or not live:
+    paths = {r.class_name: r.path for r in result.retention}
+    if not result.live_refs:
         return section("Live Scrapy objects after close",
                        '<p class="empty">None: every Scrapy object tracked by trackref was freed.</p>')
-    rows = [[name, count(n), Safe(f"<code>{esc(paths[name])}</code>") if paths.get(name) else "-"] for name, n in live.items()]
+    rows = [[name, count(n), Safe(f"<code>{esc(paths[name])}</code>") if paths.get(name) else "-"]
+            for name, n in result.live_refs.items()]
     return section("Live Scrapy objects after close", table(["class", "live", "held by"], rows, cls="counts"))
 
 
@@ -446,83 +443,80 @@ def _seconds(value: object) -> str:
     return f"{number * 1000:,.1f} ms" if number < 1 else f"{number:,.2f} s"
 
 
-def _sizes_table(result: Mapping[str, Any]) -> str:
-    sizes = result.get("response_sizes") or {}
-    if not isinstance(sizes, Mapping) or not sizes.get("count"):
+def _sizes_table(result: CrawlResult) -> str:
+    sizes = result.response_sizes
+    if not sizes.count:
         return '<p class="empty">No response sizes recorded.</p>'
-    rows = [["responses", count(sizes.get("count"))], ["p50", size(sizes.get("p50_bytes"))],
-            ["p95", size(sizes.get("p95_bytes"))], ["p99", size(sizes.get("p99_bytes"))],
-            ["max", size(sizes.get("max_bytes"))], ["total", size(sizes.get("total_bytes"))]]
-    suggestion = result.get("suggested_maxsize")
+    rows = [["responses", count(sizes.count)], ["p50", size(sizes.p50_bytes)], ["p95", size(sizes.p95_bytes)],
+            ["p99", size(sizes.p99_bytes)], ["max", size(sizes.max_bytes)], ["total", size(sizes.total_bytes)]]
+    suggestion = result.suggested_maxsize
     note = ""
-    if isinstance(suggestion, Mapping) and _number(suggestion.get("download_maxsize")) is not None:
-        limit = int(_number(suggestion.get("download_maxsize")) or 0)
+    if suggestion is not None and _number(suggestion.download_maxsize) is not None:
+        limit = int(_number(suggestion.download_maxsize) or 0)
         note = (f'<p class="note">Suggested <code>DOWNLOAD_MAXSIZE = {limit:,}</code> ({esc(size(limit))}:'
-                f' {esc(suggestion.get("rule", ""))}); it would have dropped {esc(count(suggestion.get("would_drop")))}'
+                f" {esc(suggestion.rule)}); it would have dropped {esc(count(suggestion.would_drop))}"
                 " responses of this crawl.</p>")
     return table(["response body size (after decompression)", ""], rows, cls="counts") + note
 
 
-def dropped_section(result: Mapping[str, Any]) -> Safe:
+def dropped_section(doc: ReportDocument) -> Safe:
     """Responses the crawl lost, with why; DOWNLOAD_WARNSIZE warnings; the size distribution and a DOWNLOAD_MAXSIZE."""
-    dropped = [d for d in result.get("dropped") or [] if isinstance(d, Mapping)]
-    total = int(_number(result.get("dropped_count")) or len(dropped))
-    warned = _number(result.get("warnsize_warnings"))
+    dropped = doc.result.dropped
+    total = int(_number(doc.figure("dropped_count")) or len(dropped))
+    warned = _number(doc.figure("warnsize_warnings"))
     summary = (f'<p class="note">{total:,} responses dropped'
                + (f", {len(dropped):,} listed" if total > len(dropped) else "")
                + ("" if warned is None else f"; {warned:,.0f} over DOWNLOAD_WARNSIZE (kept)") + ".</p>")
     if dropped:
-        rows = [[Safe(f'<code class="url">{esc(d.get("url", ""))}</code>'), d.get("reason", ""), size(d.get("size_bytes"))]
-                for d in dropped]
+        rows = [[Safe(f'<code class="url">{esc(d.url)}</code>'), d.reason, size(d.size_bytes)] for d in dropped]
         listing = table(["URL", "reason", "size seen"], rows)
     else:
         listing = Safe('<p class="empty">None recorded.</p>')
-    return section("Dropped responses", Safe(summary + listing + _sizes_table(result)))
+    return section("Dropped responses", Safe(summary + listing + _sizes_table(doc.result)))
 
 
-def backpressure_section(result: Mapping[str, Any]) -> Safe:
+def backpressure_section(doc: ReportDocument) -> Safe:
     """Scraper backpressure, scheduler backlog, retries and download latency."""
-    ratio = _number(result.get("active_size_ratio"))
-    per = _number(result.get("scheduled_per_response"))
-    latency = result.get("download_latency") or {}
-    latency = latency if isinstance(latency, Mapping) else {}
+    ratio = _number(doc.figure("active_size_ratio"))
+    per = _number(doc.figure("scheduled_per_response"))
+    latency = doc.result.download_latency
+    figure = doc.figure
     rows: list[list[object]] = [
         ["max active size / SCRAPER_SLOT_MAX_ACTIVE_SIZE",
-         f"{size(result.get('max_active_size'))} / {size(result.get('max_active_size_limit'))}"
+         f"{size(figure('max_active_size'))} / {size(figure('max_active_size_limit'))}"
          + ("" if ratio is None else f" ({ratio:.0%})")],
-        ["time in backout", _seconds(result.get("backout_seconds"))],
-        ["max scheduled (of which on disk)", f"{count(result.get('max_scheduled'))} ({count(result.get('max_disk_scheduled'))})"],
+        ["time in backout", _seconds(figure("backout_seconds"))],
+        ["max scheduled (of which on disk)", f"{count(figure('max_scheduled'))} ({count(figure('max_disk_scheduled'))})"],
         ["scheduler growth per response (to its peak)", "-" if per is None else f"{per:,.2f}"],
-        ["retries (gave up)", f"{count(result.get('retries'))} ({count(result.get('retries_max_reached'))})"],
+        ["retries (gave up)", f"{count(figure('retries'))} ({count(figure('retries_max_reached'))})"],
         ["download latency p50 / p95 / p99 / max",
-         " / ".join(_seconds(latency.get(k)) for k in ("p50_seconds", "p95_seconds", "p99_seconds", "max_seconds"))],
-        *_jobdir_and_media_rows(result),
+         " / ".join(_seconds(v) for v in (latency.p50_seconds, latency.p95_seconds, latency.p99_seconds, latency.max_seconds))],
+        *_jobdir_and_media_rows(doc),
     ]
     return section("Backpressure and politeness", table(["", ""], rows, cls="env"))
 
 
-def _jobdir_and_media_rows(result: Mapping[str, Any]) -> list[list[object]]:
+def _jobdir_and_media_rows(doc: ReportDocument) -> list[list[object]]:
     """JOBDIR's peak disk use and the media pipelines' cache, when the crawl had them."""
     rows: list[list[object]] = []
-    if _number(result.get("jobdir_disk")) is not None:
-        rows.append(["JOBDIR on disk (peak)", size(result.get("jobdir_disk"))])
-    media = result.get("media")
-    if isinstance(media, Mapping):
-        rows.append([f"media pipeline cache: peak entries ({', '.join(map(str, media.get('pipelines') or []))})",
-                     f"{count(result.get('max_media_cached'))} ({count(media.get('failed_at_close'))} failures at close)"])
-        for kept in media.get("retained") or []:
-            if isinstance(kept, Mapping):
-                rows.append([f"kept alive by failed media downloads: {count(kept.get('count'))} {kept.get('class', '?')}",
-                             Safe(f'<code>{esc(kept.get("path") or "")}</code>')])
+    if _number(doc.figure("jobdir_disk")) is not None:
+        rows.append(["JOBDIR on disk (peak)", size(doc.figure("jobdir_disk"))])
+    media = doc.result.media
+    if media is not None:
+        rows.append([f"media pipeline cache: peak entries ({', '.join(map(str, media.pipelines))})",
+                     f"{count(doc.figure('max_media_cached'))} ({count(media.failed_at_close)} failures at close)"])
+        for kept in media.retained:
+            rows.append([f"kept alive by failed media downloads: {count(kept.count)} {kept.class_name}",
+                         Safe(f'<code>{esc(kept.path or "")}</code>')])
     return rows
 
 
-def environment_section(document: Mapping[str, Any], header: Mapping[str, Any]) -> Safe:
+def environment_section(doc: ReportDocument, header: Mapping[str, Any]) -> Safe:
     """Versions, machine and crawl settings, and Scrapy's stats."""
-    env = {**(document.get("environment") or {}), **{f"stream {k}": v for k, v in header.items()}}
+    env = {**doc.environment, **{f"stream {k}": v for k, v in header.items()}}
     body = table(["", ""], [[k, "-" if v is None else v] for k, v in env.items()], cls="env") if env else Safe("")
-    stats = (document.get("result") or {}).get("stats") or {}
-    if isinstance(stats, Mapping) and stats:
+    stats = doc.result.stats
+    if stats:
         body = Safe(body + "<details><summary>Scrapy stats</summary>"
                     + table(["stat", "value"], sorted(([k, v] for k, v in stats.items()), key=lambda kv: str(kv[0])))
                     + "</details>")
@@ -547,74 +541,65 @@ def _span(start: str, end: str) -> str:
     return f"{start} \u2192 {end}"
 
 
-def _per_label(result: Mapping[str, Any]) -> str:
+def _per_label(doc: ReportDocument) -> str:
     """``growth/response (net)``, ``growth/response (raw)`` or ``USS growth/page``: what the growth tile shows."""
-    growth = result.get("growth") or {}
-    unit = _unit(result)[:-1]
-    if growth.get("signal") == "browser-uss":
+    growth = doc.result.growth
+    unit = doc.unit[:-1]
+    if growth.signal == "browser-uss":
         return f"USS growth/{unit}"
-    return f"growth/{unit} ({'raw' if growth.get('verdict') == 'scheduler-backlog' else 'net'})"
+    return f"growth/{unit} ({'raw' if growth.verdict == 'scheduler-backlog' else 'net'})"
 
 
-def _figures(result: Mapping[str, Any]) -> Safe:
-    growth = result.get("growth") or {}
-    per = _number(growth.get("per_response_bytes"))
-    duration = _number(result.get("duration_seconds"))
-    unit = _unit(result)
-    browser = result.get("browser") if isinstance(result.get("browser"), Mapping) else None
+def _figures(doc: ReportDocument) -> Safe:
+    figure, browser, unit = doc.figure, doc.result.browser, doc.unit
+    duration = _number(figure("duration_seconds"))
     figures = [
-        (unit, count(result.get("responses"))),
-        *([] if browser and unit == "pages" else [("items", count(result.get("items_scraped")))]),
-        ("duration", "-" if duration is None else _duration(duration)), ("peak RSS", size(result.get("peak_rss"))),
-        ("RSS start \u2192 end", _span(size(result.get("start_rss")), size(result.get("end_rss")))),
-        ("RSS growth", size(result.get("rss_growth"))), (_per_label(result), size(per)),
-        ("traced peak", size(result.get("traced_peak"))),
+        (unit, count(figure("responses"))),
+        *([] if browser and unit == "pages" else [("items", count(figure("items_scraped")))]),
+        ("duration", "-" if duration is None else _duration(duration)), ("peak RSS", size(figure("peak_rss"))),
+        ("RSS start \u2192 end", _span(size(figure("start_rss")), size(figure("end_rss")))),
+        ("RSS growth", size(figure("rss_growth"))), (_per_label(doc), size(doc.result.growth.per_response_bytes)),
+        ("traced peak", size(figure("traced_peak"))),
     ]
     if browser:
-        figures += [("browser PSS peak", size(browser.get("peak_pss_bytes"))),
-                    ("browser USS at end", size(browser.get("end_uss_bytes"))),
-                    ("browser processes", count(browser.get("max_processes"))),
-                    ("most pages open", count(browser.get("max_open_pages")))]
+        figures += [("browser PSS peak", size(browser.peak_pss_bytes)), ("browser USS at end", size(browser.end_uss_bytes)),
+                    ("browser processes", count(browser.max_processes)), ("most pages open", count(browser.max_open_pages))]
     if unit != "pages":
-        figures += [("max scheduled", count(result.get("max_scheduled"))), ("max in flight", count(result.get("max_inflight"))),
-                    ("max active size", size(result.get("max_active_size")))]
-    figures.append(("finish reason", result.get("finish_reason") or "-"))
+        figures += [("max scheduled", count(figure("max_scheduled"))), ("max in flight", count(figure("max_inflight"))),
+                    ("max active size", size(figure("max_active_size")))]
+    figures.append(("finish reason", doc.result.finish_reason or "-"))
     cells = "".join(f'<div class="figure"><div class="label">{esc(k)}</div><div class="value">{esc(v)}</div></div>'
                     for k, v in figures)
     return Safe(f'<div class="figures">{cells}</div>')
 
 
-def _where(result: Mapping[str, Any]) -> Safe:
+def _where(doc: ReportDocument) -> Safe:
     """Where memory grew: the top allocation site with its source line, what holds live objects, the browser's biggest part."""
-    unit = _unit(result)[:-1]
-    verdict = (result.get("growth") or {}).get("verdict")
+    result, unit = doc.result, doc.unit[:-1]
     found = {
-        "scheduler-backlog": f"the scheduler: up to {count(result.get('max_scheduled'))} requests waiting"
+        "scheduler-backlog": f"the scheduler: up to {count(doc.figure('max_scheduled'))} requests waiting"
         f" (about {format_size(REQUEST_ALLOWANCE)} each in memory)",
-        "downloader-activity": f"downloads in flight: up to {count(result.get('max_inflight'))}, each buffering its body",
+        "downloader-activity": f"downloads in flight: up to {count(doc.figure('max_inflight'))}, each buffering its body",
         "response-processing": f"responses waiting for callbacks and pipelines: scraper active size up to"
-        f" {size(result.get('max_active_size'))}",
-    }.get(str(verdict), "")
+        f" {size(doc.figure('max_active_size'))}",
+    }.get(result.growth.verdict, "")
     parts = [esc(found)] if found else []
-    sites = [x for x in result.get("top_growth") or [] if isinstance(x, Mapping)]
+    sites = result.top_growth
     if sites:
         top = sites[0]
-        trace = [str(line) for line in top.get("traceback") or []]
+        trace = [str(line) for line in top.traceback]
         code = trace[1].strip() if len(trace) > 1 and trace[0].startswith("File ") else ""
-        per = _number(top.get("bytes_per_response"))
-        parts.append(f'<code>{esc(top.get("location", "?"))}</code>'
+        per = _number(top.bytes_per_response)
+        parts.append(f"<code>{esc(top.location)}</code>"
                      + (f" <code class=\"src\">{esc(code)}</code>" if code else "")
-                     + f" +{esc(size(top.get('size_diff_bytes')))}"
+                     + f" +{esc(size(top.size_diff_bytes))}"
                      + ("" if per is None else f" ({esc(format_size(per))}/{unit})")
-                     + (f"; then {esc(', '.join(str(x.get('location')) for x in sites[1:3]))}" if len(sites) > 1 else ""))
-    for kept in result.get("retention") or []:
-        if isinstance(kept, Mapping):
-            holder = kept.get("path") or "no module or class holds it within the search bounds"
-            parts.append(f"{esc(count(kept.get('count')))} {esc(kept.get('class', '?'))} alive after the crawl,"
-                         f" held by <code>{esc(holder)}</code>")
-    browser = result.get("browser") if isinstance(result.get("browser"), Mapping) else None
-    kinds = browser.get("pss_by_kind_at_peak") if browser else None
-    if isinstance(kinds, Mapping) and kinds:
+                     + (f"; then {esc(', '.join(str(x.location) for x in sites[1:3]))}" if len(sites) > 1 else ""))
+    for kept in result.retention:
+        holder = kept.path or "no module or class holds it within the search bounds"
+        parts.append(f"{esc(count(kept.count))} {esc(kept.class_name)} alive after the crawl, held by <code>{esc(holder)}</code>")
+    kinds = result.browser.pss_by_kind_at_peak if result.browser else None
+    if kinds:
         ranked = sorted(((str(k), _number(v) or 0.0) for k, v in kinds.items()), key=lambda kv: -kv[1])
         parts.append("browser tree at its PSS peak: " + ", ".join(f"{esc(k)} {esc(format_size(v))}" for k, v in ranked[:4]))
     if not parts:
@@ -623,39 +608,33 @@ def _where(result: Mapping[str, Any]) -> Safe:
     return Safe("<br>".join(parts))
 
 
-def _what_grew(result: Mapping[str, Any]) -> str:
+def _what_grew(doc: ReportDocument) -> str:
     """The verdict's reason without its fix (the fix has its own row)."""
-    growth = result.get("growth") or {}
-    reason = str(growth.get("reason") or "-").split(". Fix: ")[0]
-    return re.sub(r"\bresponses\b", "pages", reason) if _unit(result) == "pages" else reason  # a browser job's unit
+    reason = (doc.result.growth.reason or "-").split(". Fix: ")[0]
+    return re.sub(r"\bresponses\b", "pages", reason) if doc.unit == "pages" else reason  # a browser job's unit
 
 
-def _changes(document: Mapping[str, Any]) -> list[str]:
+def _changes(doc: ReportDocument) -> list[str]:
     """What to change: the cause and fix of each broken budget, the fix of the verdict."""
-    result = document.get("result") or {}
-    verdict = str((result.get("growth") or {}).get("verdict") or "")
-    violations = [v for v in document.get("violations") or [] if isinstance(v, Mapping)]
+    verdict = doc.result.growth.verdict
     changes = []
-    for v in violations:
-        name = str(v.get("budget"))
-        if name in CAUSES:
-            changes.append(f"{name}: {CAUSES[name]}")
-        elif name not in ("leak",) and name not in (c.split(":")[0] for c in changes):
-            changes.append(f"{name}: {v.get('message', '')}")
+    for v in doc.violations:
+        if v.budget in CAUSES:
+            changes.append(f"{v.budget}: {CAUSES[v.budget]}")
+        elif v.budget not in ("leak",) and v.budget not in (c.split(":")[0] for c in changes):
+            changes.append(f"{v.budget}: {v.message}")
     if verdict in FIXES:
-        lead = "" if any(v.get("budget") == "leak" for v in violations) else "if this growth matters: "
+        lead = "" if any(v.budget == "leak" for v in doc.violations) else "if this growth matters: "
         changes.append(f"{verdict}: {lead}{FIXES[verdict]}")
     return changes
 
 
-def glance(document: Mapping[str, Any]) -> Safe:
+def glance(doc: ReportDocument) -> Safe:
     """Above the fold: did it fail, what grew, where, how much per response, what to change."""
-    result = document.get("result") or {}
-    growth = result.get("growth") or {}
-    violations = [v for v in document.get("violations") or [] if isinstance(v, Mapping)]
-    failing = [str(v.get("budget")) for v in violations if v.get("fails", True)]
-    warned = [str(v.get("budget")) for v in violations if not v.get("fails", True)]
-    checked = len(document.get("budgets") or {})
+    growth = doc.result.growth
+    failing = [v.budget for v in doc.violations if v.fails]
+    warned = [v.budget for v in doc.violations if not v.fails]
+    checked = len(doc.budgets)
     if failing:
         outcome = _badge("failed", "fail") + esc(f" {len(failing)} budget{'s' if len(failing) > 1 else ''} broken: "
                                                  + ", ".join(failing) + (f"; warned: {', '.join(warned)}" if warned else ""))
@@ -665,25 +644,25 @@ def glance(document: Mapping[str, Any]) -> Safe:
         outcome = _badge("passed", "pass") + esc(f" every budget kept ({checked} set)")
     else:
         outcome = _badge("measured", "muted") + esc(" no budget was set: measured, not judged")
-    per = _number(growth.get("per_response_bytes"))
-    responses = _number(result.get("responses")) or 0
-    rss_per = _number(result.get("rss_growth"))
-    unit = _unit(result)[:-1]
-    signal = SIGNALS.get(str(growth.get("signal")), "memory")
-    kind = "" if growth.get("signal") == "browser-uss" else (
-        " raw" if growth.get("verdict") == "scheduler-backlog" else " net of the scheduler's share")
+    per = _number(growth.per_response_bytes)
+    responses = _number(doc.figure("responses")) or 0
+    rss_per = _number(doc.figure("rss_growth"))
+    unit = doc.unit[:-1]
+    signal = SIGNALS.get(growth.signal, "memory")
+    kind = "" if growth.signal == "browser-uss" else (
+        " raw" if growth.verdict == "scheduler-backlog" else " net of the scheduler's share")
     per_text = ("not judged" if per is None else f"{format_size(per)} of {signal}{kind} after the warm-up") + (
         f"; RSS {format_size(rss_per / responses)}/{unit} over the whole run" if rss_per is not None and responses else "")
-    changes = _changes(document)
-    verdict = str(growth.get("verdict") or result.get("verdict") or "unknown")
+    changes = _changes(doc)
+    verdict = growth.verdict or "unknown"
     if not changes and verdict == "inconclusive":
         changes = ["growth was not judged: " + ("render more pages, with `await job.checkpoint()` after each batch"
                                                 if unit == "page" else "crawl more responses") + " (what grew says how many)"]
     change = (Safe("<ul>" + "".join(f"<li>{esc(c)}</li>" for c in changes) + "</ul>") if changes
               else Safe('<span class="muted">nothing: the budgets were kept and memory levelled off</span>'))
     rows = [["did it fail?", Safe(outcome)],
-            ["what grew", Safe(_badge(verdict, _verdict_kind(verdict)) + " " + esc(_what_grew(result)))],
-            ["where", _where(result)], [f"per {unit}", per_text], ["what to change", change]]
+            ["what grew", Safe(_badge(verdict, _verdict_kind(verdict)) + " " + esc(_what_grew(doc)))],
+            ["where", _where(doc)], [f"per {unit}", per_text], ["what to change", change]]
     return table(["", ""], rows, cls="glance")
 
 
@@ -691,58 +670,64 @@ def _verdict_kind(verdict: str) -> str:
     return {"steady": "pass", "retained-objects": "fail", "inconclusive": "muted"}.get(verdict, "warn")
 
 
-def _head(document: Mapping[str, Any], header: Mapping[str, Any], problems: Sequence[str], files: Sequence[str]) -> Safe:
-    result = document.get("result") or {}
-    title = document.get("test") or document.get("source") or result.get("spider") or header.get("spider") or "crawl"
-    spider = result.get("spider") or header.get("spider") or "?"
-    kind = "browser job" if _unit(result) == "pages" else "spider"
+def _head(doc: ReportDocument, header: Mapping[str, Any], problems: Sequence[str], files: Sequence[str]) -> Safe:
+    result = doc.result
+    title = doc.test or doc.source or result.spider or header.get("spider") or "crawl"
+    spider = result.spider or header.get("spider") or "?"
+    kind = "browser job" if doc.unit == "pages" else "spider"
     parts = [f'<header><p class="kicker">pytest-crawlmem report &middot; {kind} <code>{esc(spider)}</code></p>',
              f"<h1>{esc(title)}</h1>",
-             glance(document)]
-    if result.get("stopped_because"):
-        parts.append(f'<p class="banner warn">The crawl was stopped: {esc(result["stopped_because"])}</p>')
-    if document.get("note"):
-        parts.append(f'<p class="note banner">{esc(document["note"])}</p>')
-    errors = [str(e) for e in result.get("errors") or []]
-    shown = [p for p in problems if not any(p.endswith(e) for e in errors)]
+             glance(doc)]
+    if result.stopped_because:
+        parts.append(f'<p class="banner warn">The crawl was stopped: {esc(result.stopped_because)}</p>')
+    if doc.note:
+        parts.append(f'<p class="note banner">{esc(doc.note)}</p>')
+    errors = [str(e) for e in result.errors]
+    shown = [p for p in [*problems, *doc.problems] if not any(p.endswith(e) for e in errors)]
     if errors or shown:
         items = "".join(f"<li>{esc(e)}</li>" for e in [*errors, *shown])
         parts.append(f'<div class="banner warn"><strong>Problems of the measurement</strong><ul>{items}</ul></div>')
     if files:
         links = " &middot; ".join(f'<a href="{esc(f)}">{esc(f)}</a>' for f in files)
         parts.append(f'<p class="files">files: {links}</p>')
-    parts.append(_figures(result))
+    parts.append(_figures(doc))
     parts.append("</header>")
     return Safe("".join(parts))
 
 
-def parse_and_captures_section(result: Mapping[str, Any]) -> Safe:
+def parse_and_captures_section(result: CrawlResult) -> Safe:
     """Parse amplification, screenshot captures and the danger snapshot, when the crawl has them (issue 19)."""
     rows: list[list[object]] = []
-    amp = result.get("parse_amplification")
-    if isinstance(amp, Mapping) and amp.get("count"):
-        worst = (amp.get("worst") or [{}])[0]
-        ratios = f"p50 {amp.get('p50_ratio')}x, p95 {amp.get('p95_ratio')}x, max {amp.get('max_ratio')}x"
-        held = f"held up to {size(amp.get('max_held_bytes'))}"
-        rows.append(["parse amplification", f"{ratios} over {count(amp.get('count'))} callbacks; {held}",
-                     f"{worst.get('url', '')} ({size(worst.get('body_bytes'))} body)"])
-    shots = result.get("shots")
-    if isinstance(shots, Mapping):
-        verdicts = ", ".join(f"{count(n)} {v}" for v, n in (shots.get("by_verdict") or {}).items())
-        rows.append(["screenshot captures", f"{count(shots.get('captures'))}: {verdicts}; {count(shots.get('billed'))} billed,"
-                     f" {size(shots.get('bytes_total'))}", f"{count(shots.get('billed_mismatch'))} billed wrongly"])
-    danger = result.get("danger")
-    if isinstance(danger, Mapping):
-        rows.append(["danger snapshot", str(danger.get("summary", "")), "danger.json, danger-diff.txt"])
+    amp = result.parse_amplification
+    if amp is not None and amp.count:
+        ratios = f"p50 {amp.p50_ratio}x, p95 {amp.p95_ratio}x, max {amp.max_ratio}x"
+        worst = f"{amp.worst[0].url} ({size(amp.worst[0].body_bytes)} body)" if amp.worst else " (- body)"
+        rows.append(["parse amplification", f"{ratios} over {count(amp.count)} callbacks; held up to"
+                     f" {size(amp.max_held_bytes)}", worst])
+    shots = result.shots
+    if shots is not None:
+        verdicts = ", ".join(f"{count(n)} {v}" for v, n in shots.by_verdict.items())
+        rows.append(["screenshot captures", f"{count(shots.captures)}: {verdicts}; {count(shots.billed)} billed,"
+                     f" {size(shots.bytes_total)}", f"{count(_billed_mismatch(shots))} billed wrongly"])
+    if result.danger is not None:
+        rows.append(["danger snapshot", _danger_summary(result.danger), "danger.json, danger-diff.txt"])
     if not rows:
         return Safe("")
     return section("Parse, captures, danger", table(["figure", "value", "where"], rows))
 
 
+def _billed_mismatch(shots: ShotSummary) -> int | None:
+    """Captures billed wrongly (``None`` when a hand-edited report.json holds counts that cannot be added)."""
+    try:
+        return shots.billed_mismatch
+    except (TypeError, AttributeError):
+        return None
+
+
 def render_html(
-    document: Mapping[str, Any],
-    samples: Sequence[Mapping[str, Any]],
-    checkpoints: Sequence[Mapping[str, Any]],
+    doc: ReportDocument,
+    samples: Sequence[Sample],
+    checkpoints: Sequence[Checkpoint],
     *,
     header: Mapping[str, Any] | None = None,
     problems: Sequence[str] = (),
@@ -750,32 +735,29 @@ def render_html(
 ) -> str:
     """Return the whole ``report.html`` of one crawl as a string.
 
-    ``document`` is report.json's content; ``samples`` and ``checkpoints`` are the records
-    of samples.jsonl (as read by :func:`pytest_crawlmem.reports.jsonl.read_samples_jsonl`);
-    ``problems`` are lines that could not be read; ``files`` are names to link to.
+    ``doc`` is report.json read back (:class:`ReportDocument`); ``samples`` and ``checkpoints`` are those of
+    samples.jsonl (when it has none, the checkpoints report.json keeps are drawn); ``problems`` are lines that
+    could not be read; ``files`` are names to link to.
     """
-    result = document.get("result") or {}
-    if is_browser_job(result, samples):  # a browser job counts pages, not responses
-        result = {**result, "unit": "pages"}
-        document = {**document, "result": result}
-    records = list(checkpoints) or list((result.get("growth") or {}).get("checkpoints") or [])
-    marks = [checkpoint_from_json(c) for c in records]
-    title = document.get("test") or document.get("source") or result.get("spider") or "crawl"
+    if is_browser_job(doc.result, samples):  # a browser job counts pages, not responses
+        doc = replace(doc, unit="pages")
+    marks = list(checkpoints) or list(doc.result.growth.checkpoints)
+    status_counts = dict(sorted(doc.result.status_counts.items()))
     body = [
-        _head(document, header or {}, problems, files),
-        chart_section(document, samples, marks),
-        budgets_section(document),
-        violations_section(document),
-        growth_sites_section(result),
-        checkpoints_section(result, marks),
-        live_objects_section(result),
-        counts_section("Responses by status", result.get("status_counts"), ["status", "responses"], "None recorded."),
-        dropped_section(result),
-        backpressure_section(result),
-        parse_and_captures_section(result),
-        environment_section(document, header or {}),
+        _head(doc, header or {}, problems, files),
+        chart_section(doc, samples, marks),
+        budgets_section(doc),
+        violations_section(doc),
+        growth_sites_section(doc.result),
+        checkpoints_section(doc, marks),
+        live_objects_section(doc.result),
+        counts_section("Responses by status", status_counts, ["status", "responses"], "None recorded."),
+        dropped_section(doc),
+        backpressure_section(doc),
+        parse_and_captures_section(doc.result),
+        environment_section(doc, header or {}),
     ]
-    return page(f"crawlmem: {title}", "\n".join(body))
+    return page(f"crawlmem: {doc.title}", "\n".join(body))
 
 
 def page(title: str, body: str) -> str:

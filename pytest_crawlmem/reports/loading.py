@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.assemble import assemble, judge, stream_facts
-from ..core.models import SCHEMA_VERSION, Checkpoint, Sample
+from ..core.models import Checkpoint, CrawlResult, Sample
+from .document import ReportDocument
 from .html import render_html
 from .jsonl import SamplesFile, read_samples_jsonl
 
@@ -28,8 +30,15 @@ class LoadedReport:
     """One crawl's report: report.json's document (or one built from the samples) and the samples.jsonl records."""
 
     source: Path
-    document: dict[str, Any]
+    document: ReportDocument
     stream: SamplesFile
+    samples: tuple[Sample, ...] = ()
+    checkpoints: tuple[Checkpoint, ...] = ()
+
+    @property
+    def result(self) -> CrawlResult:
+        """The crawl's result (its samples are those of samples.jsonl)."""
+        return self.document.result
 
     @property
     def directory(self) -> Path:
@@ -37,10 +46,22 @@ class LoadedReport:
         return self.source if self.source.is_dir() else self.source.parent
 
 
+def _loaded(source: Path, stream: SamplesFile, document_path: Path | None) -> LoadedReport:
+    """The report of ``stream`` and, when given, of the report.json at ``document_path``."""
+    samples = tuple(Sample.from_json(s) for s in stream.samples)
+    checkpoints = tuple(Checkpoint.from_json(c) for c in stream.checkpoints)
+    if document_path is None:
+        document = _document_from_records(stream.header, samples, checkpoints,
+                                          source / "samples.jsonl" if source.is_dir() else source)
+    else:
+        document = ReportDocument.from_json(_read_document(document_path), samples=samples)
+    return LoadedReport(source, document, stream, samples, checkpoints)
+
+
 def _read_document(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise LoadError(f"{path}: not a readable report.json ({exc})") from exc
     if not isinstance(document, dict) or not isinstance(document.get("result"), dict):
         raise LoadError(f"{path}: not a crawlmem report.json (no 'result' object)")
@@ -67,37 +88,38 @@ def load_report(path: Path) -> LoadedReport:
         raise LoadError(f"{path}: no such file or directory")
     if path.is_dir():
         if (path / "report.json").is_file():
-            return LoadedReport(path, _read_document(path / "report.json"), _read_stream(path / "samples.jsonl", required=False))
+            return _loaded(path, _read_stream(path / "samples.jsonl", required=False), path / "report.json")
         if (path / "samples.jsonl").is_file():
-            stream = _read_stream(path / "samples.jsonl", required=True)
-            return LoadedReport(path, document_from_samples(stream, path / "samples.jsonl"), stream)
+            return _loaded(path, _read_stream(path / "samples.jsonl", required=True), None)
         raise LoadError(f"{path}: neither report.json nor samples.jsonl is in this directory")
     if path.suffix == ".json":
-        return LoadedReport(path, _read_document(path), _read_stream(path.parent / "samples.jsonl", required=False))
-    stream = _read_stream(path, required=True)
-    return LoadedReport(path, document_from_samples(stream, path), stream)
+        return _loaded(path, _read_stream(path.parent / "samples.jsonl", required=False), path)
+    return _loaded(path, _read_stream(path, required=True), None)
 
 
-def document_from_samples(stream: SamplesFile, path: Path) -> dict[str, Any]:
-    """A report.json-shaped document computed from samples and checkpoints alone (a production crawl's stream)."""
-    checkpoints = sorted((Checkpoint.from_json(c) for c in stream.checkpoints), key=lambda c: c.responses)
-    samples = [Sample.from_json(s) for s in stream.samples]
-    interval = stream.header.get("interval_seconds")
+def document_from_samples(stream: SamplesFile, path: Path) -> ReportDocument:
+    """The report computed from samples and checkpoints alone (a production crawl's stream): no budgets, no test."""
+    return _document_from_records(stream.header, tuple(Sample.from_json(s) for s in stream.samples),
+                                  tuple(Checkpoint.from_json(c) for c in stream.checkpoints), path)
+
+
+def _document_from_records(header: Mapping[str, Any], samples: Sequence[Sample], records: Sequence[Checkpoint],
+                           path: Path) -> ReportDocument:
+    """:func:`document_from_samples` of records already read."""
+    checkpoints = sorted(records, key=lambda c: c.responses)
+    interval = header.get("interval_seconds")
     seconds = float(interval) if isinstance(interval, (int, float)) else None
-    spider = stream.header.get("spider")
+    spider = header.get("spider")
     facts = stream_facts(str(spider) if spider is not None else "", samples, checkpoints, finish_reason="unknown",
                          interval_seconds=seconds or 0.0)
-    result = assemble(facts, samples, checkpoints, judge(checkpoints, samples, leak_per_response=None)).to_json()
-    result["spider"] = spider
-    if seconds is None:
-        result["backout_seconds"] = None  # samples do not say how long each stood for
+    result = assemble(facts, samples, checkpoints, judge(checkpoints, samples, leak_per_response=None))
     note = (
         f"Built from {path.name} alone (no report.json): no budgets, allocation sites or live objects after close;"
         " peak RSS is the highest sample, not the exact peak, and the end figures are those of the last checkpoint"
         " recorded (not the closing one if the crawl was killed)."
     )
-    return {"schema_version": SCHEMA_VERSION, "test": None, "source": str(path), "note": note, "environment": {},
-            "budgets": {}, "violations": [], "result": result}
+    unmeasured = frozenset() if seconds is not None else {"backout_seconds"}  # samples do not say how long each stood for
+    return ReportDocument(result, source=str(path), note=note, unmeasured=frozenset(unmeasured))
 
 
 def write_html(report: LoadedReport, out: Path) -> Path:
@@ -106,7 +128,7 @@ def write_html(report: LoadedReport, out: Path) -> Path:
     files = [os.path.relpath(directory / name, out.parent) for name in REPORT_FILES if (directory / name).is_file()]
     if not report.source.is_dir() and report.source.suffix != ".json":
         files = [os.path.relpath(report.source, out.parent)]
-    text = render_html(report.document, report.stream.samples, report.stream.checkpoints,
+    text = render_html(report.document, report.samples, report.checkpoints,
                        header=report.stream.header, problems=report.stream.problems, files=files)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

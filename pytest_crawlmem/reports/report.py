@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.budgets import Budgets, Violation
-from ..core.models import SCHEMA_VERSION, CrawlResult, format_sites
+from ..core.models import CrawlResult, format_sites
+from .document import ReportDocument
 from .loading import load_report, write_html
 
 
@@ -94,17 +95,8 @@ def report_document(
     violations: Sequence[Violation],
 ) -> dict[str, Any]:
     """The content of ``report.json``: schema version, test, environment, budgets, violations, result."""
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "test": test_id,
-        "environment": environment(),
-        "budgets": budgets.set_values() if budgets else {},
-        "violations": [
-            {"budget": v.budget, "measured": v.measured, "limit": v.limit, "message": v.message, "fails": v.fails}
-            for v in violations
-        ],
-        "result": result.to_json(),
-    }
+    return ReportDocument(result, test=test_id, environment=environment(), budgets=budgets.set_values() if budgets else {},
+                          violations=tuple(violations)).to_json()
 
 
 def write_report_json(
