@@ -25,10 +25,10 @@ from . import probes
 from .browser import launch_options
 from .browserwatch import BrowserWatch
 from .meter import Ceiling, Sampler, drained_checkpoint
+from .pages import collect_renderer_garbage
 from .recording import Recording
 
 T = TypeVar("T")
-_GC_TIMEOUT_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,7 @@ class BrowserJob:
         pages = self.open_pages()
         if pages:
             try:
-                await asyncio.wait_for(asyncio.gather(*(p.request_gc() for p in pages), return_exceptions=True),
-                                       _GC_TIMEOUT_SECONDS)
+                await collect_renderer_garbage(pages)
             except asyncio.TimeoutError:
                 self._runner.recording.add_error("renderer gc timed out")
         self._runner.checkpoint(self)

@@ -14,7 +14,14 @@ from .browsertree import TreeReading
 from .browserwatch import BrowserWatch
 from .recording import Recording
 
-_GC_TIMEOUT_SECONDS = 5.0
+#: How long a renderer GC may take before a checkpoint reads the browser anyway.
+GC_TIMEOUT_SECONDS = 5.0
+
+
+async def collect_renderer_garbage(pages: Sequence[Any]) -> None:
+    """Ask every page's renderer to collect its garbage (a page's error is ignored; raise TimeoutError past the limit)."""
+    await asyncio.wait_for(asyncio.gather(*(page.request_gc() for page in pages), return_exceptions=True),
+                           GC_TIMEOUT_SECONDS)
 
 
 class HandedPages:
@@ -115,15 +122,10 @@ class CrawlBrowser:
         if not pages:
             return defer.succeed(None)
 
-        async def collect() -> None:
-            await asyncio.wait_for(
-                asyncio.gather(*(page.request_gc() for page in pages), return_exceptions=True), _GC_TIMEOUT_SECONDS
-            )
-
         def failed(failure: Any) -> None:
             self.recording.add_error(f"browser gc failed: {failure.value!r}")
 
-        return as_deferred(collect()).addErrback(failed)
+        return as_deferred(collect_renderer_garbage(pages)).addErrback(failed)
 
     def close(self) -> None:
         """Count the handed pages left open when the spider closes."""
