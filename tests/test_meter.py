@@ -43,7 +43,7 @@ while planned < 2000:
     scheduled = next_checkpoint_at(planned, 100) if planned else 100
     planned = window.at_checkpoint(None, checkpoint, scheduled)
     steps.append({"at": checkpoint.responses, "scheduled": scheduled, "next": planned, "open": window.is_open,
-                  "tracing": tracemalloc.is_tracing()})
+                  "tracing": tracemalloc.is_tracing(), "owns_tracing": window.adopt_tracing()})
 print(json.dumps({"steps": steps, "errors": recording.errors}))
 '''
 
@@ -79,5 +79,7 @@ def test_the_window_opens_once_on_a_leaky_crawl_closes_halfway_and_the_schedule_
     closing = steps[steps.index(opened[0]) + 1]
     assert closing["at"] == extra and closing["next"] == scheduled  # the extra checkpoint does not shift the schedule
     assert not closing["open"] and not closing["tracing"]  # and it stopped the tracing it started
+    # only an open window keeps tracing someone else started (the danger snapshot's): a closed one owns none
+    assert [s["owns_tracing"] for s in steps] == [s["open"] for s in steps]
     assert all(s["next"] == s["scheduled"] for s in steps if s is not opened[0] and s is not closing)
     assert out["errors"] == []

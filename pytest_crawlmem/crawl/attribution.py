@@ -99,10 +99,12 @@ class AttributionWindow:
         self._close(crawler, traced, responses)
 
     def adopt_tracing(self) -> bool:
-        """Take over tracing another window started if this one is open and runs on it; whether this one owns tracing."""
-        if self._snapshots and not self._done and not self.started_tracing:
-            self.started_tracing = True  # the window traces on it: it stops it when it ends
-        return self.started_tracing
+        """Whether an open window runs on tracing now: it takes over tracing another window started, and stops it when
+        it ends. A closed window owns no tracing (it stopped its own), so the caller stops what is left."""
+        if not self._snapshots or self._done:
+            return False
+        self.started_tracing = True
+        return True
 
     def end(self) -> None:
         """Close the traced window and keep the sites that grew in every traced interval."""
