@@ -20,10 +20,12 @@ from itertools import pairwise
 
 from ..core.models import GrowthSite
 
+#: The package root (crawl/'s parent), as the interpreter names its files in tracebacks.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: This package's own files, every subpackage (an editable install is outside site-packages): never the user's code.
-_PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+_PLUGIN_DIR = os.path.realpath(_PACKAGE_DIR)
 _HARNESS = (
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    _PACKAGE_DIR,
     "*/_pytest/*",
     "*/pluggy/*",
     tracemalloc.__file__,
