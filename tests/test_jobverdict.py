@@ -24,7 +24,7 @@ def test_a_job_too_short_to_judge_is_told_in_pages_what_it_needs():
     growth = in_pages(analyze(checkpoints), checkpoints)
     assert growth.verdict == "inconclusive"
     assert growth.reason == ("3 pages gave 0 checkpoint intervals after the warm-up; 3 are needed to judge growth:"
-                             " call `await job.checkpoint()` after each batch of pages: at one every 10 pages, about 300"
+                             " call `await job.checkpoint()` after each batch of pages: at one every 10 pages, about 160"
                              " pages are needed")
 
 
@@ -53,7 +53,7 @@ def test_a_judged_job_reads_per_page_and_keeps_verdict_names():
 
 
 def test_pages_to_judge_matches_the_rule_and_refuses_a_bad_batch():
-    assert pages_to_judge(5) == pages_to_judge(50) == 300
-    assert pages_to_judge(100) == 500
+    assert pages_to_judge(5) == pages_to_judge(10) == 160 and pages_to_judge(50) == 250  # 4 drained checkpoints
+    assert pages_to_judge(100) == 400
     with pytest.raises(ValueError, match="invalid batch 0"):
         pages_to_judge(0)

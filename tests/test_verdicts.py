@@ -1,16 +1,20 @@
-"""The downloader-activity and media-disk verdicts: rules on synthetic series, then real crawls (pytester)."""
+"""The verdict vocabulary and rule table; the downloader-activity and media-disk verdicts: rules on synthetic series,
+then real crawls (pytester)."""
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Callable
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
 from test_growth import BASE, series
 
+from pytest_crawlmem.core import verdicts
 from pytest_crawlmem.core.budgets import LEAK_VERDICTS, Budgets, _leak_check
-from pytest_crawlmem.core.growth import DOWNLOAD_EXCESS_BYTES, analyze
+from pytest_crawlmem.core.growth import DOWNLOAD_EXCESS_BYTES, FIXES, RULES, analyze
 from pytest_crawlmem.core.models import Checkpoint, CrawlResult, MediaSummary, Peaks, RetentionPath, Sample, SizeDistribution
 
 MiB = 2**20
@@ -30,6 +34,43 @@ def between(checkpoints: list[Checkpoint], per_gap: int = 10, **fields: Callable
             values = {name: f(t) for name, f in fields.items()}
             samples.append(Sample(t_seconds=t, responses=n, items=0, **values))  # type: ignore[arg-type]
     return samples
+
+
+# -- the vocabulary ----------------------------------------------------------------------------------------------
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pytest_crawlmem"
+
+
+def test_no_verdict_name_is_spelled_outside_the_vocabulary_module():
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "verdicts.py":
+            continue
+        constants = {node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                     if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+        spelled = constants & set(verdicts.VERDICTS)
+        assert not spelled, f"{path.relative_to(PACKAGE)} spells {sorted(spelled)}: use core.verdicts"
+
+
+def test_budgets_reports_and_the_cluster_read_one_vocabulary():
+    from pytest_crawlmem.core.cluster import WORKER_PRESSURE
+    from pytest_crawlmem.reports.html import _verdict_kind
+
+    assert LEAK_VERDICTS == {name for name, v in verdicts.VERDICTS.items() if v.is_leak}
+    assert {verdicts.RETAINED_OBJECTS, verdicts.BROWSER_STATE} <= LEAK_VERDICTS
+    assert not set(WORKER_PRESSURE) & LEAK_VERDICTS
+    for name in verdicts.VERDICTS:
+        assert (_verdict_kind(name) == "fail") == verdicts.is_leak(name), name  # a leak is never shown as a warning
+        assert FIXES.get(name, "") == (verdicts.fix_of(name) if name != verdicts.INCONCLUSIVE else "")
+    assert _verdict_kind(verdicts.BROWSER_STATE) == "fail"
+
+
+def test_the_rules_are_small_functions_in_one_ordered_table():
+    import inspect
+
+    assert len(RULES) == len(set(RULES)) >= 10
+    for rule in RULES:
+        assert rule.__doc__, rule.__name__
+        assert len(inspect.getsource(rule).splitlines()) <= 40, rule.__name__
 
 
 # -- downloader-activity --------------------------------------------------------------------------------------

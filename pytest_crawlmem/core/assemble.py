@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from . import verdicts
 from .dropped import MEDIA_FAILED
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
 from .models import (
@@ -87,7 +88,7 @@ def judge(
     to a ``too-few-checkpoints`` one; then the verdict's fix. ``analysis`` goes to :func:`growth.analyze`.
     """
     growth = analyze(checkpoints, samples, leak_per_response=leak_per_response or DEFAULT_LEAK_PER_RESPONSE, **analysis)
-    if growth.verdict == "retained-objects" and evidence:
+    if growth.verdict == verdicts.RETAINED_OBJECTS and evidence:
         growth = replace(growth, reason=growth.reason + evidence)
     if growth.rule == "too-few-checkpoints" and hint:
         growth = replace(growth, reason=growth.reason + hint)

@@ -6,14 +6,14 @@ import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 
-from . import stops
+from . import stops, verdicts
 from .growth import DEFAULT_LEAK_PER_RESPONSE
 from .models import CrawlResult
 from .tolerances import parse_compare_fail
 from .units import UnitError, format_size, parse_count, parse_ratio, parse_seconds, parse_size
 
 LEAK_MODES = ("fail", "warn", "off")
-LEAK_VERDICTS = frozenset({"retained-objects", "browser-state"})
+LEAK_VERDICTS = verdicts.LEAKS
 
 
 class BudgetError(ValueError):
@@ -371,7 +371,7 @@ def _stop_check(name: str, limit: float | None, result: CrawlResult, reason: str
 def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:
     growth = result.growth
     # never a silent pass: a warning that says why (a crawl without responses or stopped by a hard limit says so already)
-    if budgets.leak == "fail" and growth.verdict == "inconclusive" and result.responses and not result.stopped_because:
+    if budgets.leak == "fail" and growth.verdict == verdicts.INCONCLUSIVE and result.responses and not result.stopped_because:
         message = f"leak=\"fail\" could not judge this crawl's memory: {growth.reason}"
         return Violation("leak", growth.per_response_bytes or 0.0, 0.0, message, fails=False)
     if budgets.leak == "off" or growth.verdict not in LEAK_VERDICTS:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from . import verdicts
 from .budgets import LEAK_VERDICTS, Budgets, Violation, check_budgets
 from .ledger import Ledger
 from .models import CrawlResult
@@ -21,7 +22,7 @@ BACKLOG_MIN_REQUESTS = 1000
 #: ... and at this share of every request scheduled (most of the frontier waited in Redis at once).
 BACKLOG_SHARE = 0.5
 #: Worker verdicts that describe memory held while the crawl runs, in the order they win.
-WORKER_PRESSURE = ("scheduler-backlog", "response-processing", "media-disk", "downloader-activity")
+WORKER_PRESSURE = verdicts.PRESSURE
 
 
 class ClusterError(ValueError):
@@ -180,7 +181,7 @@ def cluster_verdict(workers: Sequence[CrawlResult], samples: Sequence[RedisSampl
     peak = max((s.queue for s in samples), default=0)
     if peak >= BACKLOG_MIN_REQUESTS and ledger.scheduled and peak >= BACKLOG_SHARE * ledger.scheduled:
         at = max(samples, key=lambda s: s.queue)
-        return "scheduler-backlog", (
+        return verdicts.SCHEDULER_BACKLOG, (
             f"the shared Redis queue peaked at {peak:,} requests ({peak / ledger.scheduled:.0%} of the"
             f" {ledger.scheduled:,} scheduled) with Redis at {format_size(at.used_memory_bytes)}: the frontier was"
             " discovered much faster than the workers fetched it"
@@ -189,14 +190,14 @@ def cluster_verdict(workers: Sequence[CrawlResult], samples: Sequence[RedisSampl
         for index, worker in enumerate(workers):
             if worker.verdict == verdict:
                 return verdict, f"worker {index}: {worker.growth.reason}"
-    judged = [(i, w) for i, w in enumerate(workers) if w.verdict != "inconclusive"]
-    if judged and all(w.verdict == "steady" for _, w in judged):
+    judged = [(i, w) for i, w in enumerate(workers) if w.verdict != verdicts.INCONCLUSIVE]
+    if judged and all(w.verdict == verdicts.STEADY for _, w in judged):
         skipped = len(workers) - len(judged)
         note = f" ({skipped} worker{'s' if skipped > 1 else ''} too short to judge)" if skipped else ""
-        return "steady", f"every judged worker levelled off{note}; the shared queue peaked at {peak:,} requests"
+        return verdicts.STEADY, f"every judged worker levelled off{note}; the shared queue peaked at {peak:,} requests"
     busiest = max(range(len(workers)), key=lambda i: workers[i].responses, default=None)
     why = f": the busiest, worker {busiest}: {workers[busiest].growth.reason}" if busiest is not None else ""
-    return "inconclusive", f"no worker crawled long enough of its own to judge its growth{why}"
+    return verdicts.INCONCLUSIVE, f"no worker crawled long enough of its own to judge its growth{why}"
 
 
 def check_cluster(budgets: Budgets, result: ClusterResult) -> list[Violation]:
@@ -216,7 +217,7 @@ def check_cluster(budgets: Budgets, result: ClusterResult) -> list[Violation]:
         found.append(Violation("cluster_rss", result.cluster_rss, budgets.cluster_rss,
                                f"the workers' peak RSS summed to {format_size(result.cluster_rss)} ({peaks}),"
                                f" over the budget cluster_rss={format_size(budgets.cluster_rss)}"))
-    if budgets.leak == "fail" and result.verdict == "inconclusive":  # never a silent pass: say why, once
+    if budgets.leak == "fail" and result.verdict == verdicts.INCONCLUSIVE:  # never a silent pass: say why, once
         found.append(Violation("leak", 0.0, 0.0, f"leak=\"fail\" could not judge any worker's memory; {result.reason}",
                                fails=False))
     if budgets.max_scheduled is not None and result.max_queue > budgets.max_scheduled:
@@ -234,4 +235,5 @@ def check_worker(budgets: Budgets, index: int, worker: CrawlResult) -> list[Viol
     """
     return [Violation(v.budget, v.measured, v.limit, f"worker {index}: {v.message}", v.fails)
             for v in check_budgets(budgets, worker)
-            if v.budget != "min_responses" and not (v.budget == "leak" and not v.fails and worker.verdict == "inconclusive")]
+            if v.budget != "min_responses"
+            and not (v.budget == "leak" and not v.fails and worker.verdict == verdicts.INCONCLUSIVE)]

@@ -58,7 +58,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_CHECKPOINT_MIN_RESPONSES", None, int,
                 f"responses before the first checkpoint and least responses between two ({CHECKPOINT_MIN_RESPONSES};"
                 " 20 for browser crawls);"
-                " later intervals are half the responses so far", minimum=1),
+                " later intervals are a sixth of the responses so far (half past 1,000)", minimum=1),
     SettingSpec("CRAWLMEM_DRAIN_TIMEOUT_SECONDS", 5.0, float,
                 "longest wait for in-flight work at a checkpoint before it is read undrained (and not judged)",
                 "bounds a checkpoint's pause: the wait plus one gc.collect()", minimum=0.0),

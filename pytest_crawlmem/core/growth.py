@@ -1,43 +1,62 @@
 """Growth verdicts from drained checkpoints (pure: no pytest, no Scrapy).
 
-The rule (after CPython's refleak hunter, with a byte threshold): memory measured at
-drained checkpoints (no download or callback in progress, after ``gc.collect()``) is
-compared after the warm-up. A leak is declared only when *every* interval after the
-warm-up, and at least ``MIN_DELTAS`` of them, grew by at least the threshold per
-response once an allowance for requests added to the scheduler is taken off.
-Allocator ratchets (one-off steps) and bounded caches (growth that stops) fail the
-"every interval" clause, so they are never called a leak.
+The leak rule is a trend judgement over the drained checkpoints after the warm-up, using the crawl's own noise:
+the least-squares slope of memory against responses (net of what the scheduler's queue holds, at the crawl's own
+cost per queued request, and of an allowance for requests added to it) with a one-sided 95% bound from the
+residuals. A leak is declared when the lower bound exceeds the threshold and the later half of the window still
+grew by the threshold: one noisy interval moves the slope by its share and widens the bound, it cannot cancel a
+sustained leak. The two largest steps are counted at the typical step (allocator ratchets are one-off steps) and
+the later-half clause keeps a bounded cache that filled and levelled off from being called a leak.
 
-Two more rules judge crawls too short for three intervals, so that a stronger leak is
-never harder to catch: growth of at least ``STRONG_FACTOR`` times the threshold in every
-interval after ``STRONG_WARMUP_RESPONSES`` (two intervals suffice), and Scrapy objects
-that rose at every checkpoint and were still held after the crawl ended (proven retention).
+Every verdict states its power: the smallest leak this crawl would have caught in 95% of runs like it
+(``Growth.detectable_per_response_bytes``). ``steady`` says it; a crawl whose noise cannot bring it under
+MAX_STATED_PER_RESPONSE is ``inconclusive`` and says how many responses would. A crawl too short for the regular
+warm-up is judged by the same trend after STRONG_WARMUP_RESPONSES at STRONG_FACTOR times the threshold, and by
+Scrapy objects that rose at every checkpoint and were still held after the crawl ended (proven retention).
+
+:func:`analyze` builds one :class:`Evidence` from the checkpoints and runs the ordered :data:`RULES`; the first rule
+that returns a verdict decides. The names come from :mod:`pytest_crawlmem.core.verdicts`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+import math
+import random
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import pairwise
 
+from . import verdicts as V
 from .excess import ExcessSummary, excess_of_samples
 from .models import Checkpoint, Growth, MediaSummary, Sample, SizeDistribution
+from .trend import Slope, fit, slope_only, t95
 
+#: Judged intervals the regular and the strong trend need at least (TREND_MIN_POINTS checkpoints).
 MIN_DELTAS = 3
-MIN_INTERVAL_RESPONSES = 50
-#: Responses between the first checkpoints (later ones are half the crawl so far apart).
-CHECKPOINT_MIN_RESPONSES = 50
-#: Growth this many times the leak threshold in every interval is judged after a short warm-up, from
-#: STRONG_MIN_DELTAS intervals. Measured (benchmarks/checkpoint_noise.py): clean crawls grew at most
-#: 2.2 KiB/response in an interval starting at 50 responses or later (a bounded cache filling up), and
-#: 0.9 KiB/response after 150: 6 KiB is 2.7x the worst.
+TREND_MIN_POINTS = MIN_DELTAS + 1
+#: Judged checkpoints closer than this are merged (the later one kept).
+MIN_INTERVAL_RESPONSES = 20
+#: Responses between checkpoints up to DENSE_UNTIL_RESPONSES; later ones are a third of the crawl so far apart (a long
+#: crawl's trend has leverage enough).
+CHECKPOINT_MIN_RESPONSES = 25
+DENSE_UNTIL_RESPONSES = 300
+#: A crawl sure to reach this many responses (received and queued) skips the checkpoints its warm-up would ignore.
+SKIP_FROM_RESPONSES = 600
+#: The trend after a short warm-up judges a leak this many times the threshold. Measured (benchmarks/checkpoint_noise.py):
+#: clean crawls grew at most 2.2 KiB/response in an interval starting at 50 responses or later (a bounded cache filling
+#: up), and 0.9 KiB/response after 150: 6 KiB is 2.7x the worst.
 STRONG_FACTOR = 6
 STRONG_WARMUP_RESPONSES = 50
-STRONG_MIN_DELTAS = 2
-#: The strong rule's intervals may be this short: its first checkpoints are 50 responses apart by schedule, and
-#: the responses still in flight when a checkpoint pauses the engine can bring two of them closer than 50.
-STRONG_MIN_GAP = 25
+STRONG_MIN_DELTAS = MIN_DELTAS
+#: The strong trend's checkpoints may be this close (the responses in flight when a checkpoint pauses the engine).
+STRONG_MIN_GAP = 20
+#: The residuals' spread is taken as at least this (bytes at a checkpoint): four points can line up by chance.
+#: Measured: clean catalog crawls' drained heap moved by 5-30 KiB around its trend (benchmarks/checkpoint_noise.py).
+NOISE_FLOOR_BYTES = 4096
+#: A crawl whose own noise cannot bound a leak under this is ``inconclusive`` (it says how many responses would).
+MAX_STATED_PER_RESPONSE = 8 * 1024
 #: Live Scrapy objects of one class must reach this count to be proven retention (a handful kept by a
 #: closure or a stats value is evidence, not a leak per response).
 PROVEN_MIN_OBJECTS = 20
@@ -82,41 +101,37 @@ DEFAULT_DISK_PER_RESPONSE = 1024
 MEDIA_FAILURE_ALLOWANCE = 32 * 1024
 
 
-#: The fix that usually helps, per verdict (appended to the failure message).
-FIXES = {
-    "retained-objects": "look for references kept after a response is processed: lists, dicts and caches on the"
-    " spider or a module, request meta / cb_kwargs, closures connected to signals, middlewares and pipelines",
-    "scheduler-backlog": "discover requests lazily (yield them from start() as they are needed), keep the queue on"
-    " disk with JOBDIR, or bound the frontier (DEPTH_LIMIT, CLOSESPIDER_*)",
-    "browser-state": "close what each request opens: pages handed to callbacks (`await page.close()` in the callback"
-    " and the errback), named contexts (`playwright_context` per request keeps every context alive: reuse a few"
-    " names or close them with `page.context.close()`), and long-lived connections on kept pages",
-    "response-processing": "make callbacks and pipelines cheaper, or lower CONCURRENT_REQUESTS so responses do not"
-    " pile up behind them",
-    "downloader-activity": "every download buffers its whole body in memory until it completes: lower"
-    " CONCURRENT_REQUESTS / CONCURRENT_REQUESTS_PER_DOMAIN, cap bodies with DOWNLOAD_MAXSIZE (DOWNLOAD_WARNSIZE"
-    " logs the big ones), or give large downloads their own slot with a low concurrency (meta['download_slot'] and"
-    " DOWNLOAD_SLOTS); budget the peak with peak_rss and max_inflight",
-    "media-disk": "for cached media failures, keep URLs that fail out of file_urls / image_urls (Scrapy 2.19 keeps"
-    " each failed download's Request and Response until the crawl ends) and budget them with max_dropped; for a"
-    " growing JOBDIR, bound the frontier (DEPTH_LIMIT, CLOSESPIDER_*, lazy start requests) and budget it with"
-    " jobdir_disk",
-}
+#: The fix that usually helps, per verdict (appended to the failure message); from the vocabulary.
+FIXES = {name: v.fix for name, v in V.VERDICTS.items() if v.fix and name != V.INCONCLUSIVE}
 
 
-def next_checkpoint_at(responses: int, min_interval: int = CHECKPOINT_MIN_RESPONSES) -> int:
-    """Return the response count of the checkpoint after one taken at ``responses``.
+def next_checkpoint_at(responses: int, min_interval: int = CHECKPOINT_MIN_RESPONSES, queued: int = 0) -> int:
+    """Return the response count of the checkpoint after one taken at ``responses`` with ``queued`` requests waiting.
 
-    Intervals grow with the crawl (half the responses so far, at least
-    ``min_interval``), so a crawl of N responses pays for O(log N) checkpoints and
-    always has about three intervals after a warm-up of N/4.
+    Every ``min_interval`` responses up to DENSE_UNTIL_RESPONSES (a short crawl gets the checkpoints a trend needs:
+    a 300-response crawl has 9 after its warm-up), then a third of the responses so far apart, so a crawl of N responses
+    pays for O(log N) of them. A crawl with ``queued`` requests waiting has at least that many responses to come:
+    checkpoints that would fall before that longer crawl's warm-up (never judged) are skipped.
     """
-    return responses + max(min_interval, responses // 2)
+    def step(at: int) -> int:
+        return min_interval if at < DENSE_UNTIL_RESPONSES else max(min_interval, at // 3)
+
+    at = responses + step(responses)
+    if responses + queued < SKIP_FROM_RESPONSES:  # it may end short: every checkpoint counts (the strong trend's too)
+        return at
+    warm = warmup_responses(responses + queued)
+    while at + step(at) <= warm:
+        at += step(at)
+    return at
+
+
+#: Responses after which a short crawl is assumed warm (a long one: after a quarter of it).
+WARMUP_RESPONSES = 100
 
 
 def warmup_responses(total: int) -> int:
-    """Responses after which the crawl is assumed warm: max(150, N/4)."""
-    return max(150, total // 4)
+    """Responses after which the crawl is assumed warm: max(100, N/4)."""
+    return max(WARMUP_RESPONSES, total // 4)
 
 
 def checkpoint_schedule(total: int, min_interval: int = CHECKPOINT_MIN_RESPONSES) -> list[int]:
@@ -145,20 +160,28 @@ def _merged(counts: Sequence[int], warmup: int, min_gap: int = MIN_INTERVAL_RESP
     return kept if all(b > a for a, b in pairwise(counts[i] for i in kept)) else []  # never an empty interval
 
 
+def _scheduled_points(
+    total: int, min_interval: int, warmup: int | None = None, min_gap: int = MIN_INTERVAL_RESPONSES
+) -> list[int]:
+    """The response counts the schedule of a ``total``-response crawl judges (after ``warmup``, by default the regular one)."""
+    counts = checkpoint_schedule(total, min_interval)
+    return [counts[i] for i in _merged(counts, warmup_responses(total) if warmup is None else warmup, min_gap)]
+
+
 @lru_cache(maxsize=8)
 def responses_to_judge(min_interval: int = CHECKPOINT_MIN_RESPONSES) -> int:
-    """The fewest responses whose checkpoint schedule gives MIN_DELTAS judged intervals (any leak size)."""
+    """The fewest responses whose checkpoint schedule gives TREND_MIN_POINTS judged checkpoints (any leak size)."""
     total = 1
-    while len(_merged(checkpoint_schedule(total, min_interval), warmup_responses(total))) < MIN_DELTAS + 1:
+    while len(_scheduled_points(total, min_interval)) < TREND_MIN_POINTS:
         total += 1
     return total
 
 
 @lru_cache(maxsize=8)
 def responses_to_judge_strong(min_interval: int = CHECKPOINT_MIN_RESPONSES) -> int:
-    """The fewest responses that give STRONG_MIN_DELTAS intervals after STRONG_WARMUP_RESPONSES."""
+    """The fewest responses that give TREND_MIN_POINTS checkpoints after STRONG_WARMUP_RESPONSES."""
     total = 1
-    while len(_merged(checkpoint_schedule(total, min_interval), STRONG_WARMUP_RESPONSES, STRONG_MIN_GAP)) < STRONG_MIN_DELTAS + 1:
+    while len(_scheduled_points(total, min_interval, STRONG_WARMUP_RESPONSES, STRONG_MIN_GAP)) < TREND_MIN_POINTS:
         total += 1
     return total
 
@@ -228,7 +251,9 @@ def _signal(checkpoints: Sequence[Checkpoint]) -> tuple[str, list[int]] | None:
 def judged_checkpoints(
     checkpoints: Sequence[Checkpoint], warmup: int | None = None, min_gap: int = MIN_INTERVAL_RESPONSES
 ) -> list[Checkpoint]:
-    """Checkpoints after the warm-up (max(150, N/4) unless given), merging intervals shorter than MIN_INTERVAL_RESPONSES.
+    """Drained checkpoints after the warm-up (max(150, N/4) unless given), merging intervals shorter than ``min_gap``.
+
+    A checkpoint read undrained (the pause timed out with downloads or callbacks in progress) is never judged.
 
     The extra checkpoint that closes an attribution window (tracemalloc on for part of the crawl) is
     left out: tracing costs more memory than tracemalloc reports (measured: ~600 KiB over 100 responses,
@@ -240,6 +265,7 @@ def judged_checkpoints(
     total = checkpoints[-1].responses
     if not all(c.tracer_bytes for c in checkpoints):
         checkpoints = [c for c in checkpoints if not c.tracer_bytes]
+    checkpoints = [c for c in checkpoints if c.drained]
     counts = [c.responses for c in checkpoints]
     return [checkpoints[i] for i in _merged(counts, warmup_responses(total) if warmup is None else warmup, min_gap)]
 
@@ -313,22 +339,482 @@ def _rising_objects(judged: Sequence[Checkpoint]) -> dict[str, int]:
 def suspicious(checkpoints: Sequence[Checkpoint], leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE) -> bool:
     """Whether the crawl so far looks like a leak: worth tracing allocations from here on.
 
-    Judged on the checkpoints taken so far: the last two intervals after 150 responses
-    both grew past the threshold (net of the scheduler), or unexplained live Scrapy
-    objects rose in both; before that, the intervals after 50 responses (one or two) grew
-    past STRONG_FACTOR x the threshold (a leak the strong rule will judge in a short crawl).
+    Judged on the drained checkpoints taken so far: the net slope of the last TREND_MIN_POINTS after 150 responses,
+    and of all of them, reached the threshold, or unexplained live Scrapy objects rose at the last three; before 150
+    responses, the last points after 50 responses (at least three) grew at STRONG_FACTOR x the threshold (a leak the
+    strong trend will judge in a short crawl).
     """
-    warm = [c for c in checkpoints if c.responses >= STRONG_WARMUP_RESPONSES]
-    if len(warm) < 2:
+    drained = [c for c in checkpoints if c.drained and not c.tracer_bytes]
+    warm = [c for c in drained if c.responses >= 150]
+    strong = len(warm) < TREND_MIN_POINTS
+    points = [c for c in drained if c.responses >= STRONG_WARMUP_RESPONSES] if strong else warm
+    if len(points) < 3:
         return False
-    recent = warm[-3:]
-    picked = _signal(recent)
+    picked = _signal(points)
     if picked is None:
         return False
-    spans = intervals(recent, picked[1])
-    if recent[0].responses < 150 or len(recent) < 3:
-        return all(i.net_per_response >= STRONG_FACTOR * leak_per_response for i in spans)
-    return all(i.net_per_response >= leak_per_response for i in spans) or bool(_rising_objects(recent))
+    credit = float(MAX_REQUEST_CREDIT)
+    threshold = leak_per_response * (STRONG_FACTOR if strong else 1)
+    recent = measure_trend(points[-TREND_MIN_POINTS:], picked[1][-TREND_MIN_POINTS:], credit, REQUEST_ALLOWANCE, threshold)
+    whole = measure_trend(points, picked[1], credit, REQUEST_ALLOWANCE, threshold)
+    if recent.net_slope >= threshold and whole.net_slope >= threshold:
+        return True
+    return not strong and bool(_rising_objects(points[-3:]))
+
+
+@dataclass(frozen=True)
+class Trend:
+    """Memory against responses over judged drained checkpoints, net of the scheduler, and what it proves.
+
+    ``fit`` is the least-squares fit of the level series (memory less the memory queue at ``credit`` per request)
+    with its two largest steps counted at the median step; ``queue_slope`` is the extra allowance per response for
+    a growing queue (REQUEST_ALLOWANCE per request added, less the credit already taken); ``later`` the fit of the
+    later half of the window; ``robust_bias`` what counting the largest steps at the median took off the slope.
+    """
+
+    points: tuple[Checkpoint, ...]
+    threshold: float
+    fit: Slope
+    later: Slope
+    queue_slope: float
+    robust_bias: float
+    raw_slope: float
+    deltas: tuple[float, ...]
+
+    @property
+    def net_slope(self) -> float:
+        """Growth per response, net of the scheduler."""
+        return self.fit.slope - self.queue_slope
+
+    @property
+    def lower(self) -> float:
+        """The one-sided 95% lower bound of the net growth per response."""
+        return self.fit.lower - self.queue_slope
+
+    @property
+    def upper(self) -> float:
+        """The one-sided 95% upper bound of the net growth per response."""
+        return self.fit.upper - self.queue_slope
+
+    @property
+    def later_slope(self) -> float:
+        """Net growth per response over the later half of the window."""
+        return self.later.slope - self.queue_slope
+
+    @property
+    def is_leak(self) -> bool:
+        """Growth above the threshold at 95%, and the later half still growing by the threshold."""
+        return self.lower > self.threshold and self.later_slope >= self.threshold
+
+    @property
+    def detectable(self) -> float:
+        """The smallest leak per response a crawl like this one catches in 95% of runs (and at least the upper bound).
+
+        A leak of L adds L to both slopes (the largest steps are chosen by rate, so the steps counted at the median
+        are the same ones): a rerun is flagged once L exceeds the threshold, the queue's allowance, this crawl's own
+        fall (a crawl whose memory surely fell, by its upper bound, hides that much of a leak) and what its noise
+        took off the bound, simulated at this crawl's checkpoints (:func:`unit_power`).
+        """
+        xs = tuple(float(c.responses) for c in self.points)
+        base = self.threshold + self.queue_slope + max(0.0, -self.upper)
+        return max(base + self.noise_sd * unit_power(xs), self.upper)
+
+    @property
+    def noise_sd(self) -> float:
+        """The residuals' spread around the trend (bytes at a checkpoint): the crawl's own noise."""
+        return self.fit.residual_sd
+
+    @property
+    def window(self) -> int:
+        """Responses between the first and the last judged checkpoint."""
+        return self.points[-1].responses - self.points[0].responses
+
+
+def measure_trend(
+    points: Sequence[Checkpoint], values: Sequence[int], credit: float, request_allowance: int, threshold: float,
+) -> Trend:
+    """The :class:`Trend` of ``values`` at ``points`` (at least three), the memory queue held at ``credit`` per request."""
+    xs = [float(c.responses) for c in points]
+    ys = [v - credit * memory_queued(c) for c, v in zip(points, values, strict=True)]
+    scheduled = slope_only(xs, [float(c.scheduled) for c in points])
+    queued = slope_only(xs, [float(memory_queued(c)) for c in points])
+    queue_slope = max(0.0, request_allowance * scheduled - credit * queued) if scheduled > 0 else 0.0
+    whole, later = _robust_fits(xs, ys, NOISE_FLOOR_BYTES)
+    rates = [(b - a) / (xb - xa) for (xa, a), (xb, b) in pairwise(zip(xs, ys, strict=True))]
+    return Trend(tuple(points), threshold, whole, later, queue_slope, max(0.0, slope_only(xs, ys) - whole.slope),
+                 slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates))
+
+
+def _robust_fits(xs: Sequence[float], ys: Sequence[float], noise_floor: float) -> tuple[Slope, Slope]:
+    """The fits of the whole window and of its later half (at least three points), largest steps counted as typical."""
+    rates = [(b - a) / (xb - xa) for (xa, a), (xb, b) in pairwise(zip(xs, ys, strict=True))]
+    steady = _without_largest_steps(xs, ys, rates)
+    mid = (xs[0] + xs[-1]) / 2
+    later_at = min(sum(x < mid for x in xs), len(xs) - 3)
+    return fit(xs, steady, noise_floor), fit(xs[later_at:], steady[later_at:], noise_floor)
+
+
+def _without_largest_steps(xs: Sequence[float], ys: Sequence[float], rates: Sequence[float]) -> list[float]:
+    """The series with its largest steps (two of six intervals or more, else one) counted at the median of the others.
+
+    A sustained leak loses a little (its two highest intervals count at its typical one); one or two allocator
+    ratchets, however large, are gone.
+    """
+    drop = 2 if len(rates) >= 6 else 1
+    largest = set(sorted(range(len(rates)), key=lambda k: rates[k], reverse=True)[:drop])
+    typical = statistics.median(r for k, r in enumerate(rates) if k not in largest)
+    steady = [ys[0]]
+    for k, rate in enumerate(rates):
+        steady.append(steady[-1] + (min(rate, typical) if k in largest else rate) * (xs[k + 1] - xs[k]))
+    return steady
+
+
+#: Simulated reruns behind a stated power (deterministic: the same checkpoints give the same figure).
+POWER_DRAWS = 400
+
+
+@lru_cache(maxsize=512)
+def unit_power(xs: tuple[float, ...]) -> float:
+    """The leak per response, per byte of measured residual spread, that crawls checkpointed at ``xs`` catch 95% of the time.
+
+    Each simulated crawl gets Gaussian noise at each checkpoint and is judged as a crawl is: the leak it needs is
+    what its noise took off the whole window's lower bound or the later half's slope. That need over the spread the
+    same crawl measures (robust residuals, low when the largest steps are noise) is free of the noise's true size,
+    so its 95th percentile times a crawl's measured spread is the leak caught in 95% of crawls with that noise.
+    """
+    rng = random.Random(len(xs))
+    needed = []
+    for _ in range(POWER_DRAWS):
+        whole, later = _robust_fits(xs, [rng.gauss(0.0, 1.0) for _ in xs], 0.0)
+        needed.append(max(-whole.lower, -later.slope) / max(whole.residual_sd, 1e-9))
+    return sorted(needed)[int(0.95 * POWER_DRAWS)]
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The thresholds a crawl is judged by (its budgets and settings)."""
+
+    leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE
+    request_allowance: int = REQUEST_ALLOWANCE
+    max_active_size: int | None = None
+    browser_per_page: int = DEFAULT_BROWSER_PER_PAGE
+    disk_per_response: int = DEFAULT_DISK_PER_RESPONSE
+    min_interval: int = CHECKPOINT_MIN_RESPONSES
+    responses_per_copy: int | None = None  # a replayed crawl: the recording's responses (one copy)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything the rules read, computed once from one crawl's checkpoints and samples."""
+
+    checkpoints: tuple[Checkpoint, ...]
+    samples: Sequence[Sample]
+    limits: Limits
+    judged: list[Checkpoint]
+    signal: str
+    values: list[int]
+    credit: float
+    trend: Trend | None  # the regular trend (None: too few judged checkpoints)
+    strong: Trend | None  # the strong trend after STRONG_WARMUP_RESPONSES (judged when ``trend`` is None)
+    spans: list[Interval]
+    rising: dict[str, int]
+    browser: Growth | None
+    media: MediaSummary | None = None
+    media_failure_body_bytes: float = 0.0
+    held_after_close: Mapping[str, int] = field(default_factory=dict)
+    response_sizes: SizeDistribution | None = None
+    download_excess: ExcessSummary | None = None
+
+    @property
+    def total(self) -> int:
+        """Responses the crawl received."""
+        return self.checkpoints[-1].responses if self.checkpoints else 0
+
+    @property
+    def power(self) -> Trend | None:
+        """The trend that states this crawl's power: the regular one, else the strong one."""
+        return self.trend or self.strong
+
+    @property
+    def per_response(self) -> float:
+        """Net growth per response of the judged window (0 without a trend)."""
+        return self.trend.net_slope if self.trend else 0.0
+
+    def undrained_after_warmup(self) -> int:
+        """Checkpoints after the warm-up read undrained (left out of the judgement)."""
+        warm = warmup_responses(self.total)
+        return sum(1 for c in self.checkpoints if not c.drained and c.responses >= warm)
+
+    def growth(self, verdict: str, reason: str, rule: str, per_response: float | None = None) -> Growth:
+        """A verdict with this evidence's checkpoints, interval deltas, signal and power."""
+        power = self.power
+        return Growth(
+            verdict=verdict, reason=reason, rule=rule,
+            per_response_bytes=self.per_response if per_response is None else per_response,
+            checkpoints=self.checkpoints, deltas_per_response=self.trend.deltas if self.trend else (),
+            signal=self.signal, detectable_per_response_bytes=round(power.detectable, 1) if power else None,
+        )
+
+
+def gather(
+    checkpoints: Sequence[Checkpoint], samples: Sequence[Sample], limits: Limits, **context: object,
+) -> Evidence:
+    """Build the :class:`Evidence` of one crawl (``context``: the media summary, sizes, held objects...)."""
+    judged = judged_checkpoints(checkpoints)
+    untraced = [c for c in checkpoints if not c.tracer_bytes] if not all(c.tracer_bytes for c in checkpoints) else checkpoints
+    whole = _signal(untraced)
+    credit = measured_request_credit(untraced, whole[1]) if whole else float(REQUEST_CREDIT)
+    picked = _signal(judged)
+    signal, values = picked if picked else ("", [])
+    trend = (measure_trend(judged, values, credit, limits.request_allowance, limits.leak_per_response)
+             if len(judged) >= TREND_MIN_POINTS else None)
+    strong = None
+    if trend is None:
+        early = judged_checkpoints(checkpoints, STRONG_WARMUP_RESPONSES, STRONG_MIN_GAP)
+        early_signal = _signal(early)
+        if early_signal is not None and len(early) >= TREND_MIN_POINTS:
+            strong = measure_trend(early, early_signal[1], credit, limits.request_allowance,
+                                   STRONG_FACTOR * limits.leak_per_response)
+            signal, values = (signal or early_signal[0]), values
+    spans = intervals(judged, values, limits.request_allowance, credit) if trend else []
+    return Evidence(
+        checkpoints=tuple(checkpoints), samples=samples, limits=limits, judged=judged, signal=signal, values=values,
+        credit=credit, trend=trend, strong=strong, spans=spans, rising=_rising_objects(judged) if trend else {},
+        browser=browser_growth(checkpoints, limits.browser_per_page), **context,  # type: ignore[arg-type]
+    )
+
+
+Rule = Callable[[Evidence], Growth | None]
+
+
+def _short_strong_leak(ev: Evidence) -> Growth | None:
+    """A crawl too short for the regular trend: the strong trend after STRONG_WARMUP_RESPONSES."""
+    if ev.trend is not None or ev.strong is None or not ev.strong.is_leak:
+        return None
+    t = ev.strong
+    return ev.growth(
+        V.RETAINED_OBJECTS,
+        f"{_grew(ev.signal, t)}; at least {STRONG_FACTOR}x the leak threshold, so {len(t.points)} drained checkpoints"
+        f" after {STRONG_WARMUP_RESPONSES} responses are enough",
+        f"95% lower bound of the trend >= {t.threshold:g} B/response ({STRONG_FACTOR}x leak_per_response) of"
+        f" {ev.signal} memory after {STRONG_WARMUP_RESPONSES} responses, net of the scheduler",
+        t.net_slope,
+    )
+
+
+def _short_proven(ev: Evidence) -> Growth | None:
+    """A crawl too short for the regular trend: Scrapy objects proven retained after it."""
+    return _with_power(ev, _proven_retention(ev.checkpoints, ev.held_after_close)) if ev.trend is None else None
+
+
+def _short_browser(ev: Evidence) -> Growth | None:
+    """A short browser crawl: its memory is the browser's."""
+    if ev.trend is not None or ev.browser is None:
+        return None
+    note = "" if ev.browser.verdict != V.STEADY else (
+        f"; Python's own memory is not judged: {ev.total:,} responses are too few"
+        f" (about {responses_to_judge(ev.limits.min_interval):,} are needed)")
+    return replace(ev.browser, reason=ev.browser.reason + note, checkpoints=ev.checkpoints)
+
+
+def _short_steady(ev: Evidence) -> Growth | None:
+    """A crawl too short for the regular trend whose strong trend still bounds a leak under MAX_STATED_PER_RESPONSE."""
+    if ev.trend is not None or ev.strong is None or ev.strong.detectable > MAX_STATED_PER_RESPONSE:
+        return None
+    t = ev.strong
+    return ev.growth(
+        V.STEADY,
+        f"{ev.signal} memory grew {_kib(t.net_slope)}/response over {t.window:,} responses after a warm-up of"
+        f" {STRONG_WARMUP_RESPONSES}: {_no_leak(t)}; {ev.total:,} responses are too few for the"
+        f" {_kib(ev.limits.leak_per_response)}/response threshold itself (about"
+        f" {responses_to_judge(ev.limits.min_interval):,} are needed)",
+        f"95% upper bound of the trend after {STRONG_WARMUP_RESPONSES} responses; detectable <="
+        f" {MAX_STATED_PER_RESPONSE} B/response", t.net_slope,
+    )
+
+
+def _too_few_checkpoints(ev: Evidence) -> Growth | None:
+    """``inconclusive``: too few drained checkpoints after the warm-up, saying why and what would do."""
+    if ev.trend is not None:
+        return None
+    needed = responses_to_judge(ev.limits.min_interval)
+    judged = len(ev.judged)
+    undrained = ev.undrained_after_warmup()
+    head = (f"{ev.total:,} responses gave {judged} drained checkpoint{'s' if judged != 1 else ''} after the warm-up of"
+            f" {warmup_responses(ev.total):,} responses; {TREND_MIN_POINTS} are needed to judge growth")
+    if undrained and ev.total >= needed:
+        advice = (f": {undrained} checkpoint{'s' if undrained != 1 else ''} after the warm-up did not drain (downloads"
+                  " or callbacks were still in progress when the pause timed out, CRAWLMEM_DRAIN_TIMEOUT_SECONDS) and"
+                  " are not judged: let in-flight work finish (failing or slow downloads, DOWNLOAD_TIMEOUT) or raise"
+                  " the drain timeout")
+    else:
+        advice = f": crawl at least {needed:,} responses{_replay_note(ev, needed)}"
+        if undrained:
+            advice += f" ({undrained} checkpoints after the warm-up did not drain and are not judged)"
+    strong = (f" (growth of {_kib(STRONG_FACTOR * ev.limits.leak_per_response)}/response or more is judged from"
+              f" {responses_to_judge_strong(ev.limits.min_interval):,})")
+    growth = ev.growth(V.INCONCLUSIVE, head + advice + strong, "too-few-checkpoints")
+    return replace(growth, responses_needed=needed if ev.total < needed else None)
+
+
+def _trend_leak(ev: Evidence) -> Growth | None:
+    """``retained-objects`` (or ``media-disk``: cached media failures hold it all) from the regular trend."""
+    t = ev.trend
+    if t is None:
+        return None
+    leak, signal = (t, ev.signal) if t.is_leak else (None, ev.signal)
+    native = ""
+    if leak is None and ev.signal == "traced" and all(c.heap_bytes is not None for c in ev.judged):
+        heap = [int(heap_estimate(c) or 0) for c in ev.judged]
+        heap_trend = measure_trend(ev.judged, heap, ev.credit, ev.limits.request_allowance, ev.limits.leak_per_response)
+        if heap_trend.is_leak:
+            leak, signal = heap_trend, "heap"
+            native = (f", while traced memory grew {_kib(t.net_slope)}/response: native memory that tracemalloc cannot"
+                      " see (lxml trees, C extensions)")
+    if leak is None:
+        return None
+    spans = intervals(ev.judged, ev.values if signal == ev.signal else heap, ev.limits.request_allowance, ev.credit)
+    cached = _media_cache(signal, ev.judged, spans, ev.limits.leak_per_response, ev.media, ev.media_failure_body_bytes)
+    if cached is not None:
+        return _with_power(ev, cached)
+    held = f"; live Scrapy objects rising: {_describe(ev.rising)}" if ev.rising else ""
+    growth = ev.growth(
+        V.RETAINED_OBJECTS, f"{_grew(signal, leak)}{native}{held}",
+        f"95% lower bound of the trend > {leak.threshold:g} B/response of {signal} memory, net of the scheduler,"
+        " and the later half still growing by it", leak.net_slope,
+    )
+    return replace(growth, signal=signal)
+
+
+def _browser_state(ev: Evidence) -> Growth | None:
+    """The browser tree grew with the pages."""
+    if ev.browser is not None and ev.browser.verdict == V.BROWSER_STATE:
+        return _with_power(ev, ev.browser)
+    return None
+
+
+def _cached_media(ev: Evidence) -> Growth | None:
+    """Rising Scrapy objects all held by the media pipelines' cached failures."""
+    if not ev.rising or ev.trend is None:
+        return None
+    return _with_power(ev, _media_cache(ev.signal, ev.judged, ev.spans, ev.limits.leak_per_response, ev.media,
+                                        ev.media_failure_body_bytes))
+
+
+def _proven(ev: Evidence) -> Growth | None:
+    """Scrapy objects that rose at every checkpoint and were held after the crawl."""
+    return _with_power(ev, _proven_retention(ev.checkpoints, ev.held_after_close))
+
+
+def _rising(ev: Evidence) -> Growth | None:
+    """Live Scrapy objects that rose at every judged checkpoint, whatever the bytes."""
+    if not ev.rising:
+        return None
+    return ev.growth(V.RETAINED_OBJECTS, f"live Scrapy objects rose at every drained checkpoint: {_describe(ev.rising)}",
+                     "live Scrapy objects rising at every drained checkpoint")
+
+
+def _backlog(ev: Evidence) -> Growth | None:
+    """Growth above the threshold that the scheduler's growing queue explains."""
+    t = ev.trend
+    if t is None or ev.judged[-1].scheduled <= ev.judged[0].scheduled:
+        return None
+    if t.raw_slope - t95(t.fit.df) * t.fit.se < ev.limits.leak_per_response:
+        return None
+    raw = (ev.values[-1] - ev.values[0])
+    return ev.growth(
+        V.SCHEDULER_BACKLOG,
+        f"{ev.signal} memory grew {_kib(raw)} over {t.window:,} responses while the scheduler grew from"
+        f" {ev.judged[0].scheduled:,} to {ev.judged[-1].scheduled:,} requests: a backlog, not a leak",
+        "growth explained by requests added to the scheduler", t.raw_slope,
+    )
+
+
+def _response_processing(ev: Evidence) -> Growth | None:
+    """Sustained scraper backout."""
+    pressure = _processing_pressure(ev.samples, ev.limits.max_active_size)
+    return ev.growth(V.RESPONSE_PROCESSING, pressure, "sustained scraper backout") if pressure else None
+
+
+def _jobdir(ev: Evidence) -> Growth | None:
+    """JOBDIR growing on disk in every judged interval."""
+    disk = _jobdir_growth(ev.judged, ev.samples, ev.limits.disk_per_response)
+    if not disk:
+        return None
+    return ev.growth(V.MEDIA_DISK, f"{disk}; {ev.signal} memory levelled off ({_kib(ev.per_response)}/response)",
+                     f"every interval >= {ev.limits.disk_per_response} B/response of JOBDIR disk use")
+
+
+def _downloads(ev: Evidence) -> Growth | None:
+    """Downloads in flight held the peak."""
+    downloads = _downloader_activity(ev.checkpoints, ev.samples, ev.response_sizes, ev.download_excess)
+    if not downloads:
+        return None
+    return ev.growth(
+        V.DOWNLOADER_ACTIVITY,
+        f"{downloads}; memory at the drained checkpoints levelled off ({_kib(ev.per_response)}/response)",
+        f"median sampled RSS >= {DOWNLOAD_EXCESS_BYTES // 2**20} MiB above the drained checkpoints around it,"
+        f" within {DOWNLOAD_EXCESS_FACTOR}x of median downloads in flight x mean body",
+    )
+
+
+def _steady(ev: Evidence) -> Growth | None:
+    """No leak this crawl could have caught: it says the smallest it would have (95%)."""
+    t = ev.trend
+    if t is None or t.detectable > MAX_STATED_PER_RESPONSE:
+        return None
+    return ev.growth(
+        V.STEADY,
+        f"{ev.signal} memory levelled off after the warm-up ({_kib(t.net_slope)}/response over {t.window:,} responses):"
+        f" {_no_leak(t)}",
+        f"95% lower bound of the trend <= {t.threshold:g} B/response; detectable <= {MAX_STATED_PER_RESPONSE} B/response",
+    )
+
+
+def _too_noisy(ev: Evidence) -> Growth | None:
+    """``inconclusive``: the crawl's own noise cannot bound a leak under MAX_STATED_PER_RESPONSE."""
+    t = ev.trend
+    if t is None:
+        return None
+    needed = responses_for_power(t, ev.limits.min_interval, ev.total)
+    more = f": crawl at least {needed:,} responses{_replay_note(ev, needed)}" if needed else ": a longer crawl would not"
+    growth = ev.growth(
+        V.INCONCLUSIVE,
+        f"{ev.signal} memory moved by {_kib(t.noise_sd)} around its trend between drained checkpoints"
+        f" ({_kib(t.net_slope)}/response over {t.window:,} responses): this crawl could only have caught a leak of"
+        f" {_kib(t.detectable)}/response or more (95%), above the {_kib(MAX_STATED_PER_RESPONSE)}/response a verdict"
+        f" needs{more}",
+        f"detectable > {MAX_STATED_PER_RESPONSE} B/response",
+    )
+    return replace(growth, responses_needed=needed)
+
+
+#: The verdict rules, in order: the first that returns a verdict decides.
+RULES: tuple[Rule, ...] = (
+    _short_strong_leak, _short_proven, _short_browser, _short_steady, _too_few_checkpoints,
+    _trend_leak, _browser_state, _cached_media, _proven, _rising, _backlog, _response_processing, _jobdir, _downloads,
+    _steady, _too_noisy,
+)
+
+
+def responses_for_power(t: Trend, min_interval: int, total: int) -> int | None:
+    """The fewest responses whose schedule would bring the detectable leak under MAX_STATED_PER_RESPONSE at this noise."""
+    base = t.threshold + t.queue_slope + max(0.0, -t.upper)
+    if base >= MAX_STATED_PER_RESPONSE:
+        return None
+    n = max(total, 1)
+    for _ in range(60):
+        n = int(n * 1.25) + 1
+        xs = tuple(float(x) for x in _scheduled_points(n, min_interval))
+        if len(xs) >= TREND_MIN_POINTS and base + t.noise_sd * unit_power(xs) <= MAX_STATED_PER_RESPONSE:
+            return _round_up(n)
+    return None
+
+
+def _round_up(n: int) -> int:
+    """``n`` rounded up to two significant figures (a count to tell people)."""
+    step: int = 10 ** max(len(str(n)) - 2, 0)
+    return -(-n // step) * step
 
 
 def analyze(
@@ -346,155 +832,68 @@ def analyze(
     held_after_close: Mapping[str, int] | None = None,
     min_interval: int = CHECKPOINT_MIN_RESPONSES,
     download_excess: ExcessSummary | None = None,
+    responses_per_copy: int | None = None,
 ) -> Growth:
     """Return the verdict for a crawl from its checkpoints (and samples for processing pressure).
 
-    Precedence: ``retained-objects`` (or ``media-disk`` when the media pipelines' cached failures hold all of
-    the retained Scrapy objects), ``browser-state``, ``scheduler-backlog``, ``response-processing``,
-    ``media-disk`` (JOBDIR growing on disk), ``downloader-activity``, ``steady``. ``response_sizes`` (the
-    crawl's body sizes) is needed for ``downloader-activity``; ``media`` (the pipelines' cache at close) and
-    ``media_failure_body_bytes`` (mean body of the failed media responses) for the media cache's explanation.
-    ``held_after_close`` counts, per Scrapy class, the crawl's objects still alive after it ended that a
-    module, class or library structure was shown to hold (proven retention). ``min_interval`` is the
-    extension's CRAWLMEM_CHECKPOINT_MIN_RESPONSES (to say how many responses a judgement needs).
+    The :data:`RULES` run in order over one :class:`Evidence`: a short crawl's strong trend, proven retention,
+    browser verdict, strong-trend bound, or too few checkpoints; then the regular trend's ``retained-objects`` (or
+    ``media-disk`` when the media pipelines' cached failures hold all of the retained Scrapy objects),
+    ``browser-state``, rising objects, ``scheduler-backlog``, ``response-processing``, ``media-disk`` (JOBDIR growing
+    on disk), ``downloader-activity``, ``steady``, and ``inconclusive`` when the noise bounds no leak under
+    MAX_STATED_PER_RESPONSE. ``response_sizes`` (the crawl's body sizes) is needed for ``downloader-activity``;
+    ``media`` (the pipelines' cache at close) and ``media_failure_body_bytes`` (mean body of the failed media
+    responses) for the media cache's explanation. ``held_after_close`` counts, per Scrapy class, the crawl's objects
+    still alive after it ended that a module, class or library structure was shown to hold (proven retention).
+    ``min_interval`` is the extension's CRAWLMEM_CHECKPOINT_MIN_RESPONSES (to say how many responses a judgement
+    needs); ``responses_per_copy`` a replayed crawl's recording size (to say which ``replay_copies`` would do).
     ``download_excess`` is the timeline's running summary of RSS above the drained level (exact on a thinned one).
     """
-    judged = judged_checkpoints(checkpoints)
-    picked = _signal(judged)
-    total = checkpoints[-1].responses if checkpoints else 0
-    browser = browser_growth(checkpoints, browser_per_page)
-    if picked is None or len(judged) < MIN_DELTAS + 1:
-        early = _strong_growth(checkpoints, leak_per_response, request_allowance) or _proven_retention(
-            checkpoints, held_after_close or {}, leak_per_response)
-        if early is not None:
-            return replace(early, checkpoints=tuple(checkpoints))
-        if browser is not None:  # a short browser crawl: its memory is the browser's
-            note = "" if browser.verdict != "steady" else (
-                f"; Python's own memory is not judged: {total:,} responses are too few"
-                f" (about {responses_to_judge(min_interval):,} are needed)")
-            return replace(browser, reason=browser.reason + note, checkpoints=tuple(checkpoints))
-        return Growth(
-            verdict="inconclusive",
-            reason=(
-                f"{total:,} responses gave {max(len(judged) - 1, 0)} checkpoint intervals after the warm-up;"
-                f" {MIN_DELTAS} are needed to judge growth: crawl at least {responses_to_judge(min_interval):,}"
-                f" responses (growth of {_kib(STRONG_FACTOR * leak_per_response)}/response or more is judged from"
-                f" {responses_to_judge_strong(min_interval):,})"
-            ),
-            rule="too-few-checkpoints",
-            checkpoints=tuple(checkpoints),
-        )
-    signal, values = picked
-    untraced = [c for c in checkpoints if not c.tracer_bytes] if not all(c.tracer_bytes for c in checkpoints) else checkpoints
-    whole = _signal(untraced)
-    credit = measured_request_credit(untraced, whole[1]) if whole else float(REQUEST_CREDIT)
-    spans = intervals(judged, values, request_allowance, credit)
-    net = tuple(round(i.net_per_response, 1) for i in spans)
-    window = judged[-1].responses - judged[0].responses
-    raw_total = sum(i.raw_bytes for i in spans)
-    per_response = sum(i.net_bytes for i in spans) / window
-    base = {"checkpoints": tuple(checkpoints), "deltas_per_response": net, "signal": signal}
-    rising = _rising_objects(judged)
-    leak = _leak(signal, spans, window, leak_per_response, rising)
-    leak_spans = spans
-    if leak is None and signal == "traced" and all(c.heap_bytes is not None for c in judged):
-        heap = [int(heap_estimate(c) or 0) for c in judged]
-        leak_spans = intervals(judged, heap, request_allowance)
-        native = _leak("heap", leak_spans, window, leak_per_response, rising)
-        if native is not None:
-            leak = replace(
-                native, reason=f"{native.reason}, while traced memory grew {_kib(per_response)}/response:"
-                " native memory that tracemalloc cannot see (lxml trees, C extensions)"
-            )
-    if leak is not None:
-        cached = _media_cache(leak.signal, judged, leak_spans, leak_per_response, media, media_failure_body_bytes)
-        return replace(cached or leak, checkpoints=tuple(checkpoints))
-    if browser is not None and browser.verdict == "browser-state":
-        return replace(browser, checkpoints=tuple(checkpoints))
-    cached = _media_cache(signal, judged, spans, leak_per_response, media, media_failure_body_bytes) if rising else None
-    if cached is not None:
-        return replace(cached, checkpoints=tuple(checkpoints))
-    proven = _proven_retention(checkpoints, held_after_close or {}, leak_per_response)
-    if proven is not None:
-        return replace(proven, checkpoints=tuple(checkpoints))
-    if rising:
-        return Growth(
-            verdict="retained-objects",
-            reason=f"live Scrapy objects rose at every drained checkpoint: {_describe(rising)}",
-            rule="live Scrapy objects rising at every drained checkpoint",
-            per_response_bytes=per_response,
-            **base,  # type: ignore[arg-type]
-        )
-    if all(i.raw_per_response >= leak_per_response for i in spans) and judged[-1].scheduled > judged[0].scheduled:
-        return Growth(
-            verdict="scheduler-backlog",
-            reason=(
-                f"{signal} memory grew {_kib(raw_total)} over {window:,} responses while the scheduler grew"
-                f" from {judged[0].scheduled:,} to {judged[-1].scheduled:,} requests: a backlog, not a leak"
-            ),
-            rule="growth explained by requests added to the scheduler",
-            per_response_bytes=raw_total / window,
-            **base,  # type: ignore[arg-type]
-        )
-    pressure = _processing_pressure(samples, max_active_size)
-    if pressure:
-        return Growth(
-            verdict="response-processing", reason=pressure, rule="sustained scraper backout",
-            per_response_bytes=per_response, **base,  # type: ignore[arg-type]
-        )
-    disk = _jobdir_growth(judged, samples, disk_per_response)
-    if disk:
-        return Growth(
-            verdict="media-disk", reason=f"{disk}; {signal} memory levelled off ({_kib(per_response)}/response)",
-            rule=f"every interval >= {disk_per_response} B/response of JOBDIR disk use",
-            per_response_bytes=per_response, **base,  # type: ignore[arg-type]
-        )
-    downloads = _downloader_activity(checkpoints, samples, response_sizes, download_excess)
-    if downloads:
-        return Growth(
-            verdict="downloader-activity",
-            reason=f"{downloads}; memory at the drained checkpoints levelled off ({_kib(per_response)}/response)",
-            rule=f"median sampled RSS >= {DOWNLOAD_EXCESS_BYTES // 2**20} MiB above the drained checkpoints around it,"
-            f" within {DOWNLOAD_EXCESS_FACTOR}x of median downloads in flight x mean body",
-            per_response_bytes=per_response, **base,  # type: ignore[arg-type]
-        )
-    return Growth(
-        verdict="steady",
-        reason=f"{signal} memory levelled off after the warm-up ({_kib(per_response)}/response over {window:,} responses)",
-        rule=f"some interval < {leak_per_response} B/response",
-        per_response_bytes=per_response,
-        **base,  # type: ignore[arg-type]
-    )
+    limits = Limits(leak_per_response, request_allowance, max_active_size, browser_per_page, disk_per_response,
+                    min_interval, responses_per_copy)
+    ev = gather(checkpoints, samples, limits, media=media, media_failure_body_bytes=media_failure_body_bytes,
+                held_after_close=dict(held_after_close or {}), response_sizes=response_sizes,
+                download_excess=download_excess)
+    for rule in RULES:
+        growth = rule(ev)
+        if growth is not None:
+            return growth
+    raise AssertionError("the last rule always decides")  # pragma: no cover
 
 
-def _strong_growth(checkpoints: Sequence[Checkpoint], leak_per_response: int, request_allowance: int) -> Growth | None:
-    """``retained-objects`` when every interval after a short warm-up grew by STRONG_FACTOR x the threshold or more.
-
-    Far above the noise of clean crawls (see STRONG_FACTOR), so STRONG_MIN_DELTAS intervals are enough;
-    a crawl too short for the regular rule is judged when its leak is this strong.
-    """
-    judged = judged_checkpoints(checkpoints, STRONG_WARMUP_RESPONSES, STRONG_MIN_GAP)
-    picked = _signal(judged)
-    if picked is None or len(judged) < STRONG_MIN_DELTAS + 1:
+def _with_power(ev: Evidence, growth: Growth | None) -> Growth | None:
+    """``growth`` with this evidence's checkpoints and power (``None`` stays ``None``)."""
+    if growth is None:
         return None
-    spans = intervals(judged, picked[1], request_allowance)
-    strong = STRONG_FACTOR * leak_per_response
-    window = judged[-1].responses - judged[0].responses
-    leak = _leak(picked[0], spans, window, strong, {})
-    if leak is None:
-        return None
-    return replace(
-        leak,
-        reason=f"{leak.reason}; at least {STRONG_FACTOR}x the leak threshold in every interval, so"
-        f" {len(spans)} intervals after {STRONG_WARMUP_RESPONSES} responses are enough",
-        rule=f"every interval >= {strong} B/response ({STRONG_FACTOR}x leak_per_response) of {picked[0]} memory"
-        f" after {STRONG_WARMUP_RESPONSES} responses, net of scheduler growth",
-    )
+    power = ev.power
+    return replace(growth, checkpoints=ev.checkpoints,
+                   detectable_per_response_bytes=round(power.detectable, 1) if power else None)
 
 
-def _proven_retention(
-    checkpoints: Sequence[Checkpoint], held: Mapping[str, int], leak_per_response: int
-) -> Growth | None:
+def _no_leak(t: Trend) -> str:
+    """``no leak of 1.4 KiB/response or more (95%)``, rounded up."""
+    return f"no leak of {math.ceil(t.detectable / 102.4) / 10:,.1f} KiB/response or more (95%)"
+
+
+def _grew(signal: str, t: Trend) -> str:
+    """How the judged signal grew, with its bound and the scheduler's share."""
+    share = t.raw_slope - t.net_slope
+    queue = (f", of which the scheduler's growing queue explains {_kib(share)}/response" if share >= 0 else
+             f", even though the draining scheduler queue freed about {_kib(-share)}/response")
+    return (f"{signal} memory grew {_kib(t.net_slope * t.window)} over {t.window:,} responses"
+            f" ({_kib(t.net_slope)}/response, at least {_kib(t.lower)}/response at 95% from {len(t.points)} drained"
+            f" checkpoints){queue}")
+
+
+def _replay_note(ev: Evidence, needed: int) -> str:
+    """For a replayed crawl: the ``replay_copies`` that would give ``needed`` responses."""
+    per_copy = ev.limits.responses_per_copy
+    if not per_copy:
+        return ""
+    return f" (replay_copies={max(1, math.ceil(needed / per_copy))} of this {per_copy:,}-response recording)"
+
+
+def _proven_retention(checkpoints: Sequence[Checkpoint], held: Mapping[str, int]) -> Growth | None:
     """``retained-objects`` for Scrapy objects that rose at every checkpoint and were still held after the crawl.
 
     The unexplained live count of the class (Requests beyond the scheduler's) must rise at every
@@ -519,7 +918,7 @@ def _proven_retention(
     per_response = sum(i.net_bytes for i in spans) / window
     kept = ", ".join(f"{held[name]:,} {name}" for name in proven)
     return Growth(
-        verdict="retained-objects",
+        verdict=V.RETAINED_OBJECTS,
         reason=(
             f"live Scrapy objects rose at every drained checkpoint ({_describe(proven)}) and {kept} were still held"
             f" after the crawl ended; memory grew {_kib(per_response)}/response over {window:,} responses"
@@ -555,7 +954,7 @@ def browser_growth(checkpoints: Sequence[Checkpoint], per_page: int = DEFAULT_BR
     grown = (judged[-1].browser_uss_bytes or 0) - (judged[0].browser_uss_bytes or 0)
     if not rising and not all(d >= per_page for d in deltas):
         return Growth(
-            verdict="steady",
+            verdict=V.STEADY,
             reason=f"the browser process tree's private memory (USS) levelled off ({_kib(grown / window)}/page over"
             f" {window:,} pages, measured after a renderer GC)",
             rule=f"some interval < {per_page} B/page of browser-tree USS",
@@ -571,7 +970,7 @@ def browser_growth(checkpoints: Sequence[Checkpoint], per_page: int = DEFAULT_BR
     else:
         reason = f"{uss} in each of {len(deltas)} drained intervals"
     return Growth(
-        verdict="browser-state",
+        verdict=V.BROWSER_STATE,
         reason=reason + ", measured after a renderer GC",
         rule=("open browser contexts or pages rising at every drained checkpoint" if rising
               else f"every interval >= {per_page} B/page of browser-tree USS"),
@@ -593,35 +992,6 @@ def _rising_browser_state(judged: Sequence[Checkpoint]) -> dict[str, tuple[int, 
         if len(counts) == len(judged) and all(b > a for a, b in pairwise(counts)):
             rising[what] = (counts[0], counts[-1])
     return rising
-
-
-def _leak(
-    signal: str, spans: Sequence[Interval], window: int, leak_per_response: int, rising: dict[str, int]
-) -> Growth | None:
-    """The retained-objects verdict if every interval of ``signal`` grew past the threshold, else None."""
-    if not all(i.net_per_response >= leak_per_response for i in spans):
-        return None
-    net_total = sum(i.net_bytes for i in spans)
-    raw_total = sum(i.raw_bytes for i in spans)
-    held = f"; live Scrapy objects rising: {_describe(rising)}" if rising else ""
-    return Growth(
-        verdict="retained-objects",
-        reason=(
-            f"{signal} memory grew {_kib(net_total)} over {window:,} responses ({_kib(net_total / window)}/response)"
-            f" in each of {len(spans)} drained intervals, {_scheduler_share(raw_total - net_total)}{held}"
-        ),
-        rule=f"every interval >= {leak_per_response} B/response of {signal} memory, net of scheduler growth",
-        per_response_bytes=net_total / window,
-        deltas_per_response=tuple(round(i.net_per_response, 1) for i in spans),
-        signal=signal,
-    )
-
-
-def _scheduler_share(share: float) -> str:
-    """Describe the part of the growth the scheduler's queue explains."""
-    if share >= 0:
-        return f"of which the scheduler's growing queue explains {_kib(share)}"
-    return f"even though the draining scheduler queue freed about {_kib(-share)}"
 
 
 def _processing_pressure(samples: Sequence[Sample], max_active_size: int | None) -> str:
@@ -674,7 +1044,7 @@ def _media_cache(
     cost = f", about {_kib(net_total / failures)} each" if failures and net_total > 0 else ""
     held = " and ".join(f"{r.count:,} {r.class_name}" for r in media.retained)
     return Growth(
-        verdict="media-disk",
+        verdict=V.MEDIA_DISK,
         reason=(
             f"{signal} memory grew {_kib(net_total)} over {window:,} responses ({_kib(net_total / window)}/response)"
             f" while {failures:,} more failed media downloads were cached{cost}: the {media.failed_at_close:,} failures"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .units import format_size
+from .verdicts import INCONCLUSIVE
 
 SCHEMA_VERSION = 1
 
@@ -237,6 +238,10 @@ class Growth:
     checkpoints: tuple[Checkpoint, ...] = ()
     deltas_per_response: tuple[float, ...] = ()
     signal: str = ""
+    #: The smallest leak per response this crawl would have caught in 95% of runs like it (None: not judged).
+    detectable_per_response_bytes: float | None = None
+    #: Responses a crawl like this one needs for a verdict (``inconclusive`` only; None when it had enough).
+    responses_needed: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the growth evidence as a JSON-ready dict."""
@@ -245,6 +250,8 @@ class Growth:
             "reason": self.reason,
             "rule": self.rule,
             "per_response_bytes": json_value(self.per_response_bytes),
+            "detectable_per_response_bytes": json_value(self.detectable_per_response_bytes),
+            "responses_needed": self.responses_needed,
             "signal": self.signal,
             "deltas_per_response": [json_value(d) for d in self.deltas_per_response],
             "checkpoints": [c.to_json() for c in self.checkpoints],
@@ -254,11 +261,13 @@ class Growth:
     def from_json(cls, data: Mapping[str, Any]) -> Growth:
         """Rebuild the evidence from :meth:`to_json`'s dict (a ``null`` delta was a non-finite one)."""
         return cls(
-            verdict=str(data.get("verdict") or "inconclusive"), reason=str(data.get("reason") or ""),
+            verdict=str(data.get("verdict") or INCONCLUSIVE), reason=str(data.get("reason") or ""),
             rule=str(data.get("rule") or ""), per_response_bytes=data.get("per_response_bytes"),
             checkpoints=tuple(Checkpoint.from_json(c) for c in data.get("checkpoints") or ()),
             deltas_per_response=tuple(math.nan if d is None else d for d in data.get("deltas_per_response") or ()),
             signal=str(data.get("signal") or ""),
+            detectable_per_response_bytes=data.get("detectable_per_response_bytes"),
+            responses_needed=data.get("responses_needed"),
         )
 
 

@@ -31,7 +31,7 @@ from ..core.defaults import read_settings
 from ..core.distribution import Histogram
 from ..core.dropped import DropLedger
 from ..core.growth import CHECKPOINT_MIN_RESPONSES, next_checkpoint_at
-from ..core.models import BrowserSummary, MediaSummary, Sample
+from ..core.models import BrowserSummary, Checkpoint, MediaSummary, Sample
 from ..core.shots import ShotLedger
 from . import probes
 from .amplification import AmplificationMeter
@@ -49,6 +49,8 @@ from .status import StatusTicker, read_status
 logger = logging.getLogger("pytest_crawlmem.extension")  # the documented logger name (docs/production.md), stable across moves
 
 _DRAIN_POLL_SECONDS = 0.005
+#: Responses an attribution window that opens is given room for (twice its shortest useful length, 20 responses).
+WINDOW_ROOM_RESPONSES = 80
 
 
 #: Crawls of this process being measured right now (what Ctrl-C closes).
@@ -247,7 +249,8 @@ class CrawlMemExtension:
         if latency is not None:
             self.latency_us.add(int(latency * 1_000_000))
         if self.checkpoints_enabled and not self._checkpointing and self.responses >= self._next_checkpoint:
-            self._next_checkpoint = next_checkpoint_at(self.responses, self.checkpoint_min_responses)
+            queued = probes.read_queues(self.crawler).scheduled or 0  # responses to come: none before their warm-up
+            self._next_checkpoint = next_checkpoint_at(self.responses, self.checkpoint_min_responses, queued)
             self._begin_checkpoint()
 
     def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
@@ -430,7 +433,18 @@ class CrawlMemExtension:
         if browser:
             checkpoint = replace(checkpoint, **browser)
         self.recording.add_checkpoint(checkpoint)
-        self._next_checkpoint = self.attribution.at_checkpoint(self.crawler, checkpoint, self._next_checkpoint)
+        self._next_checkpoint = self._after_attribution(checkpoint)
+
+    def _after_attribution(self, checkpoint: Checkpoint) -> int:
+        """Let the attribution window open or close here; return the next checkpoint.
+
+        A window that opens gets room for WINDOW_ROOM_RESPONSES (it closes halfway to the checkpoint it is given, and
+        the dense early schedule's next one is only CHECKPOINT_MIN_RESPONSES away); otherwise the schedule stands.
+        """
+        due, was_open = self._next_checkpoint, self.attribution.is_open
+        room = due if was_open else max(due, checkpoint.responses + WINDOW_ROOM_RESPONSES)
+        after = self.attribution.at_checkpoint(self.crawler, checkpoint, room)
+        return after if was_open or self.attribution.is_open else due
 
     def _write_stats(self) -> None:
         stats = self.crawler.stats

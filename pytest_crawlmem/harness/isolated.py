@@ -25,7 +25,7 @@ from typing import Any
 
 import psutil
 
-from ..core import stops
+from ..core import stops, verdicts
 from ..core.assemble import assemble, judge, stream_facts
 from ..core.models import Checkpoint, CrawlResult, Growth, Sample
 from ..crawl.danger import load_danger
@@ -170,7 +170,7 @@ def result_from_stream(
     samples = tuple(Sample.from_json(s) for s in stream.samples) if stream else ()
     checkpoints = [Checkpoint.from_json(c) for c in stream.checkpoints] if stream else []
     growth = judge(checkpoints, samples, leak_per_response=spec.options.leak_per_response) if checkpoints else (
-        Growth("inconclusive", why))
+        Growth(verdicts.INCONCLUSIVE, why))
     streamed = read_stop(stream_path) if stream is not None and stream_path is not None else None
     reason = reason or (streamed or {}).get("reason") or stops.KILLED
     facts = stream_facts(

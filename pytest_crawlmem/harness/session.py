@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ..core import verdicts
 from ..core.budgets import Budgets, Violation
 from ..core.models import CrawlResult
 from ..core.settings import PluginSettings
@@ -56,6 +57,7 @@ class SummaryRow:
     crawl: str = ""  # "2: spider" for the second of several crawls of a test
     amplification_p95: float | None = None  # parse amplification (issue 19), shown with -v
     amplification_max: float | None = None
+    detectable_per_response_bytes: float | None = None  # the smallest leak the crawl would have caught (95%), with -v
 
     @classmethod
     def of(cls, record: CrawlRecord, crawl: str = "") -> SummaryRow:
@@ -66,6 +68,7 @@ class SummaryRow:
             record.test_id, result.responses, result.peak_rss, result.growth.per_response_bytes, result.verdict,
             record.outcome, result.rss_growth, result.max_scheduled, result.max_inflight, result.duration_seconds,
             record.variant or "", crawl, amp.p95_ratio if amp else None, amp.max_ratio if amp else None,
+            result.growth.detectable_per_response_bytes,
         )
 
     def cells(self, verbose: bool) -> list[str]:
@@ -77,8 +80,9 @@ class SummaryRow:
                  "-" if per is None else format_size(per), self.verdict, self.outcome]
         if verbose:
             amp = "-" if self.amplification_max is None else f"{self.amplification_p95 or 0:.1f}x/{self.amplification_max:.1f}x"
+            caught = self.detectable_per_response_bytes
             cells[4:4] = [format_size(self.rss_growth), f"{self.max_scheduled:,}", f"{self.max_inflight:,}",
-                          f"{self.duration_seconds:.1f}s", amp]
+                          f"{self.duration_seconds:.1f}s", amp, "-" if caught is None else f">= {format_size(caught)}"]
         return cells
 
 
@@ -158,6 +162,8 @@ class CrawlMemSession:
             lines = [f"crawl_memory budget broken: {v.message}" for v in failing]
             lines += [f"crawl_memory budget broken: {message}" for message in sweeps]
             lines += [f"crawl_memory baseline: {message}" for message in regressions]
+            lines += [f"crawl_memory verdict: {r.result.verdict}: {r.result.growth.reason}" for r in records
+                      if r.variant is None and r.result.growth.reason and not any(v.budget == "leak" for v in r.violations)]
             dirs = sorted({str(r.result.report_dir) for r in records if r.result.report_dir})
             lines += [f"report: {d}" for d in dirs]
             pytest.fail("\n".join(lines), pytrace=False)
@@ -168,7 +174,8 @@ class CrawlMemSession:
             broken = any(v.fails for v in record.violations)
             record.outcome = ("xfailed" if hasattr(report, "wasxfail") else "over budget" if broken and record.variant
                               else "failed" if broken else report.outcome)
-            if not broken and any(v.budget == "leak" for v in record.violations) and record.result.verdict == "inconclusive":
+            unjudged = record.result.verdict == verdicts.INCONCLUSIVE
+            if not broken and any(v.budget == "leak" for v in record.violations) and unjudged:
                 record.outcome += ", leak not judged"  # leak="fail" that could not judge: never a silent pass
             several = len(records) > 1 and record.variant is None
             self.rows.append(SummaryRow.of(record, f"{index}: {record.result.spider}" if several else ""))
@@ -217,7 +224,7 @@ class CrawlMemSession:
         terminalreporter.write_sep("=", "crawl memory")
         header = ["test", "responses", "peak RSS", "growth/resp", "verdict", "outcome"]
         if verbose:
-            header[4:4] = ["RSS growth", "max sched", "max inflight", "duration", "parse amp p95/max"]
+            header[4:4] = ["RSS growth", "max sched", "max inflight", "duration", "parse amp p95/max", "leak caught (95%)"]
         rows = [header] + [r.cells(verbose) for r in sorted(self.rows, key=lambda r: (r.test_id, r.crawl))]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..core import verdicts
 from ..core.budgets import SPECS
 from ..core.defaults import settings_table
 from ..core.models import CrawlResult, Growth, Peaks
@@ -57,7 +58,7 @@ def report_keys() -> str:
     """The keys of report.json and of its ``result``, from what :func:`report.report_document` writes."""
     result = CrawlResult(spider="s", samples=(), start_rss=0, end_rss=0, peak_rss=0, traced_peak=None, responses=0,
                          items_scraped=0, duration_seconds=0.0, finish_reason="finished", peaks=Peaks(),
-                         growth=Growth("inconclusive", ""))
+                         growth=Growth(verdicts.INCONCLUSIVE, ""))
     document = report_document(result, test_id="t", budgets=None, violations=[])
     top = ", ".join(f"`{key}`" for key in document)
     figures = ", ".join(f"`{key}`" for key in document["result"])

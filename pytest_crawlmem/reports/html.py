@@ -14,6 +14,7 @@ from dataclasses import replace
 from html import escape
 from typing import Any
 
+from ..core import verdicts
 from ..core.budgets import CAUSES, SPECS
 from ..core.growth import (
     FIXES,
@@ -373,7 +374,7 @@ def growth_explanation(doc: ReportDocument) -> str:
     if growth.signal == "browser-uss":
         return (f"growth per {unit}: the change of {what} between the first and the last judged checkpoint, divided by"
                 f" the {unit}s between them")
-    kind = "raw" if growth.verdict == "scheduler-backlog" else "net"
+    kind = "raw" if growth.verdict == verdicts.SCHEDULER_BACKLOG else "net"
     return (f"growth per {unit} ({kind}, the figure at the top): the change of {what} over the judged checkpoints, divided by"
             f" the {unit}s between them. raw = the change itself; net = raw less {format_size(REQUEST_ALLOWANCE)} for each"
             f" request the scheduler gained (plus a credit for each it gave back: what a queued request cost in this"
@@ -547,7 +548,7 @@ def _per_label(doc: ReportDocument) -> str:
     unit = doc.unit[:-1]
     if growth.signal == "browser-uss":
         return f"USS growth/{unit}"
-    return f"growth/{unit} ({'raw' if growth.verdict == 'scheduler-backlog' else 'net'})"
+    return f"growth/{unit} ({'raw' if growth.verdict == verdicts.SCHEDULER_BACKLOG else 'net'})"
 
 
 def _figures(doc: ReportDocument) -> Safe:
@@ -577,10 +578,10 @@ def _where(doc: ReportDocument) -> Safe:
     """Where memory grew: the top allocation site with its source line, what holds live objects, the browser's biggest part."""
     result, unit = doc.result, doc.unit[:-1]
     found = {
-        "scheduler-backlog": f"the scheduler: up to {count(doc.figure('max_scheduled'))} requests waiting"
+        verdicts.SCHEDULER_BACKLOG: f"the scheduler: up to {count(doc.figure('max_scheduled'))} requests waiting"
         f" (about {format_size(REQUEST_ALLOWANCE)} each in memory)",
-        "downloader-activity": f"downloads in flight: up to {count(doc.figure('max_inflight'))}, each buffering its body",
-        "response-processing": f"responses waiting for callbacks and pipelines: scraper active size up to"
+        verdicts.DOWNLOADER_ACTIVITY: f"downloads in flight: up to {count(doc.figure('max_inflight'))}, each buffering its body",
+        verdicts.RESPONSE_PROCESSING: f"responses waiting for callbacks and pipelines: scraper active size up to"
         f" {size(doc.figure('max_active_size'))}",
     }.get(result.growth.verdict, "")
     parts = [esc(found)] if found else []
@@ -650,12 +651,15 @@ def glance(doc: ReportDocument) -> Safe:
     unit = doc.unit[:-1]
     signal = SIGNALS.get(growth.signal, "memory")
     kind = "" if growth.signal == "browser-uss" else (
-        " raw" if growth.verdict == "scheduler-backlog" else " net of the scheduler's share")
+        " raw" if growth.verdict == verdicts.SCHEDULER_BACKLOG else " net of the scheduler's share")
     per_text = ("not judged" if per is None else f"{format_size(per)} of {signal}{kind} after the warm-up") + (
         f"; RSS {format_size(rss_per / responses)}/{unit} over the whole run" if rss_per is not None and responses else "")
+    detectable = _number(growth.detectable_per_response_bytes)
+    if detectable is not None and growth.signal != "browser-uss":
+        per_text += f"; this crawl would have caught a leak of {format_size(detectable)}/{unit} or more (95%)"
     changes = _changes(doc)
     verdict = growth.verdict or "unknown"
-    if not changes and verdict == "inconclusive":
+    if not changes and verdict == verdicts.INCONCLUSIVE:
         changes = ["growth was not judged: " + ("render more pages, with `await job.checkpoint()` after each batch"
                                                 if unit == "page" else "crawl more responses") + " (what grew says how many)"]
     change = (Safe("<ul>" + "".join(f"<li>{esc(c)}</li>" for c in changes) + "</ul>") if changes
@@ -667,7 +671,8 @@ def glance(doc: ReportDocument) -> Safe:
 
 
 def _verdict_kind(verdict: str) -> str:
-    return {"steady": "pass", "retained-objects": "fail", "inconclusive": "muted"}.get(verdict, "warn")
+    """The badge colour of a verdict, from the vocabulary (a leak verdict is a failure, whatever its name)."""
+    return verdicts.colour_of(verdict)
 
 
 def _head(doc: ReportDocument, header: Mapping[str, Any], problems: Sequence[str], files: Sequence[str]) -> Safe:
