@@ -22,13 +22,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import json
 import logging
+import math
 import os
+import subprocess
+import sys
+import weakref
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from bench_spiders import KEEPER_NAMES, KEEPER_SETTINGS, KEEPER_VERDICTS, KEEPERS, Catalog, catalog_path, clean_scenarios
 from harness import Crawl, machine_info, measured, progress, stop_reactor
@@ -45,6 +50,147 @@ EXTRA = ["2048@2050/40"]
 GRID_LEAKS, GRID_SIZES, GRID_KEEPERS = [1024, 2048, 8192, 32768], [300, 600, 1250, 2500], ["list", "signal", "cache"]
 #: The issue's target: this leak (bytes/response) at this crawl size is flagged in at least this share of runs.
 TARGET_LEAK, TARGET_SIZE, TARGET_RATE = 2048, 1000, 0.95
+
+
+# -- the keepers issue 26 names, beside bench_spiders' list / signal / cache --------------------------------------
+
+
+class _Groups:
+    """What NestedKeeper hangs on the spider: finished groups of items, two levels below it."""
+
+    def __init__(self) -> None:
+        self.done: dict[str, list[bytes]] = defaultdict(list)
+
+
+class NestedKeeper(Catalog):
+    """Keeps ``leak`` bytes per product in a dict two levels below the spider (``self.state.done[group]``)."""
+
+    name = "nested_keeper"
+    leak = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.state = _Groups()
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """File the product's bytes under its group, then scrape it."""
+        self.state.done[response.url[-1]].append(b"x" * int(self.leak))  # KEEP nested
+        yield from super().parse_product(response)
+
+
+class Tracked:
+    """A project base class that registers every instance in a class-level registry (and never lets go)."""
+
+    registry: ClassVar[list[Tracked]] = []
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+        Tracked.registry.append(self)  # KEEP registry
+
+
+class RegistryKeeper(Catalog):
+    """Builds one ``Tracked`` object of ``leak`` bytes per product: the class keeps them all."""
+
+    name = "registry_keeper"
+    leak = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        Tracked.registry.clear()
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """Wrap the product's bytes, then scrape it."""
+        Tracked(b"x" * int(self.leak))
+        yield from super().parse_product(response)
+
+
+class MetaChainKeeper(Catalog):
+    """Passes one history list through ``request.meta`` from listing page to listing page; every product appends."""
+
+    name = "meta_chain_keeper"
+    leak = 0
+
+    def parse(self, response: Any) -> Iterator[Any]:
+        """A listing page: its products and the next page, all sharing the history carried in meta."""
+        history = response.meta.get("history", [])
+        yield from response.follow_all(css="a.product", callback=self.parse_product, meta={"history": history})
+        yield from response.follow_all(css="a.next", meta={"history": history})
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """Add the product's bytes to the history, then scrape it."""
+        response.meta["history"].append(b"x" * int(self.leak))  # KEEP meta
+        yield from super().parse_product(response)
+
+
+class WeakRegistry(Catalog):
+    """Clean: a weak-value registry of the products' selectors (freed with each response)."""
+
+    name = "weak_registry"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """Register the response weakly, then scrape it."""
+        self.seen[response.url] = response
+        yield from super().parse_product(response)
+
+
+class FillingCache(Catalog):
+    """Clean: a cache of the last 300 products' text, filling over the first 300 responses, then plateauing."""
+
+    name = "filling_cache"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cache: dict[str, str] = {}
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """Cache the text while there is room, then scrape the product."""
+        if len(self.cache) < 300:
+            self.cache[response.url] = response.text * 2
+        yield from super().parse_product(response)
+
+
+def _keep_line(cls: type, tag: str) -> str:
+    """``detection.py:N`` of the line in ``cls``'s module marked ``# KEEP tag``."""
+    lines, start = inspect.getsourcelines(sys.modules[cls.__module__])
+    line = next(i for i, text in enumerate(lines, start or 1) if f"# KEEP {tag}" in text)
+    return f"{Path(__file__).name}:{line}"
+
+
+ALL_KEEPERS: dict[str, tuple[type, str]] = {
+    **KEEPERS,
+    "nested": (NestedKeeper, _keep_line(NestedKeeper, "nested")),
+    "registry": (RegistryKeeper, _keep_line(RegistryKeeper, "registry")),
+    "meta": (MetaChainKeeper, _keep_line(MetaChainKeeper, "meta")),
+}
+#: The priority cells of issue 26: (bytes kept per product, responses).
+PRIORITY_CELLS = [(2048, 300), (1024, 600), (4096, 150)]
+
+
+@contextlib.contextmanager
+def cpu_hog(on: bool) -> Iterator[None]:
+    """When ``on``: a process spinning on one core beside the crawls (stopped by its own handle afterwards)."""
+    if not on:
+        yield
+        return
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        hog.terminate()
+        hog.wait(timeout=10)
+
+
+def more_clean_scenarios(base_url: str) -> dict[str, tuple[type, dict[str, Any], dict[str, Any]]]:
+    """Issue 26's clean set beyond bench_spiders': a cache filling over 300 responses, a late 900 -> 0 drain, weak refs."""
+    return {
+        "filling_cache_600": (FillingCache, {"start_urls": [base_url + catalog_path(600, per_page=20)]}, {}),
+        "late_drain_2050": (Catalog, {"start_urls": [base_url + catalog_path(2050, per_page=40)]}, {}),
+        "weak_registry_600": (WeakRegistry, {"start_urls": [base_url + catalog_path(600, per_page=20)]}, {}),
+    }
 
 
 @contextlib.contextmanager
@@ -83,7 +229,8 @@ def _crawl(crawl: Crawl, site_line: str = "", name: str = "", expected: str = "r
         named = named or name in (result.holders[0].path if result.holders else "") or name in result.growth.reason
     return {"verdict": result.verdict, "flagged": result.verdict == expected, "attributed": named, "top": top, "holder": holder,
             "responses": result.responses, "per_response_bytes": result.growth.per_response_bytes,
-            "seconds": result.duration_seconds, "rule": result.growth.rule}
+            "seconds": result.duration_seconds, "rule": result.growth.rule,
+            "detectable_per_response_bytes": result.growth.detectable_per_response_bytes}
 
 
 def key_of(keeper: str, leak: int, size: int, per_page: int = 20) -> str:
@@ -102,7 +249,7 @@ def parse_shape(text: str) -> tuple[int, int, int]:
 def run_detection(
     site: RunningSite, *, runs: int, clean_runs: int, sizes: list[int], leaks: list[int], extra: list[str] = EXTRA,
     keepers: list[str] | None = None, clean_sizes: list[int] | None = None, save: Path | None = None,
-    only: list[str] | None = None,
+    only: list[str] | None = None, cells: list[tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
     """Run the leaky crawls (per keeper, then the ``extra`` shapes) and the clean scenarios; return every run and the rates.
 
@@ -110,10 +257,12 @@ def run_detection(
     """
     leaky: dict[str, list[dict[str, Any]]] = defaultdict(list)
     configs = [(keeper, leak, size, 20) for keeper in keepers or ["list"] for size in sizes for leak in leaks]
+    if cells is not None:
+        configs = [(keeper, leak, size, 20) for keeper in keepers or ["list"] for leak, size in cells]
     configs += [("list", *parse_shape(e)) for e in extra]
     configs = configs if runs else []  # --runs 0: the clean scenarios only
     for keeper, leak, size, per_page in configs:
-        spider, line = KEEPERS[keeper]
+        spider, line = ALL_KEEPERS[keeper]
         url = site.url(catalog_path(size, per_page=per_page))
         key = key_of(keeper, leak, size, per_page)
         for _ in range(runs):
@@ -125,7 +274,8 @@ def run_detection(
                  f" flagged {flagged}/{runs}, attributed {attributed}/{runs}")
         _save(save, leaky, {})
     clean: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    scenarios = {name: s for name, s in clean_scenarios(site.base_url).items() if not only or name in only}
+    everything = {**clean_scenarios(site.base_url), **more_clean_scenarios(site.base_url)}
+    scenarios = {name: s for name, s in everything.items() if not only or name in only}
     for size in clean_sizes or []:
         scenarios[f"catalog_{size}"] = (Catalog, {"start_urls": [site.url(catalog_path(size, per_page=20))]}, {})
     for name, (spider, kwargs, settings) in scenarios.items():
@@ -136,6 +286,48 @@ def run_detection(
                  f" ({', '.join(f'{v} {verdicts.count(v)}' for v in sorted(set(verdicts)))})")
         _save(save, leaky, clean)
     return summarize(leaky, clean)
+
+
+def run_stability(site: RunningSite, reruns: int) -> dict[str, Any]:
+    """``reruns`` crawls of the list keeper, 2 KiB per product over ~900 responses, 28 products a page (queue 2-30)."""
+    url = site.url(catalog_path(900, per_page=28))
+    spider, line = ALL_KEEPERS["list"]
+    runs = [_crawl(Crawl(spider, {"start_urls": [url], "leak": 2048}, {}), line) for _ in range(reruns)]
+    verdicts = [r["verdict"] for r in runs]
+    common = max(set(verdicts), key=verdicts.count)
+    counts = ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
+    progress(f"  stability: {verdicts.count(common)}/{reruns} {common} ({counts})")
+    return {"reruns": reruns, "same_verdict": verdicts.count(common), "verdict": common,
+            "verdicts": {v: verdicts.count(v) for v in sorted(set(verdicts))}, "runs": runs}
+
+
+def run_stated(site: RunningSite, sizes: list[int], pairs: int) -> dict[str, Any]:
+    """Per length: a clean catalog crawl states its bound B; a list keeper keeping B per response is then flagged?
+
+    The keeper keeps bytes per *product* (20 of 21 responses), so it keeps ``B * 21 / 20`` less the bytes object's
+    own 33 B and its list slot (8 B) per product: about B per response.
+    """
+    spider, line = ALL_KEEPERS["list"]
+    out: dict[str, Any] = {}
+    for size in sizes:
+        url = site.url(catalog_path(size, per_page=20))
+        rows = []
+        for _ in range(pairs):
+            clean = _crawl(Crawl(Catalog, {"start_urls": [url]}, {}))
+            bound = clean["detectable_per_response_bytes"]
+            if clean["verdict"] != "steady" or bound is None:
+                rows.append({"clean": clean, "leaky": None})
+                continue
+            keep = max(1, math.ceil(bound * 21 / 20) - 41)
+            leaky = _crawl(Crawl(spider, {"start_urls": [url], "leak": keep}, {}), line)
+            rows.append({"clean": clean, "bound": bound, "leaky": leaky})
+        seeded = [r for r in rows if r["leaky"] is not None]
+        flagged = sum(r["leaky"]["flagged"] for r in seeded)
+        bounds = sorted(r["bound"] for r in seeded)
+        progress(f"  stated bound at {size}: flagged {flagged}/{len(seeded)} (bounds {bounds[0] if bounds else '-'}"
+                 f"-{bounds[-1] if bounds else '-'} B/response; {len(rows) - len(seeded)} clean runs not steady)")
+        out[str(size)] = {"pairs": len(rows), "seeded": len(seeded), "flagged": flagged, "bounds": bounds, "runs": rows}
+    return out
 
 
 def _save(path: Path | None, leaky: dict[str, list[dict[str, Any]]], clean: dict[str, list[dict[str, Any]]]) -> None:
@@ -265,7 +457,14 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=SIZES, help="responses per leaky crawl")
     parser.add_argument("--leaks", type=int, nargs="+", default=LEAKS, help="bytes kept per response")
     parser.add_argument("--extra", nargs="*", default=EXTRA, help="more leaky crawls, LEAK@RESPONSES/PER_PAGE")
-    parser.add_argument("--keepers", nargs="+", default=["list"], choices=sorted(KEEPERS), help="what keeps the leak")
+    parser.add_argument("--keepers", nargs="+", default=["list"], choices=sorted(ALL_KEEPERS), help="what keeps the leak")
+    parser.add_argument("--cells", nargs="*", help="leaky cells LEAK@RESPONSES instead of --leaks x --sizes"
+                        " (--cells priority: issue 26's 2048@300 1024@600 4096@150)")
+    parser.add_argument("--hog", action="store_true", help="run everything beside a process spinning on one core")
+    parser.add_argument("--stability", type=int, default=0, help="reruns of 2 KiB/response over 900 responses, queue 2-30")
+    parser.add_argument("--stated", type=int, nargs="*", default=[],
+                        help="crawl lengths: pairs of a clean crawl and a list keeper seeded at the bound it stated")
+    parser.add_argument("--stated-runs", type=int, default=10, help="pairs per --stated length")
     parser.add_argument("--scenarios", nargs="*", default=[], help="only these clean scenarios (default: all)")
     parser.add_argument("--clean-sizes", type=int, nargs="*", default=[], help="clean catalog crawls of these lengths too")
     parser.add_argument("--grid", action="store_true",
@@ -288,14 +487,25 @@ def main() -> None:
         args.leaks, args.sizes, args.clean_sizes = GRID_LEAKS, GRID_SIZES, GRID_SIZES
         args.keepers = args.keepers if keepers_given else GRID_KEEPERS
         args.extra = [] if args.extra == EXTRA else args.extra
+    cells = None
+    if args.cells is not None:
+        cells = PRIORITY_CELLS if args.cells == ["priority"] else [tuple(map(int, c.split("@"))) for c in args.cells]
+    extra_results: dict[str, Any] = {}
     try:
-        with start_site() as site:
+        with start_site() as site, cpu_hog(args.hog):
             summary = run_detection(site, runs=args.runs, clean_runs=args.clean_runs, sizes=args.sizes, leaks=args.leaks,
                                     extra=args.extra, keepers=args.keepers, clean_sizes=args.clean_sizes, save=args.json,
-                                    only=args.scenarios)
+                                    only=args.scenarios, cells=cells)  # type: ignore[arg-type]
+            if args.stability:
+                extra_results["stability"] = run_stability(site, args.stability)
+            if args.stated:
+                extra_results["stated"] = run_stated(site, args.stated, args.stated_runs)
     finally:
         stop_reactor()
+    summary.update(extra_results, hog=args.hog)
     print(format_table(summary))
+    for name, block in extra_results.items():
+        print(name, json.dumps({k: v for k, v in block.items() if k != "runs"}))
     if args.json:
         args.json.write_text(json.dumps({"machine": machine_info(), "detection": summary}, indent=2) + "\n")
 

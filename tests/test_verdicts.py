@@ -55,7 +55,7 @@ def test_budgets_reports_and_the_cluster_read_one_vocabulary():
     from pytest_crawlmem.core.cluster import WORKER_PRESSURE
     from pytest_crawlmem.reports.html import _verdict_kind
 
-    assert LEAK_VERDICTS == {name for name, v in verdicts.VERDICTS.items() if v.is_leak}
+    assert {name for name, v in verdicts.VERDICTS.items() if v.is_leak} == LEAK_VERDICTS
     assert {verdicts.RETAINED_OBJECTS, verdicts.BROWSER_STATE} <= LEAK_VERDICTS
     assert not set(WORKER_PRESSURE) & LEAK_VERDICTS
     for name in verdicts.VERDICTS:
@@ -307,3 +307,31 @@ def test_a_jobdir_crawl_with_a_growing_frontier_is_media_disk(pytester: pytest.P
     report = run_crawls(pytester, "test_jobdir_frontier")["test_jobdir_frontier"]
     assert report["verdict"] == "media-disk"
     assert report["jobdir_disk"] > 1_000_000
+
+
+# -- replay_copies="auto" ---------------------------------------------------------------------------------------
+
+
+def test_auto_replay_copies_lengthen_a_small_recording_to_what_the_verdict_needs():
+    from pytest_crawlmem.core.growth import AUTO_REPLAY_RESPONSES, auto_replay_copies
+
+    assert auto_replay_copies(11) == 55 and auto_replay_copies(11) * 11 >= AUTO_REPLAY_RESPONSES
+    assert auto_replay_copies(5000) == 1 and auto_replay_copies(0) == AUTO_REPLAY_RESPONSES
+    assert auto_replay_copies(1, most=100) == 100
+
+
+def test_a_replayed_crawl_with_auto_copies_is_judged_and_says_what_it_chose(pytester: pytest.Pytester):
+    """Issue 26: a team's 11 recorded pages got "could not judge" on every run; "auto" serves enough copies."""
+    from test_replay import SHOP_SPIDER, run, shop_har
+
+    pytester.makepyfile(shop_spider=SHOP_SPIDER)
+    shop_har(pytester.path / "small.har", products=10)
+    outcome = run(pytester, """
+    result = crawl(Shop, replay="small.har", replay_copies="auto")
+    assert result.replay_copies >= 40, result.replay_copies
+    assert result.responses >= 400, result.responses
+    assert result.verdict == "steady", result.growth.reason
+    assert "KiB/response or more (95%)" in result.growth.reason
+""", '@pytest.mark.crawl_memory(leak="fail")', "-v")
+    outcome.assert_outcomes(passed=1)
+    outcome.stdout.fnmatch_lines(['*replay_copies="auto" chose * copies of the *-response recording*'])

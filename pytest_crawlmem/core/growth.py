@@ -57,6 +57,9 @@ STRONG_MIN_GAP = 20
 NOISE_FLOOR_BYTES = 4096
 #: A crawl whose own noise cannot bound a leak under this is ``inconclusive`` (it says how many responses would).
 MAX_STATED_PER_RESPONSE = 8 * 1024
+#: replay_copies="auto" serves the recording often enough for this many responses: a clean catalog crawl of 600
+#: responses bounds a leak at 1.3-1.9 KiB/response (benchmarks/detection.py --stated 600).
+AUTO_REPLAY_RESPONSES = 600
 #: Live Scrapy objects of one class must reach this count to be proven retention (a handful kept by a
 #: closure or a stats value is evidence, not a leak per response).
 PROVEN_MIN_OBJECTS = 20
@@ -809,6 +812,11 @@ def responses_for_power(t: Trend, min_interval: int, total: int) -> int | None:
         if len(xs) >= TREND_MIN_POINTS and base + t.noise_sd * unit_power(xs) <= MAX_STATED_PER_RESPONSE:
             return _round_up(n)
     return None
+
+
+def auto_replay_copies(entries: int, responses: int = AUTO_REPLAY_RESPONSES, most: int = 10_000) -> int:
+    """The copies of a recording of ``entries`` responses that give a crawl ``responses`` of them (1 to ``most``)."""
+    return max(1, min(most, math.ceil(responses / max(entries, 1))))
 
 
 def _round_up(n: int) -> int:

@@ -557,6 +557,7 @@ class CrawlResult:
     replay_hits: int = 0  # responses the replay site found in the recording (0 without replay)
     replay_misses: int = 0  # requests it did not find: answered 404, never fetched
     replay_missed_urls: tuple[str, ...] = ()  # the first 1,000 distinct missed URLs
+    replay_copies: int = 0  # copies of the recording served (0 without replay); what replay_copies="auto" chose
     shots: ShotSummary | None = None  # screenshot API captures (None when no response had X-Page-Verdict)
     parse_amplification: AmplificationSummary | None = None  # None when no callback was measured
     danger: DangerSnapshot | None = None  # None when RSS never crossed snapshot_at
@@ -660,6 +661,7 @@ class CrawlResult:
             "replay_hits": self.replay_hits,
             "replay_misses": self.replay_misses,
             "replay_missed_urls": list(self.replay_missed_urls),
+            "replay_copies": self.replay_copies,
             "status_counts": {str(k): v for k, v in sorted(self.status_counts.items())},
             "live_refs": dict(self.live_refs),
             "samples": len(self.samples),
@@ -728,6 +730,7 @@ class CrawlResult:
             replay_hits=int(data.get("replay_hits") or 0),
             replay_misses=int(data.get("replay_misses") or 0),
             replay_missed_urls=tuple(data.get("replay_missed_urls") or ()),
+            replay_copies=int(data.get("replay_copies") or 0),
             shots=made("shots", ShotSummary.from_json),
             parse_amplification=made("parse_amplification", AmplificationSummary.from_json),
             danger=made("danger", DangerSnapshot.from_json),

@@ -39,7 +39,7 @@ class CrawlFunction(Protocol):
         isolate: bool = False,
         project_settings: bool | str | None = None,
         replay: str | Path | None = None,
-        replay_copies: int = 1,
+        replay_copies: int | str = 1,
         replay_latency: float | str | None = None,
         replay_drip: int | str | None = None,
         replay_inflate: float | None = None,

@@ -312,6 +312,7 @@ def _build_result(
         held_after_close={r.class_name: r.count for r in retention if r.path},
         min_interval=ext.checkpoint_min_responses,
         download_excess=recording.timeline.excess_summary(),
+        responses_per_copy=max(1, round(ext.responses / options.replay.copies)) if options.replay else None,
     )
     facts = RunFacts(
         spider=getattr(spider_cls, "name", spider_cls.__name__),
@@ -354,4 +355,5 @@ def _build_result(
         shots=ext.shots.summary(),
         parse_amplification=ext.amplification.summary(),
         danger=ext.danger.snapshot if ext.danger else None,
+        replay_copies=options.replay.copies if options.replay else 0,
     )

@@ -12,9 +12,10 @@ import pytest
 
 from ..core import stops
 from ..core.budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold
+from ..core.growth import AUTO_REPLAY_RESPONSES, auto_replay_copies
 from ..core.models import CrawlResult
 from ..core.protocols import BrowserJobFunction, CrawlFunction
-from ..core.replay import ReplayError, ReplayTarget, check_copies, check_outcome, check_start_urls, parse_knobs
+from ..core.replay import MAX_COPIES, ReplayError, ReplayTarget, check_copies, check_outcome, check_start_urls, parse_knobs
 from ..core.stops import INTERRUPTED_MESSAGE
 from ..crawl.browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
 from ..crawl.extension import interrupt_running_crawls
@@ -145,7 +146,7 @@ def _warn_if_only_errors(item: pytest.Item, result: CrawlResult, session: CrawlM
 
 @contextlib.contextmanager
 def _replaying(
-    replay: str | Path | None, copies: int, knobs: tuple[Any, Any, Any], spider_cls: type, start_urls: list[str] | None
+    replay: str | Path | None, copies: int | str, knobs: tuple[Any, Any, Any], spider_cls: type, start_urls: list[str] | None
 ) -> Iterator[ReplayTarget | None]:
     """Serve the recording ``replay`` while the crawl runs (nothing without one); a bad recording fails the test."""
     if replay is None:
@@ -154,12 +155,23 @@ def _replaying(
     with contextlib.ExitStack() as stack:
         try:
             parsed = parse_knobs(*knobs)
-            target = stack.enter_context(running_replay(replay, copies=check_copies(copies), knobs=parsed))
+            target = stack.enter_context(running_replay(replay, copies=check_copies(1 if copies == "auto" else copies),
+                                                        knobs=parsed))
+            target = _auto_replay_copies(target, copies)
             starts = start_urls if start_urls is not None else getattr(spider_cls, "start_urls", None)
             check_start_urls(target, starts if isinstance(starts, (list, tuple)) else None)
         except ReplayError as exc:
             pytest.fail(str(exc), pytrace=False)
         yield target
+
+
+def _auto_replay_copies(target: ReplayTarget, copies: int | str) -> ReplayTarget:
+    """``replay_copies="auto"``: copies enough for AUTO_REPLAY_RESPONSES responses (what a leak verdict needs to bound a
+    leak at 1-2 KiB/response); any other value stands."""
+    if copies != "auto":
+        return target
+    entries = int(target.summary.get("entries") or 1)
+    return replace(target, copies=auto_replay_copies(entries, AUTO_REPLAY_RESPONSES, MAX_COPIES))
 
 
 def _fail_if_replay_found_nothing(target: ReplayTarget | None, result: CrawlResult) -> None:
@@ -209,7 +221,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         isolate: bool = False,
         project_settings: bool | str | None = None,
         replay: str | Path | None = None,
-        replay_copies: int = 1,
+        replay_copies: int | str = 1,
         replay_latency: float | str | None = None,
         replay_drip: int | str | None = None,
         replay_inflate: float | None = None,
@@ -244,6 +256,9 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
                     spider_kwargs=spider_kwargs, options=options,
                 )
         _record(item, result, budgets, records)
+        if replay_copies == "auto" and target is not None:  # say what it chose
+            session.notes.append(f"{item.nodeid}: replay_copies=\"auto\" chose {target.copies:,} copies of the"
+                                 f" {int(target.summary.get('entries') or 0):,}-response recording")
         if interrupt.interrupted:  # the report is written: now stop the session as Ctrl-C asked
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
         _fail_if_site_died(request, result)
