@@ -105,7 +105,7 @@ def test_grid(crawl, fixture_site, leak, size):
 
 @pytest.mark.crawl_memory(leak="fail")
 def test_unjudged_leak_fail(crawl, fixture_site):
-    crawl(Catalog, start_urls=[catalog(fixture_site, 250)])
+    crawl(Catalog, start_urls=[catalog(fixture_site, 100)])  # 3 drained checkpoints after 50 responses: 4 are needed
 
 
 @pytest.mark.crawl_memory(leak="fail")

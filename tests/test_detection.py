@@ -28,7 +28,7 @@ def inner(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
     (root / "test_suite.py").write_text(SUITE)
     (root / "pytest.ini").write_text("[pytest]\nlog_level = DEBUG\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "test_suite.py"],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "-v", "test_suite.py"],
         cwd=root, capture_output=True, text=True, timeout=600,
     )
     return proc, root
@@ -54,6 +54,17 @@ def test_clean_crawls_with_debug_logging_are_not_leaks(inner, size):
     _, root = inner
     result = result_of(root, f"test_clean[{size}]")
     assert result["verdict"] in ("steady", "inconclusive"), result["growth"]["reason"]
+
+
+def test_a_steady_crawl_states_the_leak_it_would_have_caught_in_the_report_and_the_summary(inner):
+    """Issue 26: the power of a steady verdict is in report.json's growth and the -v summary row."""
+    proc, root = inner
+    growth = result_of(root, "test_clean[600]")["growth"]
+    assert growth["verdict"] == "steady", growth["reason"]
+    stated = growth["detectable_per_response_bytes"]
+    assert 1024 <= stated <= 8 * 1024, growth
+    assert "KiB/response or more (95%)" in growth["reason"], growth["reason"]
+    assert "leak caught (95%)" in proc.stdout, proc.stdout[-3000:]
 
 
 @pytest.mark.parametrize(("case", "holder"), [("signal_requests", "module test_suite .KEPT -> list["),

@@ -681,6 +681,8 @@ def _trend_leak(ev: Evidence) -> Growth | None:
     if cached is not None:
         return _with_power(ev, cached)
     held = f"; live Scrapy objects rising: {_describe(ev.rising)}" if ev.rising else ""
+    proven = _proven_retention(ev.checkpoints, ev.held_after_close)
+    held += f"; {proven.reason.partition('; memory grew')[0]}" if proven else ""
     growth = ev.growth(
         V.RETAINED_OBJECTS, f"{_grew(signal, leak)}{native}{held}",
         f"95% lower bound of the trend > {leak.threshold:g} B/response of {signal} memory, net of the scheduler,"
