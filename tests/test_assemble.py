@@ -95,8 +95,8 @@ RESULT_KEYS = [
     "top_growth", "dropped", "dropped_count", "warnsize_warnings", "response_sizes", "suggested_maxsize",
     "max_active_size_limit", "active_size_ratio", "max_disk_scheduled", "jobdir_disk", "max_media_cached", "media",
     "scheduled_per_response", "retries", "retries_max_reached", "download_latency", "browser", "replay_hits",
-    "replay_misses", "replay_missed_urls", "status_counts", "live_refs", "samples", "errors", "retention", "holders",
-    "stats", "shots", "parse_amplification", "danger",
+    "replay_misses", "replay_missed_urls", "replay_copies", "status_counts", "live_refs", "samples", "errors", "retention",
+    "holders", "stats", "shots", "parse_amplification", "danger",
 ]
 
 
@@ -112,7 +112,8 @@ def test_report_json_keeps_its_schema_and_reads_back_to_the_same_document():
 
 def test_an_older_report_without_the_newer_figures_still_reads():
     old = {k: v for k, v in json.loads(json.dumps(every_field_result().to_json())).items()
-           if k not in {"holders", "replay_hits", "replay_misses", "replay_missed_urls", "shots", "parse_amplification",
+           if k not in {"holders", "replay_hits", "replay_misses", "replay_missed_urls", "replay_copies", "shots",
+                        "parse_amplification",
                         "danger", "media", "max_media_cached", "jobdir_disk", "browser"}}
     result = CrawlResult.from_json(old)
     assert result.responses == 100 and result.peak_rss == BASE + 99 and result.holders == () and result.danger is None

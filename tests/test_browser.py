@@ -189,6 +189,6 @@ def test_a_browser_job_too_short_to_judge_says_pages_and_what_the_job_must_do(py
     outcome.stdout.fnmatch_lines(["*CrawlMemWarning: test_browser_crawl.py::test_it: leak=\"fail\" could not judge this"
                                   " crawl's memory: 3 pages gave 0 checkpoint intervals after the warm-up; 3 are needed"
                                   " to judge growth: call `await job.checkpoint()` after each batch of pages*"
-                                  " about 300 pages*"])
+                                  " about 160 pages*"])
     warning = next(line for line in outcome.stdout.lines if "could not judge" in line)
     assert "response" not in warning, warning

@@ -386,3 +386,13 @@ def test_every_verdict_carries_the_power_of_its_crawl():
     for growth in (analyze(series(2000, lambda n: 0)), analyze(series(2000, lambda n: 3000 * n)),
                    analyze(series(300, lambda n: 0))):
         assert growth.detectable_per_response_bytes is not None, growth
+
+
+def test_a_report_written_before_the_power_was_stated_still_reads():
+    from pytest_crawlmem.core.models import Growth
+
+    growth = analyze(series(600, lambda n: 0))
+    old = {k: v for k, v in growth.to_json().items() if k not in ("detectable_per_response_bytes", "responses_needed")}
+    again = Growth.from_json(old)
+    assert again.verdict == V.STEADY and again.detectable_per_response_bytes is None and again.responses_needed is None
+    assert Growth.from_json(growth.to_json()) == growth
