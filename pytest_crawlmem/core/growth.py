@@ -438,6 +438,7 @@ def measure_trend(
 ) -> Trend:
     """The :class:`Trend` of ``values`` at ``points`` (at least three), the memory queue held at ``credit`` per request."""
     xs = [float(c.responses) for c in points]
+    credit = _queue_cost(xs, points, values, credit)
     ys = [v - credit * memory_queued(c) for c, v in zip(points, values, strict=True)]
     scheduled = slope_only(xs, [float(c.scheduled) for c in points])
     queued = slope_only(xs, [float(memory_queued(c)) for c in points])
@@ -446,6 +447,26 @@ def measure_trend(
     rates = [(b - a) / (xb - xa) for (xa, a), (xb, b) in pairwise(zip(xs, ys, strict=True))]
     return Trend(tuple(points), threshold, whole, later, queue_slope, max(0.0, slope_only(xs, ys) - whole.slope),
                  slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates))
+
+
+def _queue_cost(xs: Sequence[float], points: Sequence[Checkpoint], values: Sequence[int], measured: float) -> float:
+    """What a queued request costs the level series: ``measured`` (the crawl's growing intervals), or for a queue that
+    never moved by COST_MIN_QUEUED requests (nothing measured it, and little to over-credit) the least-squares cost of
+    the memory queue beside the trend, within [REQUEST_CREDIT, MAX_REQUEST_CREDIT]."""
+    queued = [float(memory_queued(c)) for c in points]
+    if max(queued) - min(queued) >= COST_MIN_QUEUED or len(xs) < TREND_MIN_POINTS:
+        return measured
+    n = len(xs)
+    mx, mq, mv = sum(xs) / n, sum(queued) / n, sum(values) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    sqq = sum((q - mq) ** 2 for q in queued)
+    sxq = sum((x - mx) * (q - mq) for x, q in zip(xs, queued, strict=True))
+    sxv = sum((x - mx) * (v - mv) for x, v in zip(xs, values, strict=True))
+    sqv = sum((q - mq) * (v - mv) for q, v in zip(queued, values, strict=True))
+    det = sxx * sqq - sxq * sxq
+    if det <= 0:
+        return measured
+    return min(max((sxx * sqv - sxq * sxv) / det, float(REQUEST_CREDIT)), float(MAX_REQUEST_CREDIT))
 
 
 def _robust_fits(xs: Sequence[float], ys: Sequence[float], noise_floor: float) -> tuple[Slope, Slope]:
