@@ -21,8 +21,6 @@ that returns a verdict decides. The names come from :mod:`pytest_crawlmem.core.v
 from __future__ import annotations
 
 import math
-import random
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -30,12 +28,21 @@ from itertools import pairwise
 
 from . import verdicts as V
 from .excess import ExcessSummary, excess_of_samples
+from .leaktrend import (
+    COST_MIN_QUEUED,
+    MAX_REQUEST_CREDIT,
+    REQUEST_CREDIT,
+    TREND_MIN_POINTS,
+    Trend,
+    measure_trend,
+    memory_queued,
+    unit_power,
+)
 from .models import Checkpoint, Growth, MediaSummary, Sample, SizeDistribution
-from .trend import Slope, fit, slope_only, t95
+from .trend import t95
 
 #: Judged intervals the regular and the strong trend need at least (TREND_MIN_POINTS checkpoints).
-MIN_DELTAS = 3
-TREND_MIN_POINTS = MIN_DELTAS + 1
+MIN_DELTAS = TREND_MIN_POINTS - 1
 #: Judged checkpoints closer than this are merged (the later one kept).
 MIN_INTERVAL_RESPONSES = 20
 #: Responses between checkpoints up to DENSE_UNTIL_RESPONSES; later ones are a third of the crawl so far apart (a long
@@ -52,9 +59,6 @@ STRONG_WARMUP_RESPONSES = 50
 STRONG_MIN_DELTAS = MIN_DELTAS
 #: The strong trend's checkpoints may be this close (the responses in flight when a checkpoint pauses the engine).
 STRONG_MIN_GAP = 20
-#: The residuals' spread is taken as at least this (bytes at a checkpoint): four points can line up by chance.
-#: Measured: clean catalog crawls' drained heap moved by 5-30 KiB around its trend (benchmarks/checkpoint_noise.py).
-NOISE_FLOOR_BYTES = 4096
 #: A crawl whose own noise cannot bound a leak under this is ``inconclusive`` (it says how many responses would).
 MAX_STATED_PER_RESPONSE = 8 * 1024
 #: replay_copies="auto" serves the recording often enough for this many responses: a clean catalog crawl of 600
@@ -68,14 +72,6 @@ DEFAULT_LEAK_PER_RESPONSE = 1024
 #: depends on its URL, meta and cb_kwargs (measured: 2.0 KiB for catalog requests, 2.7 KiB
 #: for /explode/ requests, heap estimate). Set too high it can hide a leak, never invent one.
 REQUEST_ALLOWANCE = 4096
-#: Memory credited per request the scheduler gave back, at least: deliberately below any request's
-#: real cost, so a draining queue cannot make a clean crawl look leaky.
-REQUEST_CREDIT = 1024
-#: ... and at most (the crawl's own cost per queued request is measured, see ``measured_request_credit``):
-#: a catalog request costs about 2 KiB, so a late 360 -> 0 drain no longer hides a 2.5 KB/response leak.
-MAX_REQUEST_CREDIT = 2048
-#: An interval whose queue grew by this many requests or more measures what a queued request costs.
-COST_MIN_QUEUED = 50
 #: Browser tree USS growth per page tolerated at drained checkpoints. The tree is noisy: a clean
 #: scrapy-playwright crawl of /js/ pages moved by up to +845 KiB/page over 20-30 page intervals
 #: (renderers and the driver's heap come and go), so open contexts and pages are counted too.
@@ -294,11 +290,6 @@ def intervals(
     return result
 
 
-def memory_queued(checkpoint: Checkpoint) -> int:
-    """Requests the scheduler holds in memory: its length less JOBDIR's disk queue."""
-    return max(checkpoint.scheduled - checkpoint.disk_scheduled, 0)
-
-
 def measured_request_credit(checkpoints: Sequence[Checkpoint], values: Sequence[int]) -> float:
     """Memory to credit per request the scheduler gives back, from the crawl's own intervals where the queue grew.
 
@@ -363,155 +354,6 @@ def suspicious(checkpoints: Sequence[Checkpoint], leak_per_response: int = DEFAU
     if recent.net_slope >= threshold and whole.net_slope >= threshold:
         return True
     return not strong and bool(_rising_objects(points[-3:]))
-
-
-@dataclass(frozen=True)
-class Trend:
-    """Memory against responses over judged drained checkpoints, net of the scheduler, and what it proves.
-
-    ``fit`` is the least-squares fit of the level series (memory less the memory queue at ``credit`` per request)
-    with its two largest steps counted at the median step; ``queue_slope`` is the extra allowance per response for
-    a growing queue (REQUEST_ALLOWANCE per request added, less the credit already taken); ``later`` the fit of the
-    later half of the window; ``robust_bias`` what counting the largest steps at the median took off the slope.
-    """
-
-    points: tuple[Checkpoint, ...]
-    threshold: float
-    fit: Slope
-    later: Slope
-    queue_slope: float
-    robust_bias: float
-    raw_slope: float
-    deltas: tuple[float, ...]
-
-    @property
-    def net_slope(self) -> float:
-        """Growth per response, net of the scheduler."""
-        return self.fit.slope - self.queue_slope
-
-    @property
-    def lower(self) -> float:
-        """The one-sided 95% lower bound of the net growth per response."""
-        return self.fit.lower - self.queue_slope
-
-    @property
-    def upper(self) -> float:
-        """The one-sided 95% upper bound of the net growth per response."""
-        return self.fit.upper - self.queue_slope
-
-    @property
-    def later_slope(self) -> float:
-        """Net growth per response over the later half of the window."""
-        return self.later.slope - self.queue_slope
-
-    @property
-    def is_leak(self) -> bool:
-        """Growth above the threshold at 95%, and the later half still growing by the threshold."""
-        return self.lower > self.threshold and self.later_slope >= self.threshold
-
-    @property
-    def detectable(self) -> float:
-        """The smallest leak per response a crawl like this one catches in 95% of runs (and at least the upper bound).
-
-        A leak of L adds L to both slopes (the largest steps are chosen by rate, so the steps counted at the median
-        are the same ones): a rerun is flagged once L exceeds the threshold, the queue's allowance, this crawl's own
-        fall (a crawl whose memory surely fell, by its upper bound, hides that much of a leak) and what its noise
-        took off the bound, simulated at this crawl's checkpoints (:func:`unit_power`).
-        """
-        xs = tuple(float(c.responses) for c in self.points)
-        base = self.threshold + self.queue_slope + max(0.0, -self.upper)
-        return max(base + self.noise_sd * unit_power(xs), self.upper)
-
-    @property
-    def noise_sd(self) -> float:
-        """The residuals' spread around the trend (bytes at a checkpoint): the crawl's own noise."""
-        return self.fit.residual_sd
-
-    @property
-    def window(self) -> int:
-        """Responses between the first and the last judged checkpoint."""
-        return self.points[-1].responses - self.points[0].responses
-
-
-def measure_trend(
-    points: Sequence[Checkpoint], values: Sequence[int], credit: float, request_allowance: int, threshold: float,
-) -> Trend:
-    """The :class:`Trend` of ``values`` at ``points`` (at least three), the memory queue held at ``credit`` per request."""
-    xs = [float(c.responses) for c in points]
-    credit = _queue_cost(xs, points, values, credit)
-    ys = [v - credit * memory_queued(c) for c, v in zip(points, values, strict=True)]
-    scheduled = slope_only(xs, [float(c.scheduled) for c in points])
-    queued = slope_only(xs, [float(memory_queued(c)) for c in points])
-    queue_slope = max(0.0, request_allowance * scheduled - credit * queued) if scheduled > 0 else 0.0
-    whole, later = _robust_fits(xs, ys, NOISE_FLOOR_BYTES)
-    rates = [(b - a) / (xb - xa) for (xa, a), (xb, b) in pairwise(zip(xs, ys, strict=True))]
-    return Trend(tuple(points), threshold, whole, later, queue_slope, max(0.0, slope_only(xs, ys) - whole.slope),
-                 slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates))
-
-
-def _queue_cost(xs: Sequence[float], points: Sequence[Checkpoint], values: Sequence[int], measured: float) -> float:
-    """What a queued request costs the level series: ``measured`` (the crawl's growing intervals), or for a queue that
-    never moved by COST_MIN_QUEUED requests (nothing measured it, and little to over-credit) the least-squares cost of
-    the memory queue beside the trend, within [REQUEST_CREDIT, MAX_REQUEST_CREDIT]."""
-    queued = [float(memory_queued(c)) for c in points]
-    if max(queued) - min(queued) >= COST_MIN_QUEUED or len(xs) < TREND_MIN_POINTS:
-        return measured
-    n = len(xs)
-    mx, mq, mv = sum(xs) / n, sum(queued) / n, sum(values) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    sqq = sum((q - mq) ** 2 for q in queued)
-    sxq = sum((x - mx) * (q - mq) for x, q in zip(xs, queued, strict=True))
-    sxv = sum((x - mx) * (v - mv) for x, v in zip(xs, values, strict=True))
-    sqv = sum((q - mq) * (v - mv) for q, v in zip(queued, values, strict=True))
-    det = sxx * sqq - sxq * sxq
-    if det <= 0:
-        return measured
-    return min(max((sxx * sqv - sxq * sxv) / det, float(REQUEST_CREDIT)), float(MAX_REQUEST_CREDIT))
-
-
-def _robust_fits(xs: Sequence[float], ys: Sequence[float], noise_floor: float) -> tuple[Slope, Slope]:
-    """The fits of the whole window and of its later half (at least three points), largest steps counted as typical."""
-    rates = [(b - a) / (xb - xa) for (xa, a), (xb, b) in pairwise(zip(xs, ys, strict=True))]
-    steady = _without_largest_steps(xs, ys, rates)
-    mid = (xs[0] + xs[-1]) / 2
-    later_at = min(sum(x < mid for x in xs), len(xs) - 3)
-    return fit(xs, steady, noise_floor), fit(xs[later_at:], steady[later_at:], noise_floor)
-
-
-def _without_largest_steps(xs: Sequence[float], ys: Sequence[float], rates: Sequence[float]) -> list[float]:
-    """The series with its largest steps (two of six intervals or more, else one) counted at the median of the others.
-
-    A sustained leak loses a little (its two highest intervals count at its typical one); one or two allocator
-    ratchets, however large, are gone.
-    """
-    drop = 2 if len(rates) >= 6 else 1
-    largest = set(sorted(range(len(rates)), key=lambda k: rates[k], reverse=True)[:drop])
-    typical = statistics.median(r for k, r in enumerate(rates) if k not in largest)
-    steady = [ys[0]]
-    for k, rate in enumerate(rates):
-        steady.append(steady[-1] + (min(rate, typical) if k in largest else rate) * (xs[k + 1] - xs[k]))
-    return steady
-
-
-#: Simulated reruns behind a stated power (deterministic: the same checkpoints give the same figure).
-POWER_DRAWS = 400
-
-
-@lru_cache(maxsize=512)
-def unit_power(xs: tuple[float, ...]) -> float:
-    """The leak per response, per byte of measured residual spread, that crawls checkpointed at ``xs`` catch 95% of the time.
-
-    Each simulated crawl gets Gaussian noise at each checkpoint and is judged as a crawl is: the leak it needs is
-    what its noise took off the whole window's lower bound or the later half's slope. That need over the spread the
-    same crawl measures (robust residuals, low when the largest steps are noise) is free of the noise's true size,
-    so its 95th percentile times a crawl's measured spread is the leak caught in 95% of crawls with that noise.
-    """
-    rng = random.Random(len(xs))
-    needed = []
-    for _ in range(POWER_DRAWS):
-        whole, later = _robust_fits(xs, [rng.gauss(0.0, 1.0) for _ in xs], 0.0)
-        needed.append(max(-whole.lower, -later.slope) / max(whole.residual_sd, 1e-9))
-    return sorted(needed)[int(0.95 * POWER_DRAWS)]
 
 
 @dataclass(frozen=True)

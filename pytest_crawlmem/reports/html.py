@@ -18,15 +18,14 @@ from ..core import verdicts
 from ..core.budgets import CAUSES, SPECS
 from ..core.growth import (
     FIXES,
-    MAX_REQUEST_CREDIT,
     REQUEST_ALLOWANCE,
-    REQUEST_CREDIT,
     heap_estimate,
     intervals,
     judged_checkpoints,
     unexplained_refs,
     warmup_responses,
 )
+from ..core.leaktrend import MAX_REQUEST_CREDIT, REQUEST_CREDIT
 from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Sample, ShotSummary
 from ..core.units import format_size
 from .document import FIGURES, ReportDocument
