@@ -161,6 +161,15 @@ def test_the_attribution_windows_residue_is_what_the_crawl_did_not_grow():
     assert window_residue(opening[-1:], 60_000_000, traced=0, responses=90) == 0  # no interval before the window
 
 
+def test_the_rate_before_the_window_comes_from_several_dense_checkpoints_not_the_last_noisy_interval():
+    """Issue 26's schedule puts checkpoints 25 responses apart: one flat interval must not make a leak's growth in
+    the window read as the window's residue."""
+    heaps = [50_000_000, 50_050_000, 50_100_000, 50_150_000, 50_150_000]  # 2 KB/response, the last interval flat
+    opening = [_at(100 + 25 * i, heap) for i, heap in enumerate(heaps)]
+    residue = window_residue(opening, heaps[-1] + 80_000 + 500_000, traced=700_000, responses=40)
+    assert 480_000 <= residue <= 520_000, residue  # the two-point rate (0) would have taken 580 KB
+
+
 def test_a_window_residue_is_taken_off_the_heap_signal():
     after = replace(_at(500, 51_000_000), plugin_bytes=500_000)
     assert heap_estimate(after) == 50_500_000

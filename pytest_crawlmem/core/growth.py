@@ -39,7 +39,7 @@ from .leaktrend import (
     unit_power,
 )
 from .models import Checkpoint, Growth, MediaSummary, Sample, SizeDistribution
-from .trend import t95
+from .trend import slope_only, t95
 
 #: Judged intervals the regular and the strong trend need at least (TREND_MIN_POINTS checkpoints).
 MIN_DELTAS = TREND_MIN_POINTS - 1
@@ -221,18 +221,19 @@ def heap_estimate(checkpoint: Checkpoint) -> int | None:
 def window_residue(opening: Sequence[Checkpoint], after: int, traced: int | None, responses: int) -> int:
     """Heap an attribution window left behind once tracing stopped (not the crawl's), at most WINDOW_RESIDUE_CAP.
 
-    ``opening``: the checkpoint that opened the window and the one before it; ``after``: the heap estimate once the
-    window closed and tracing stopped, ``responses`` later. The crawl's own growth in the window is taken as the
-    rate of the interval before the window, at most ``traced`` (tracemalloc's figure when it closed: everything the
-    crawl allocated in the window and still held, a leak included), so a leak's growth is not taken for the residue.
+    ``opening``: the checkpoints before the window, the one that opened it last (two or more; the dense schedule's
+    are 25 responses apart, so the rate comes from the least-squares slope of up to the last five drained ones);
+    ``after``: the heap estimate once the window closed and tracing stopped, ``responses`` later. The crawl's own
+    growth in the window is taken at that rate, at most ``traced`` (tracemalloc's figure when it closed: everything
+    the crawl allocated in the window and still held, a leak included), so a leak's growth is not taken for the
+    residue.
     """
-    if len(opening) < 2 or traced is None:
+    points = [c for c in opening[-5:] if c.drained and heap_estimate(c) is not None]
+    if len(points) < 2 or traced is None or points[-1] is not opening[-1]:
         return 0
-    before, base = heap_estimate(opening[-2]), heap_estimate(opening[-1])
-    span = opening[-1].responses - opening[-2].responses
-    if before is None or base is None or span <= 0:
-        return 0
-    crawl = min(traced, max(0.0, (base - before) / span) * responses)
+    base = heap_estimate(points[-1]) or 0
+    rate = slope_only([float(c.responses) for c in points], [float(heap_estimate(c) or 0) for c in points])
+    crawl = min(traced, max(0.0, rate) * responses)
     return int(min(max(0.0, after - base - crawl), WINDOW_RESIDUE_CAP))
 
 
@@ -441,7 +442,7 @@ def gather(
         if early_signal is not None and len(early) >= TREND_MIN_POINTS:
             strong = measure_trend(early, early_signal[1], credit, limits.request_allowance,
                                    STRONG_FACTOR * limits.leak_per_response)
-            signal, values = (signal or early_signal[0]), values
+            signal = signal or early_signal[0]
     spans = intervals(judged, values, limits.request_allowance, credit) if trend else []
     return Evidence(
         checkpoints=tuple(checkpoints), samples=samples, limits=limits, judged=judged, signal=signal, values=values,

@@ -77,7 +77,7 @@ class AttributionWindow:
             tracemalloc.start(self.frames)
             self.started_tracing = True
             self._snapshots = [None]  # nothing is traced yet: the empty snapshot
-            self._opening = self.recording.checkpoints[-2:]
+            self._opening = self.recording.checkpoints[-5:]  # the rate before the window: growth.window_residue
         self._responses = [checkpoint.responses]
         try:
             self._lengths = container_lengths(_holder_roots(crawler))
