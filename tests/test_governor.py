@@ -1,0 +1,143 @@
+"""The memory governor on real crawls of the fixture site: its levers move, nothing is lost, a close resumes.
+
+Each scenario runs in a pytester subprocess. Pressure is made deterministic with the share settings: a budget of
+10 GiB whose "act" share is 0.1% (10 MiB) puts every tick over it, whatever the machine's baseline RSS.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+SPIDERS = '''
+import scrapy
+
+
+class Products(scrapy.Spider):
+    """Discovers every product up front (start() has no backpressure: the scheduler fills at once)."""
+
+    name = "products"
+    count = 600
+
+    async def start(self):
+        for pid in range(1, self.count + 1):
+            yield scrapy.Request(f"{self.base}/catalog/product/{pid}")
+
+    def parse(self, response):
+        yield {"id": int(response.url.rsplit("/", 1)[1])}
+
+
+class Keeper(Products):
+    """Keeps 200 kB of every response: retained objects the governor cannot free."""
+
+    name = "keeper"
+    count = 300
+    kept = []
+
+    def parse(self, response):
+        self.kept.append(bytes(200_000))
+        yield {"id": int(response.url.rsplit("/", 1)[1])}
+'''
+
+TESTS = '''
+import json
+
+import pytest
+from spiders import Keeper, Products
+
+GOVERNED = {"ADDONS": {"pytest_crawlmem.governor.GovernorAddon": 0}, "CRAWLMEM_GOVERNOR_INTERVAL_SECONDS": 0.05}
+#: Every tick is over the act share (10 MiB of 10 GiB) and under the close share: the levers stay at their floors.
+PRESSED = {**GOVERNED, "CRAWLMEM_BUDGET": "10 GiB", "CRAWLMEM_GOVERNOR_HIGH_SHARE": 0.001,
+           "CRAWLMEM_GOVERNOR_LOW_SHARE": 0.0005, "CRAWLMEM_GOVERNOR_CLOSE_SHARE": 0.999}
+
+
+def ids(path):
+    return [json.loads(line)["id"] for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def run(crawl, spider, fixture_site, tmp_path, name, **settings):
+    spider.base = fixture_site.base_url
+    return crawl(spider, settings={"CONCURRENT_REQUESTS": 16, "LOG_LEVEL": "INFO",
+                                   "FEEDS": {str(tmp_path / f"{name}.jsonl"): {"format": "jsonlines"}}, **settings})
+
+
+def test_a_budget_never_approached_changes_nothing(crawl, fixture_site, tmp_path):
+    plain = run(crawl, Products, fixture_site, tmp_path, "plain")
+    governed = run(crawl, Products, fixture_site, tmp_path, "governed", **GOVERNED, CRAWLMEM_BUDGET="64 GiB")
+    assert sorted(ids(tmp_path / "plain.jsonl")) == sorted(ids(tmp_path / "governed.jsonl")) == list(range(1, 601))
+    assert plain.finish_reason == governed.finish_reason == "finished"
+    assert governed.stats["crawlmem/governor/budget_bytes"] == 64 * 2**30
+    assert governed.stats["crawlmem/governor/ticks"] >= 1
+    assert "crawlmem/governor/decisions" not in governed.stats
+    assert governed.stats["crawlmem/governor/concurrency"] == 16  # CONCURRENT_REQUESTS, never moved
+    assert "crawlmem/governor/spilled" not in governed.stats
+    assert governed.stats.get("scheduler/enqueued/disk", 0) == 0
+    assert governed.stats["scheduler/enqueued/memory"] == plain.stats["scheduler/enqueued/memory"]
+
+
+def test_under_pressure_every_lever_moves_and_no_item_is_lost(crawl, fixture_site, tmp_path):
+    result = run(crawl, Products, fixture_site, tmp_path, "pressed", **PRESSED)
+    assert result.finish_reason == "finished"
+    scraped = ids(tmp_path / "pressed.jsonl")
+    assert sorted(scraped) == list(range(1, 601))  # each product once
+    stats = result.stats
+    assert stats["crawlmem/governor/min_concurrency"] == 1
+    assert stats["crawlmem/governor/decisions/in_flight"] >= 1
+    assert stats["crawlmem/governor/decisions/backlog"] >= 1
+    assert stats["crawlmem/governor/spilled"] > 0  # the memory queue went to disk ...
+    assert stats["scheduler/dequeued/disk"] >= stats["crawlmem/governor/spilled"]  # ... and came back
+    assert "crawlmem/governor/decisions/close" not in stats
+
+
+def test_memory_neither_in_flight_nor_queued_is_reported_as_retained(crawl, fixture_site, tmp_path):
+    result = run(crawl, Keeper, fixture_site, tmp_path, "keeper", **PRESSED)
+    assert result.finish_reason == "finished"
+    assert len(ids(tmp_path / "keeper.jsonl")) == 300
+    assert result.stats["crawlmem/governor/decisions/retained"] == 1
+    assert result.stats["crawlmem/governor/retained_bytes"] > 0
+
+
+def test_a_close_at_the_hard_limit_with_jobdir_resumes_with_nothing_lost(crawl, fixture_site, tmp_path):
+    job = {"JOBDIR": str(tmp_path / "job"), "CONCURRENT_REQUESTS": 2, "DOWNLOAD_DELAY": 0.01}
+    first = run(crawl, Products, fixture_site, tmp_path, "first", **job, **GOVERNED, CRAWLMEM_BUDGET="10 GiB",
+                CRAWLMEM_GOVERNOR_CLOSE_SHARE=0.001)
+    assert first.finish_reason == "memory_budget"
+    assert first.stats["crawlmem/governor/decisions/close"] == 1
+    second = run(crawl, Products, fixture_site, tmp_path, "second", **job)
+    assert second.finish_reason == "finished"
+    first_ids, second_ids = ids(tmp_path / "first.jsonl"), ids(tmp_path / "second.jsonl")
+    assert 0 < len(first_ids) < 600
+    assert not set(first_ids) & set(second_ids)
+    assert sorted(first_ids + second_ids) == list(range(1, 601))
+'''
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_the_governor_on_real_crawls(pytester: pytest.Pytester):
+    pytester.makepyfile(spiders=SPIDERS, test_governed=TESTS)
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", "-W", "ignore::DeprecationWarning",
+                                            timeout=300)
+    outcome.assert_outcomes(passed=4)
+
+
+def test_the_governors_constructor_defaults_are_the_settings_table_defaults():
+    import inspect
+
+    from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS
+    from pytest_crawlmem.governor import MemoryGovernor
+
+    parameters = inspect.signature(MemoryGovernor.__init__).parameters
+    for name in ("min_concurrency", "high_share", "low_share", "close_share"):
+        assert parameters[name].default == CRAWLMEM_DEFAULTS["CRAWLMEM_GOVERNOR_" + name.upper()], name
+
+
+def test_a_budget_is_a_size_or_auto_and_a_bad_one_names_the_setting():
+    from pytest_crawlmem.crawl.governor import read_cgroup_limit, resolve_budget
+
+    assert resolve_budget("300 MiB") == 300 * 2**20
+    assert resolve_budget(2**30) == 2**30
+    limit = read_cgroup_limit()
+    assert resolve_budget("auto") == (int(limit * 0.8) if limit else None)
+    with pytest.raises(ValueError, match="invalid CRAWLMEM_BUDGET '300 potatoes' from Scrapy settings"):
+        resolve_budget("300 potatoes")
+    with pytest.raises(ValueError, match="above 0"):
+        resolve_budget("0 MiB")
