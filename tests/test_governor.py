@@ -108,6 +108,33 @@ def test_a_close_at_the_hard_limit_with_jobdir_resumes_with_nothing_lost(crawl, 
     assert 0 < len(first_ids) < 600
     assert not set(first_ids) & set(second_ids)
     assert sorted(first_ids + second_ids) == list(range(1, 601))
+
+
+def test_crawl_governor_records_its_decisions_on_report_htmls_timeline(crawl, fixture_site, tmp_path):
+    Products.base = fixture_site.base_url
+    shares = {k: v for k, v in PRESSED.items() if "SHARE" in k}
+    result = crawl(Products, governor="10 GiB", settings={"CONCURRENT_REQUESTS": 16, **shares})
+    assert result.items_scraped == 600
+    record = json.loads((result.report_dir / "governor.json").read_text())
+    assert record["budget_bytes"] == 10 * 2**30
+    kinds = {d["kind"] for d in record["decisions"]}
+    assert "in_flight" in kinds and all(d["message"] for d in record["decisions"])
+    html = (result.report_dir / "report.html").read_text()
+    assert 'class="marker governor in_flight"' in html and "memory governor decision" in html
+
+
+def test_a_governed_variant_of_a_sweep(crawl_sweep, fixture_site):
+    Products.base = fixture_site.base_url
+    shares = {k: v for k, v in PRESSED.items() if "SHARE" in k}
+    sweep = crawl_sweep(Products, {"plain": {}, "governed": {"CRAWLMEM_BUDGET": "10 GiB", **shares}},
+                        base=fixture_site.base_url)  # a spider argument: the variants run isolated
+    assert sweep.results["plain"].items_scraped == sweep.results["governed"].items_scraped == 600
+    assert "crawlmem/governor/decisions" not in sweep.results["plain"].stats
+    assert sweep.results["governed"].stats["crawlmem/governor/decisions/in_flight"] >= 1
+
+
+def test_a_bad_budget_fails_before_the_crawl(crawl):
+    crawl(Products, governor="lots")
 '''
 
 
@@ -116,7 +143,8 @@ def test_the_governor_on_real_crawls(pytester: pytest.Pytester):
     pytester.makepyfile(spiders=SPIDERS, test_governed=TESTS)
     outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", "-W", "ignore::DeprecationWarning",
                                             timeout=300)
-    outcome.assert_outcomes(passed=4)
+    outcome.assert_outcomes(passed=6, failed=1)
+    outcome.stdout.fnmatch_lines(["*crawl(governor='lots'): invalid CRAWLMEM_BUDGET 'lots' from Scrapy settings*"])
 
 
 def test_the_governors_constructor_defaults_are_the_settings_table_defaults():

@@ -21,6 +21,8 @@ from typing import Final
 
 #: The close reason of a crawl the governor stopped near its hard limit (Scrapy's own is ``memusage_exceeded``).
 MEMORY_BUDGET: Final = "memory_budget"
+#: The file of a governed crawl's decisions, beside CRAWLMEM_JSONL (as danger.json is); report.html draws them.
+GOVERNOR_FILE: Final = "governor.json"
 #: What a decision acts on.
 IN_FLIGHT: Final = "in_flight"
 BACKLOG: Final = "backlog"

@@ -13,6 +13,7 @@ the end ``engine.close_spider_async(reason="memory_budget")``. Each decision is 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -25,7 +26,7 @@ from scrapy.exceptions import NotConfigured
 
 from ..core.cgroup import auto_budget, limit_files, parse_proc_cgroup, smallest_limit
 from ..core.defaults import read_settings
-from ..core.governor_policy import MEMORY_BUDGET, RETAINED, Decision, Levers, Policy, PolicyConfig, Sample
+from ..core.governor_policy import GOVERNOR_FILE, MEMORY_BUDGET, RETAINED, Decision, Levers, Policy, PolicyConfig, Sample
 from ..core.units import UnitError, parse_size
 from . import probes
 from .spill import SCHEDULER_PATH, START_GATE_ORDER, START_GATE_PATH, SpillingScheduler, StartGate
@@ -45,6 +46,7 @@ class DecisionRecord:
     """One decision as the report keeps it: when, what, the levers after it and the sentence."""
 
     t_seconds: float
+    responses: int
     kind: str
     rss_bytes: int
     concurrency: int
@@ -118,6 +120,8 @@ class MemoryGovernor:
         self.policy = Policy(self.config)
         self.interval_seconds = interval_seconds
         self.jobdir = settings.get("JOBDIR") or None
+        jsonl = settings.get("CRAWLMEM_JSONL")
+        self.record_path = Path(jsonl).parent / GOVERNOR_FILE if jsonl else None
         self.decisions: list[DecisionRecord] = []
         self.peak_rss_bytes = 0
         self.cpu_seconds = 0.0
@@ -188,6 +192,21 @@ class MemoryGovernor:
         cost_f, cost_q = self.policy.model.costs()
         stats.set_value("crawlmem/governor/cost_in_flight_bytes", int(cost_f))
         stats.set_value("crawlmem/governor/cost_queued_bytes", int(cost_q))
+        if self.record_path is not None:
+            self._write_record(reason)
+
+    def _write_record(self, reason: str) -> None:
+        """Write governor.json: the budget, the decisions, the learned costs (crawl process, at the close)."""
+        assert self.record_path is not None
+        cost_f, cost_q = self.policy.model.costs()
+        record = {"budget_bytes": self.config.budget_bytes, "finish_reason": reason,
+                  "peak_rss_bytes": self.peak_rss_bytes, "ticks": self.ticks, "cpu_seconds": self.cpu_seconds,
+                  "cost_in_flight_bytes": int(cost_f), "cost_queued_bytes": int(cost_q), "decisions": self.records()}
+        try:
+            self.record_path.parent.mkdir(parents=True, exist_ok=True)
+            self.record_path.write_text(json.dumps(record, indent=1), encoding="utf-8")
+        except OSError as exc:
+            logger.warning("crawlmem governor: could not write %s: %s", self.record_path, exc)
 
     # -- one tick -----------------------------------------------------------------------
 
@@ -264,7 +283,8 @@ class MemoryGovernor:
         stats.set_value("crawlmem/governor/max_active_size", levers.max_active_size)
         stats.min_value("crawlmem/governor/min_concurrency", levers.concurrency)
         self.decisions.append(DecisionRecord(
-            round(time.monotonic() - self._started, 3), decision.kind, sample.rss_bytes, levers.concurrency,
+            round(time.monotonic() - self._started, 3), int(stats.get_value("response_received_count", 0) or 0),
+            decision.kind, sample.rss_bytes, levers.concurrency,
             levers.max_active_size, levers.gate_start, levers.spill, message,
         ))
         if decision.kind in ("in_flight", "backlog"):
@@ -316,6 +336,12 @@ class GovernorAddon:
         if not settings.get("CRAWLMEM_BUDGET"):
             return
         add_components(settings)
+
+
+def add_governor(settings: Any, budget: str | int, *, priority: int) -> None:
+    """Govern a crawl at ``budget``: set CRAWLMEM_BUDGET and add the components (the test runner's settings)."""
+    settings.set("CRAWLMEM_BUDGET", budget, priority=priority)
+    add_components(settings)
 
 
 def add_components(settings: Any) -> None:
