@@ -31,6 +31,8 @@ RESTORE: Final = "restore"
 CLOSE: Final = "close"
 KINDS: Final = (IN_FLIGHT, BACKLOG, RETAINED, RESTORE, CLOSE)
 _MIB = 2**20
+#: An in-flight request costs at least this many of its body: the download's buffer and the response's bytes.
+BODY_COPIES = 2.0
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class PolicyConfig:
     high_share: float = 0.85  # act above this share of the budget
     low_share: float = 0.70  # restore below it
     hard_share: float = 0.95  # close when over it for close_ticks ticks
-    close_ticks: int = 6
+    close_ticks: int = 12
+    start_concurrency: int | None = None  # begin here and ramp up while the headroom allows (None: at base)
     restore_ticks: int = 3
     spill_min_queued: int = 200  # fewer queued requests than this are never spilled
     prior_in_flight_bytes: float = 256 * 1024
@@ -65,6 +68,7 @@ class Sample:
     queued: int  # requests the scheduler holds in memory (not those spilled to disk)
     active_bytes: int = 0  # bytes of responses the scraper holds (scraper.slot.active_size)
     active_responses: int = 0  # responses the scraper holds (len(scraper.slot.active))
+    collected: bool = True  # read right after a full garbage collection (else garbage may still be counted)
 
 
 @dataclass(frozen=True)
@@ -134,10 +138,10 @@ class CostModel:
         return self._body / self._body_weight if self._body_weight else 0.0
 
     def costs(self) -> tuple[float, float]:
-        """(bytes per in-flight request, bytes per queued request), both >= 0; the in-flight one >= a body."""
+        """(bytes per in-flight request, bytes per queued request), both >= 0; the in-flight one >= two bodies."""
         weight = self._s[0][0]
         if weight <= 0:
-            return max(self.prior_in_flight, self.body_bytes), self.prior_queued
+            return max(self.prior_in_flight, BODY_COPIES * self.body_bytes), self.prior_queued
         # the prior weighs prior_samples samples of the feature's spread (its variance: the intercept takes the mean)
         lam_f = self.prior_samples * max(1.0, self._s[1][1] / weight - (self._s[0][1] / weight) ** 2)
         lam_q = self.prior_samples * max(1.0, self._s[2][2] / weight - (self._s[0][2] / weight) ** 2)
@@ -148,8 +152,8 @@ class CostModel:
         b = [self._b[0], self._b[1] + lam_f * self.prior_in_flight, self._b[2] + lam_q * self.prior_queued]
         theta = _solve3(a, b)
         if theta is None or not all(math.isfinite(v) for v in theta):
-            return max(self.prior_in_flight, self.body_bytes), self.prior_queued
-        return max(theta[1], self.body_bytes, 1.0), max(theta[2], 0.0)
+            return max(self.prior_in_flight, BODY_COPIES * self.body_bytes), self.prior_queued
+        return max(theta[1], BODY_COPIES * self.body_bytes, 1.0), max(theta[2], 0.0)
 
 
 @dataclass
@@ -163,9 +167,11 @@ class Policy:
     _calm_ticks: int = 0
     _hard_ticks: int = 0
     _retained_said: bool = False
+    _pressed: bool = False  # the act share was passed once: from then on only calm ticks restore
 
     def __post_init__(self) -> None:
-        self.levers = Levers(self.config.base_concurrency, self.config.base_active_size)
+        start = self.config.start_concurrency or self.config.base_concurrency
+        self.levers = Levers(min(start, self.config.base_concurrency), self.config.base_active_size)
         self.model = CostModel(self.config.prior_in_flight_bytes, self.config.prior_queued_bytes)
 
     @property
@@ -192,10 +198,57 @@ class Policy:
         if self._hard_ticks >= cfg.close_ticks:
             decisions.append(Decision(CLOSE, self.levers, self._close_message(sample), close=True))
         elif rss >= cfg.high_share * budget:
+            self._pressed = True
             decisions.extend(self._lower(sample))
+        elif not self._pressed and self.levers.concurrency < cfg.base_concurrency:
+            decisions.extend(self._ramp(sample))
         elif self._calm_ticks >= cfg.restore_ticks and self.governing:
             decisions.extend(self._restore(sample))
+        else:
+            decisions.extend(self._forecast(sample))
         return decisions
+
+    def _allowed(self, sample: Sample, cost_f: float, cost_q: float = 0.0) -> int:
+        """The concurrency whose in-flight memory, over what is not in flight (nor queued), reaches the setpoint."""
+        fixed = sample.rss_bytes - cost_f * sample.in_flight - cost_q * sample.queued
+        return int((self.config.setpoint_bytes - fixed) // cost_f)
+
+    def _ramp(self, sample: Sample) -> list[Decision]:
+        """Before any pressure: double concurrency from the start value while the requests in flight say it fits."""
+        cfg = self.config
+        current = self.levers.concurrency
+        if sample.in_flight < current // 2:  # not that much demand: nothing to learn from, nothing to gain
+            return []
+        cost_f, cost_q = self.model.costs()
+        allowed = self._allowed(sample, cost_f, cost_q)
+        concurrency = min(cfg.base_concurrency, 2 * current, allowed)
+        if concurrency <= current:
+            return []
+        self.levers = replace(self.levers, concurrency=concurrency)
+        return [Decision(
+            RESTORE, self.levers,
+            f"RSS {_mib(sample.rss_bytes)} with {sample.in_flight} in flight at {cost_f / _MIB:,.2f} MiB each: the"
+            f" {_mib(cfg.budget_bytes)} budget has room, concurrency {current} -> {concurrency}",
+        )]
+
+    def _forecast(self, sample: Sample) -> list[Decision]:
+        """Under the act share: lower concurrency before it is reached, when the requests in flight forecast it."""
+        cfg = self.config
+        cost_f, cost_q = self.model.costs()  # the backlog has its own lever: it takes no concurrency away
+        current = self.levers.concurrency
+        fixed = sample.rss_bytes - cost_f * sample.in_flight - cost_q * sample.queued
+        if fixed + cost_f * current <= cfg.high_share * cfg.budget_bytes:  # full concurrency stays under the act share
+            return []
+        allowed = max(cfg.min_concurrency, self._allowed(sample, cost_f, cost_q))
+        if allowed >= current or sample.in_flight < allowed:  # fits, or the crawl does not run that many
+            return []
+        self.levers = replace(self.levers, concurrency=allowed)
+        return [Decision(
+            IN_FLIGHT, self.levers,
+            f"RSS {_mib(sample.rss_bytes)} with {sample.in_flight} in flight at {cost_f / _MIB:,.2f} MiB each: at"
+            f" concurrency {current} it would pass {cfg.high_share:.0%} of the {_mib(cfg.budget_bytes)} budget;"
+            f" concurrency {allowed}",
+        )]
 
     def _lower(self, sample: Sample) -> list[Decision]:
         """Over the act threshold: free what grows (the backlog first, then what is in flight)."""
@@ -246,7 +299,7 @@ class Policy:
 
     def _retained(self, sample: Sample, cost_f: float, cost_q: float) -> list[Decision]:
         """Memory neither in flight nor queued: say once that the governor cannot free it."""
-        if self._retained_said or self.baseline_bytes is None:
+        if self._retained_said or self.baseline_bytes is None or not sample.collected:
             return []
         grown = sample.rss_bytes - self.baseline_bytes
         unexplained = grown - cost_f * sample.in_flight - cost_q * sample.queued
@@ -264,9 +317,8 @@ class Policy:
         """Under the restore threshold long enough: give back concurrency (from the headroom) and the backlog."""
         cfg = self.config
         cost_f, _ = self.model.costs()
-        fixed = sample.rss_bytes - cost_f * sample.in_flight
-        allowed = int((cfg.setpoint_bytes - fixed) // cost_f)
         current = self.levers.concurrency
+        allowed = self._allowed(sample, cost_f)
         concurrency = min(cfg.base_concurrency, max(current + 1, min(allowed, 2 * current)))
         active = min(cfg.base_active_size, max(self.levers.max_active_size * 2, self.levers.max_active_size + _MIB))
         self.levers = Levers(concurrency, active, gate_start=False, spill=False)
