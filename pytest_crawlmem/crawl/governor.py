@@ -190,7 +190,10 @@ class MemoryGovernor:
         stats.set_value("crawlmem/governor/concurrency", self.config.base_concurrency)
         stats.set_value("crawlmem/governor/base_concurrency", self.config.base_concurrency)
         levers = ["concurrency", "scraper active size"]
-        levers += ["start gate"] if self._gate() is not None else []
+        gate = self._gate()
+        if gate is not None:
+            gate.on_item = self.overdue_tick
+        levers += ["start gate"] if gate is not None else []
         levers += ["spill to disk"] if isinstance(self._scheduler(), SpillingScheduler) else []
         logger.info("crawlmem governor: budget %.1f MiB (acts over %.0f%%, restores under %.0f%%, closes over %.0f%%);"
                     " levers: %s", self.config.budget_bytes / 2**20, 100 * self.config.high_share,
@@ -237,6 +240,11 @@ class MemoryGovernor:
             self.record_path.write_text(json.dumps(record, indent=1), encoding="utf-8")
         except OSError as exc:
             logger.warning("crawlmem governor: could not write %s: %s", self.record_path, exc)
+
+    def overdue_tick(self) -> None:
+        """Tick now if the LoopingCall is late (the start gate calls this before each start item)."""
+        if time.monotonic() - self._last_tick >= self.interval_seconds:
+            self.tick()
 
     def between_responses(self) -> None:
         """A response arrived or an item was scraped: reclaim garbage if RSS is past the act share.

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from scrapy.core.scheduler import Scheduler
@@ -102,6 +102,9 @@ class StartGate:
         self._open = asyncio.Event()
         self._open.set()
         self.waits = 0
+        #: Called before each start item (the governor's overdue tick): Scrapy reads start() without yielding to
+        #: the reactor while the downloader is full, so the governor's LoopingCall would not run until it ends.
+        self.on_item: Callable[[], None] | None = None
 
     @property
     def is_open(self) -> bool:
@@ -119,6 +122,8 @@ class StartGate:
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """Yield what ``start`` yields, waiting while the gate is closed."""
         async for item_or_request in start:
+            if self.on_item is not None:
+                self.on_item()
             if not self._open.is_set():
                 self.waits += 1
                 await self._open.wait()
