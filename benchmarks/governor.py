@@ -197,6 +197,7 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
         "peak_rss_bytes": peak_rss_bytes(), "duration_seconds": round(duration, 2),
         "finish_reason": stats.get("finish_reason"), "crawl_cpu_seconds": round(crawl_cpu, 3),
         "governor_cpu_seconds": round(governor_cpu, 4),
+        "governor_reclaim_seconds": stats.get("crawlmem/governor/reclaim_seconds", 0.0),
         "governor_decisions": stats.get("crawlmem/governor/decisions", 0),
         "governor_min_concurrency": stats.get("crawlmem/governor/min_concurrency"),
         "governor_spilled": stats.get("crawlmem/governor/spilled", 0),
@@ -221,17 +222,31 @@ def run_one(workload: str, mode: str, base_url: str, scratch: Path) -> dict[str,
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """The Markdown table of the runs."""
-    lines = ["| workload | mode | peak RSS | items | lost | items/s | finish | governor CPU |",
+    """The Markdown table of the runs, and per workload the best static setting that fits the budget."""
+    lines = ["| workload | mode | peak RSS | items | lost | items/s | finish | governor CPU (of which gc) |",
              "|---|---|---|---|---|---|---|---|"]
     for row in rows:
-        rate = row["items"] / row["duration_seconds"] if row["duration_seconds"] else 0.0
-        share = (f"{100 * row['governor_cpu_seconds'] / row['crawl_cpu_seconds']:.2f}%"
-                 if row.get("governor_cpu_seconds") and row.get("crawl_cpu_seconds") else "-")
+        share = "-"
+        if row.get("governor_cpu_seconds") and row.get("crawl_cpu_seconds"):
+            gc_share = 100 * float(row.get("governor_reclaim_seconds") or 0.0) / row["crawl_cpu_seconds"]
+            share = f"{100 * row['governor_cpu_seconds'] / row['crawl_cpu_seconds']:.1f}% ({gc_share:.1f}%)"
         lines.append(f"| {row['workload']} | {row['mode']} | {row['peak_rss_bytes'] / 2**20:,.0f} MiB |"
-                     f" {row['items']:,} | {row['expected'] - row['items']:,} | {rate:,.1f} |"
+                     f" {row['items']:,} | {row['expected'] - row['items']:,} | {rate(row):,.1f} |"
                      f" {row['finish_reason']} | {share} |")
+    for workload in dict.fromkeys(row["workload"] for row in rows):
+        static = [row for row in rows if row["workload"] == workload
+                  and (row["mode"] == "ungoverned" or row["mode"].startswith("static-"))]
+        fits = [row for row in static if row["peak_rss_bytes"] <= BUDGET_MIB * 2**20 and row["items"] == row["expected"]]
+        best = max(fits, key=rate, default=None)
+        lines.append("")
+        lines.append(f"- `{workload}`: best static setting within {BUDGET_MIB} MiB: "
+                     + (f"{best['mode']} at {rate(best):,.1f} items/s" if best else "none fits"))
     return "\n".join(lines)
+
+
+def rate(row: dict[str, Any]) -> float:
+    """Items a second of one run."""
+    return float(row["items"] / row["duration_seconds"]) if row["duration_seconds"] else 0.0
 
 
 def main() -> None:
@@ -240,7 +255,11 @@ def main() -> None:
     parser.add_argument("--workloads", default="large,catalog,slow")
     parser.add_argument("--no-static", action="store_true", help="skip the static-N runs")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "governor.json")
+    parser.add_argument("--table", action="store_true", help="print the table of a saved --out file and exit")
     args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(args.out.read_text())["runs"]))
+        return
     if args.child:
         workload, mode, base_url, out = args.child
         child(workload, mode, base_url, Path(out))

@@ -156,7 +156,7 @@ def test_the_governors_constructor_defaults_are_the_settings_table_defaults():
     from pytest_crawlmem.governor import MemoryGovernor
 
     parameters = inspect.signature(MemoryGovernor.__init__).parameters
-    for name in ("min_concurrency", "high_share", "low_share", "close_share"):
+    for name in ("min_concurrency", "high_share", "low_share", "close_share", "start_concurrency"):
         assert parameters[name].default == CRAWLMEM_DEFAULTS["CRAWLMEM_GOVERNOR_" + name.upper()], name
 
 
@@ -171,3 +171,24 @@ def test_a_budget_is_a_size_or_auto_and_a_bad_one_names_the_setting():
         resolve_budget("300 potatoes")
     with pytest.raises(ValueError, match="above 0"):
         resolve_budget("0 MiB")
+
+
+def test_the_governors_gauges_join_the_measuring_extensions_prometheus_registry():
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry, generate_latest
+    from scrapy.settings import Settings
+
+    from pytest_crawlmem.governor import MemoryGovernor
+
+    registry = CollectorRegistry(auto_describe=False)
+    measuring = SimpleNamespace(metrics=SimpleNamespace(registry=registry))
+    crawler = SimpleNamespace(settings=Settings({"CONCURRENT_REQUESTS": 16}), spider=SimpleNamespace(name="shop"),
+                              extensions=SimpleNamespace(middlewares=[object(), measuring]))
+    governor = MemoryGovernor(crawler, budget_bytes=300 * 2**20, interval_seconds=0.25)
+    governor._register_metrics()
+    governor._register_metrics()  # once only
+    text = generate_latest(registry).decode()
+    assert 'crawlmem_governor_budget_bytes{spider="shop"} 3.145728e+08' in text
+    assert 'crawlmem_governor_concurrency{spider="shop"} 8.0' in text  # CRAWLMEM_GOVERNOR_START_CONCURRENCY
+    assert 'crawlmem_governor_spilling{spider="shop"} 0.0' in text

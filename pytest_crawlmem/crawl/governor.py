@@ -19,6 +19,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,7 @@ class MemoryGovernor:
         self._last_trim = 0.0
         self._after_reclaim = 0
         self._last_tick = 0.0
+        self._metrics_registered = False
         self._froze_gc = False
         self.reclaims = 0
         self.reclaim_seconds = 0.0
@@ -266,6 +268,8 @@ class MemoryGovernor:
         """Read memory and the queues, decide, act (reactor thread; never raises into the LoopingCall)."""
         began = time.thread_time()
         try:
+            if not self._metrics_registered and self.ticks <= 1:
+                self._register_metrics()  # the measuring extension starts its server when the spider opens
             self._tick()
         except Exception:  # a Scrapy internal that moved must not stop the crawl
             logger.exception("crawlmem governor: a tick failed")
@@ -390,6 +394,14 @@ class MemoryGovernor:
             self._last_trim = now
             probes.malloc_trim()
 
+    def _register_metrics(self) -> None:
+        """Add the governor's gauges to the measuring extension's Prometheus endpoint, when it serves one."""
+        for extension in getattr(getattr(self.crawler, "extensions", None), "middlewares", ()):
+            registry = getattr(getattr(extension, "metrics", None), "registry", None)
+            if registry is not None and not self._metrics_registered:
+                registry.register(GovernorCollector(self, getattr(self.crawler.spider, "name", "?")))
+                self._metrics_registered = True
+
     # -- where the levers are -----------------------------------------------------------
 
     def _scheduler(self) -> Any:
@@ -432,3 +444,39 @@ def add_components(settings: Any) -> None:
         settings.set(name, {**settings.getdict(name), path: order}, priority=max(priority, 20))
     if settings.get("SCHEDULER") in (DEFAULT_SCHEDULER, SCHEDULER_PATH):
         settings.set("SCHEDULER", SCHEDULER_PATH, priority=max(settings.getpriority("SCHEDULER") or 0, 20))
+
+
+#: (metric name, help, how to read it from the governor): the gauges of the governor's state.
+GAUGES: tuple[tuple[str, str, Callable[[MemoryGovernor], float]], ...] = (
+    ("crawlmem_governor_budget_bytes", "The memory governor's budget", lambda g: g.config.budget_bytes),
+    ("crawlmem_governor_concurrency", "Concurrency the governor set (downloader.total_concurrency)",
+     lambda g: g.policy.levers.concurrency),
+    ("crawlmem_governor_max_active_size_bytes", "Scraper active size limit the governor set",
+     lambda g: g.policy.levers.max_active_size),
+    ("crawlmem_governor_start_gated", "1 while the governor holds start requests back",
+     lambda g: int(g.policy.levers.gate_start)),
+    ("crawlmem_governor_spilling", "1 while new requests spill to disk", lambda g: int(g.policy.levers.spill)),
+    ("crawlmem_governor_decisions", "Decisions the governor took", lambda g: len(g.decisions)),
+    ("crawlmem_governor_cost_in_flight_bytes", "Learned memory cost of an in-flight request",
+     lambda g: g.policy.model.costs()[0]),
+    ("crawlmem_governor_cost_queued_bytes", "Learned memory cost of a queued request",
+     lambda g: g.policy.model.costs()[1]),
+)
+
+
+class GovernorCollector:
+    """A prometheus_client collector of the governor's gauges (metrics server thread; reads plain attributes)."""
+
+    def __init__(self, governor: MemoryGovernor, spider: str) -> None:
+        self.governor = governor
+        self.spider = spider
+
+    def collect(self) -> Any:
+        """Yield one gauge family per figure of :data:`GAUGES`."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        for name, text, read in GAUGES:
+            family = GaugeMetricFamily(name, text, labels=["spider"])
+            family.add_metric([self.spider], float(read(self.governor)))
+            yield family
+
