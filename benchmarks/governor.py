@@ -27,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -268,8 +269,7 @@ def main() -> None:
     from pytest_crawlmem.harness.site import start_site
 
     site = start_site()
-    scratch = args.out.parent / "governor-runs"
-    scratch.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="crawlmem-governor-bench-"))
     rows = []
     try:
         for workload in args.workloads.split(","):
