@@ -110,6 +110,22 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_CLUSTER_WORKER", None, int, "this scrapy-redis worker's index: turns on the cluster worker"
                 " extension (the request ledger in Redis, docs/cluster.md)", "3 Redis round trips a request instead of"
                 " scrapy-redis's 2; 60-90 us CPU and ~410 B of Redis a request", tests="set by crawl_cluster", minimum=0),
+    SettingSpec("CRAWLMEM_BUDGET", None, str,
+                "the memory governor's budget (docs/governor.md): a size ('300 MiB') or 'auto' (80% of the cgroup's"
+                " memory limit); unset: no governor", tests="crawl(governor=...)"),
+    SettingSpec("CRAWLMEM_GOVERNOR_INTERVAL_SECONDS", 0.25, float, "seconds between the governor's decisions",
+                "a tick reads /proc/self/statm and the queues", minimum=0.01),
+    SettingSpec("CRAWLMEM_GOVERNOR_MIN_CONCURRENCY", 1, int, "the least concurrency the governor sets", minimum=1),
+    SettingSpec("CRAWLMEM_GOVERNOR_START_CONCURRENCY", 8, int,
+                "the governed crawl starts at this concurrency and doubles it each tick while the requests in flight"
+                " say the budget has room, up to CONCURRENT_REQUESTS (0: start at CONCURRENT_REQUESTS)",
+                "small pages reach CONCURRENT_REQUESTS=64 in 3 ticks (0.75 s)", minimum=0),
+    SettingSpec("CRAWLMEM_GOVERNOR_HIGH_SHARE", 0.85, float, "share of the budget over which the governor lowers",
+                minimum=0.0001),
+    SettingSpec("CRAWLMEM_GOVERNOR_LOW_SHARE", 0.70, float, "share of the budget under which it restores", minimum=0.0001),
+    SettingSpec("CRAWLMEM_GOVERNOR_CLOSE_SHARE", 0.95, float,
+                "share of the budget that, held 6 ticks, closes the crawl (reason memory_budget; JOBDIR resumes it)",
+                minimum=0.0001),
 )
 
 #: The defaults by name, as Scrapy's ``default_settings`` (``None``: derived from other settings, or off).

@@ -43,6 +43,7 @@ class CrawlFunction(Protocol):
         replay_latency: float | str | None = None,
         replay_drip: int | str | None = None,
         replay_inflate: float | None = None,
+        governor: str | int | None = None,
         **spider_kwargs: Any,
     ) -> CrawlResult: ...
 

@@ -90,12 +90,13 @@ class MetricsServer:
         self.addr = addr
         self.spider = spider
         self._server: Any = None
+        self.registry: Any = None  # where other extensions of the crawl add their collectors (the memory governor)
 
     def start(self) -> int:
         """Serve the metrics; return the bound port (the one asked for, or a free one for 0)."""
         from prometheus_client import CollectorRegistry, start_http_server
 
-        registry = CollectorRegistry(auto_describe=False)
+        registry = self.registry = CollectorRegistry(auto_describe=False)
         registry.register(_Collector(self.read, self.spider))
         self._server, _thread = start_http_server(self.port, addr=self.addr, registry=registry)
         self.port = int(self._server.server_port)

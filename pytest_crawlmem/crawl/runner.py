@@ -35,6 +35,7 @@ from . import probes
 from .amplification import SPIDER_MIDDLEWARE_ORDER, SPIDER_MIDDLEWARE_PATH
 from .browser import is_playwright_crawl, launch_options
 from .extension import CrawlMemExtension
+from .governor import add_governor
 from .logcapture import spilled_log_capture
 from .middleware import (
     COUNTING_HTTPCOMPRESSION_PATH,
@@ -85,6 +86,7 @@ class CrawlOptions:
     snapshot_at_bytes: int | None = None  # RSS at which the danger snapshot is taken (danger.json)
     base_settings: Mapping[str, Any] = field(default_factory=dict)  # under the project's and the test's (crawl_cluster)
     extensions: Mapping[str, int] = field(default_factory=dict)  # more of the plugin's extensions (crawl_cluster)
+    governor: str | int | None = None  # CRAWLMEM_BUDGET of the memory governor (crawl(governor=...)); None: none
 
 
 def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> Any:
@@ -147,6 +149,9 @@ def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
     if options.replay is not None:  # the replay handler and copies middleware, over the spider's own components
         for name, value in replay_settings(settings, options.replay).items():
             settings.set(name, value, priority=MEASURING_PRIORITY)
+    budget = options.governor if options.governor is not None else settings.get("CRAWLMEM_BUDGET")
+    if budget not in (None, ""):  # the memory governor, its start gate and spilling scheduler (docs/governor.md)
+        add_governor(settings, budget, priority=MEASURING_PRIORITY)
     if options.timeout_seconds:  # a response that never completes must not outlive the budget
         timeout = min(settings.getfloat("DOWNLOAD_TIMEOUT", 180), options.timeout_seconds)
         settings.set("DOWNLOAD_TIMEOUT", timeout, priority=MEASURING_PRIORITY)

@@ -19,6 +19,7 @@ from ..core.replay import MAX_COPIES, ReplayError, ReplayTarget, check_copies, c
 from ..core.stops import INTERRUPTED_MESSAGE
 from ..crawl.browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
 from ..crawl.extension import interrupt_running_crawls
+from ..crawl.governor import resolve_budget
 from ..crawl.runner import CrawlOptions, run_crawl
 from ..reports.report import write_reports
 from .interrupts import graceful_sigint
@@ -200,6 +201,16 @@ def _fail_if_pages_left_open(result: CrawlResult) -> None:
         pytest.fail(f"{reason}; report: {result.report_dir}", pytrace=False)
 
 
+def _check_governor(governor: str | int | None) -> None:
+    """A bad ``crawl(governor=...)`` budget fails the test before the crawl starts (docs/governor.md)."""
+    if governor is None:
+        return
+    try:
+        resolve_budget(governor)
+    except ValueError as exc:
+        pytest.fail(f"crawl(governor={governor!r}): {exc}", pytrace=False)
+
+
 @pytest.fixture
 def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
     """Run a spider to the end, measured; return its :class:`CrawlResult`.
@@ -225,9 +236,11 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         replay_latency: float | str | None = None,
         replay_drip: int | str | None = None,
         replay_inflate: float | None = None,
+        governor: str | int | None = None,
         **spider_kwargs: Any,
     ) -> CrawlResult:
         _refuse_reactor_greenlet()
+        _check_governor(governor if governor is not None else (settings or {}).get("CRAWLMEM_BUDGET"))
         project = _project_settings(item, session, project_settings)
         frames = session.settings.tracemalloc_frames
         if budgets is not None and budgets.traced_peak is not None:
@@ -245,7 +258,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         knobs = (replay_latency, replay_drip, replay_inflate)
         with _replaying(replay, replay_copies, knobs, spider_cls, start_urls) as target, \
                 graceful_sigint(_interrupt_crawls) as interrupt:
-            options = replace(options, replay=target)
+            options = replace(options, replay=target, governor=governor)
             if isolate or session.settings.isolate:
                 spec = spec_for(spider_cls, start_urls=start_urls, settings=settings, spider_kwargs=spider_kwargs,
                                 options=options)

@@ -29,6 +29,7 @@ from ..core.leaktrend import MAX_REQUEST_CREDIT, REQUEST_CREDIT
 from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Sample, ShotSummary
 from ..core.units import format_size
 from .document import FIGURES, ReportDocument
+from .governor import governor_markers, load_decisions
 from .jsonl import is_number
 from .svgchart import Budget, Marker, Panel, Series, XAxis, count_tick, render_timeline, seconds_tick
 
@@ -208,6 +209,7 @@ def timeline(doc: ReportDocument, samples: Sequence[Sample], checkpoints: Sequen
     at = getattr(danger, x_key) if danger is not None else None
     if danger is not None and is_number(at):
         markers.append(Marker(float(at), "danger", _danger_summary(danger)))
+    markers += governor_markers(result.report_dir, x_key)  # the memory governor's decisions (governor.json)
     by_responses = x_key == "responses"
     axis = XAxis(f"{unit} processed" if by_responses else "seconds since the start",
                  count_tick if by_responses else seconds_tick, shade_until=warm, markers=markers)
@@ -231,6 +233,8 @@ def chart_section(doc: ReportDocument, samples: Sequence[Sample], checkpoints: S
         '<li><span class="swatch undrained"></span>checkpoint that did not drain in time</li>'
         '<li><span class="swatch budget"></span>budget</li>'
         + ('<li><span class="swatch danger"></span>danger snapshot (danger.json)</li>' if doc.result.danger else "")
+        + ('<li><span class="swatch governor"></span>memory governor decision (governor.json: lowered blue,'
+           ' restored green; hover for the sentence)</li>' if load_decisions(doc.result.report_dir) else "")
         + f'</ul><p class="note">{esc(zoom)}</p>'
     )
     body = (
@@ -834,7 +838,10 @@ svg .marker { stroke:#9aa5b1; stroke-width:1; }
 svg .marker.undrained { stroke:#e69f00; stroke-dasharray:4 3; }
 svg .marker.warmup { stroke:#5f6b7a; stroke-dasharray:5 3; stroke-width:1.5; }
 svg .marker.danger { stroke:#d55e00; stroke-width:2; }
+svg .marker.governor { stroke:#0072b2; stroke-width:2; stroke-opacity:.6; }
+svg .marker.governor.restore { stroke:#009e73; }
 .swatch.danger { border-left:2px solid #d55e00; width:1px; height:14px; margin:0 10px 0 8px; vertical-align:-3px; }
+.swatch.governor { border-left:2px solid #0072b2; width:1px; height:14px; margin:0 10px 0 8px; vertical-align:-3px; }
 svg polyline.series { stroke-width:1.8; stroke-linejoin:round; }
 svg .budget { stroke-dasharray:6 4; stroke-width:1.5; }
 svg .budget-label { font-size:11px; fill:#c0392b; font-weight:600; }

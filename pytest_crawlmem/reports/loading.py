@@ -8,17 +8,18 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ..core.assemble import assemble, judge, stream_facts
+from ..core.governor_policy import GOVERNOR_FILE
 from ..core.models import Checkpoint, CrawlResult, Sample
 from .document import ReportDocument
 from .html import render_html
 from .jsonl import SamplesFile, read_samples_jsonl
 
-REPORT_FILES = ("report.json", "samples.jsonl", "tracemalloc-diff.txt")
+REPORT_FILES = ("report.json", "samples.jsonl", "tracemalloc-diff.txt", GOVERNOR_FILE)
 
 
 class LoadError(Exception):
@@ -128,7 +129,10 @@ def write_html(report: LoadedReport, out: Path) -> Path:
     files = [os.path.relpath(directory / name, out.parent) for name in REPORT_FILES if (directory / name).is_file()]
     if not report.source.is_dir() and report.source.suffix != ".json":
         files = [os.path.relpath(report.source, out.parent)]
-    text = render_html(report.document, report.samples, report.checkpoints,
+    document = report.document
+    if document.result.report_dir is None:  # files beside report.json (governor.json) are read from its directory
+        document = replace(document, result=replace(document.result, report_dir=directory))
+    text = render_html(document, report.samples, report.checkpoints,
                        header=report.stream.header, problems=report.stream.problems, files=files)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -1,0 +1,289 @@
+"""The memory governor against no governor, Scrapy's MemoryUsage and a Crawlee-style rule, side by side.
+
+    nice -n 10 python benchmarks/governor.py [--quick] [--out benchmarks/results/governor.json]
+
+Workloads (each crawl in a fresh process, a plain ``CrawlerProcess`` as ``scrapy crawl`` runs it, against one
+fixture site):
+- ``large``: 200 pages of 2 MiB (``/large/<id>?kb=2048``) at ``CONCURRENT_REQUESTS=64`` (64 per domain);
+- ``catalog``: 20,000 products discovered up front by ``start()``, each request carrying its 16 KiB listing card
+  in ``cb_kwargs`` (the backlog is what grows), ``CONCURRENT_REQUESTS=16``;
+- ``slow``: 200 pages of 2 MiB at 64 through an item pipeline that waits 100 ms an item.
+
+Modes, all at a 300 MiB budget: ``ungoverned``; ``governed`` (``CRAWLMEM_BUDGET="300 MiB"`` with the
+GovernorAddon); ``memusage`` (Scrapy's ``MEMUSAGE_LIMIT_MB=300``, checked every second instead of its default
+60 s, which a crawl of seconds never reaches); ``crawlee`` (Crawlee's AutoscaledPool rule, written below: a
+memory snapshot a second, and every 10 s concurrency -5% when over 20% of the last 30 s of snapshots were over
+90% of the budget, +5% otherwise, up to CONCURRENT_REQUESTS); and ``static-N``, CONCURRENT_REQUESTS=N without a
+governor, to find the best static setting that fits the budget.
+
+Figures per run: peak RSS (VmHWM of the crawl's process), items scraped, items lost (expected minus scraped),
+items a second, the finish reason, and the governor's own CPU as a share of the crawl's CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import scrapy
+
+ROOT = Path(__file__).resolve().parent.parent
+BUDGET_MIB = 300
+WORKLOADS: dict[str, dict[str, Any]] = {
+    "large": {"expected": 200, "concurrency": 64},
+    "catalog": {"expected": 20_000, "concurrency": 16},
+    "slow": {"expected": 200, "concurrency": 64},
+}
+STATIC = {"large": (8, 16, 32), "slow": (8, 16, 32), "catalog": ()}
+
+
+class Large(scrapy.Spider):
+    """200 pages of 2 MiB; an item per page, with the page's title."""
+
+    name = "large"
+    base = ""
+    pages = 200
+
+    async def start(self) -> Any:
+        for page in range(self.pages):
+            yield scrapy.Request(f"{self.base}/large/{page}?kb=2048", cb_kwargs={"page": page})
+
+    def parse(self, response: Any, page: int) -> Any:
+        yield {"id": page, "title": response.css("title::text").get(), "bytes": len(response.body)}
+
+
+class Catalog(scrapy.Spider):
+    """20,000 products known up front; each request carries its listing card (16 KiB of text)."""
+
+    name = "catalog"
+    base = ""
+    products = 20_000
+
+    async def start(self) -> Any:
+        for pid in range(1, self.products + 1):
+            card = f"<li data-id='{pid}'>" + "c" * 16 * 1024 + "</li>"
+            yield scrapy.Request(f"{self.base}/catalog/product/{pid}", cb_kwargs={"card": card})
+
+    def parse(self, response: Any, card: str) -> Any:
+        yield {"id": int(response.url.rsplit("/", 1)[1]), "name": response.css("h1.name::text").get(),
+               "card_bytes": len(card)}
+
+
+class SlowPipeline:
+    """Waits 100 ms an item on the reactor (a slow database)."""
+
+    async def process_item(self, item: Any) -> Any:
+        from scrapy.utils.defer import deferred_to_future
+        from twisted.internet import reactor
+        from twisted.internet.task import deferLater
+
+        await deferred_to_future(deferLater(reactor, 0.1, lambda: None))
+        return item
+
+
+class CrawleeRule:
+    """Crawlee's AutoscaledPool rule as a Scrapy extension: 5% steps every 10 s at a 90% threshold."""
+
+    def __init__(self, crawler: Any, budget_bytes: int) -> None:
+        self.crawler = crawler
+        self.budget_bytes = budget_bytes
+        self.max_concurrency = crawler.settings.getint("CONCURRENT_REQUESTS")
+        self.desired = float(self.max_concurrency)
+        self.snapshots: list[tuple[float, bool]] = []
+        self.steps = 0
+        self.tasks: list[Any] = []
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> CrawleeRule:
+        from scrapy import signals
+
+        rule = cls(crawler, crawler.settings.getint("CRAWLEE_BUDGET_MB") * 2**20)
+        crawler.signals.connect(rule.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(rule.spider_closed, signal=signals.spider_closed)
+        return rule
+
+    def spider_opened(self, spider: Any) -> None:
+        from twisted.internet import task
+
+        self.tasks = [task.LoopingCall(self.snapshot), task.LoopingCall(self.autoscale)]
+        self.tasks[0].start(1.0, now=True)
+        self.tasks[1].start(10.0, now=False)
+
+    def spider_closed(self, spider: Any) -> None:
+        for looping in self.tasks:
+            if looping.running:
+                looping.stop()
+        self.crawler.stats.set_value("crawlee/steps", self.steps)
+        self.crawler.stats.set_value("crawlee/concurrency", int(self.desired))
+
+    def snapshot(self) -> None:
+        now = time.monotonic()
+        self.snapshots.append((now, rss_bytes() > 0.9 * self.budget_bytes))
+        self.snapshots = [(t, over) for t, over in self.snapshots if now - t <= 30.0]
+
+    def autoscale(self) -> None:
+        overloaded = sum(over for _, over in self.snapshots) > 0.2 * len(self.snapshots)
+        if overloaded:
+            self.desired = max(1.0, self.desired * 0.95)
+        else:
+            self.desired = min(float(self.max_concurrency), self.desired * 1.05)
+        self.steps += 1
+        self.crawler.engine.downloader.total_concurrency = max(1, int(self.desired))
+
+
+def rss_bytes() -> int:
+    """RSS of this process now."""
+    with open("/proc/self/statm", "rb") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def peak_rss_bytes() -> int:
+    """VmHWM: this process's RSS peak."""
+    with open("/proc/self/status", "rb") as status:
+        for line in status:
+            if line.startswith(b"VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def mode_settings(workload: str, mode: str) -> dict[str, Any]:
+    """The settings of one (workload, mode) run."""
+    concurrency = WORKLOADS[workload]["concurrency"]
+    if mode.startswith("static-"):
+        concurrency = int(mode.split("-", 1)[1])
+    settings: dict[str, Any] = {
+        "LOG_LEVEL": "INFO", "ROBOTSTXT_OBEY": False, "COOKIES_ENABLED": False, "TELNETCONSOLE_ENABLED": False,
+        "MEMUSAGE_ENABLED": False, "CONCURRENT_REQUESTS": concurrency, "CONCURRENT_REQUESTS_PER_DOMAIN": concurrency,
+        "LOGSTATS_INTERVAL": 0,
+    }
+    if workload == "slow":
+        settings["ITEM_PIPELINES"] = {"__main__.SlowPipeline": 100}
+    if mode == "governed":
+        settings.update({"CRAWLMEM_BUDGET": f"{BUDGET_MIB} MiB", "ADDONS": {"pytest_crawlmem.governor.GovernorAddon": 0}})
+    elif mode == "memusage":
+        settings.update({"MEMUSAGE_ENABLED": True, "MEMUSAGE_LIMIT_MB": BUDGET_MIB, "MEMUSAGE_CHECK_INTERVAL_SECONDS": 1})
+    elif mode == "crawlee":
+        settings.update({"EXTENSIONS": {"__main__.CrawleeRule": 0}, "CRAWLEE_BUDGET_MB": BUDGET_MIB})
+    return settings
+
+
+def child(workload: str, mode: str, base_url: str, out: Path) -> None:
+    """Run one crawl in this process; write its figures to ``out``."""
+    from scrapy import signals
+    from scrapy.crawler import CrawlerProcess
+
+    spider = {"large": Large, "catalog": Catalog, "slow": Large}[workload]
+    spider.base = base_url
+    process = CrawlerProcess(mode_settings(workload, mode))
+    crawler = process.create_crawler(spider)
+    scraped: set[int] = set()
+    crawler.signals.connect(lambda item, **_: scraped.add(item["id"]), signal=signals.item_scraped, weak=False)
+    cpu0, started = os.times(), time.monotonic()
+    process.crawl(crawler)
+    process.start()
+    duration = time.monotonic() - started
+    cpu1 = os.times()
+    stats = crawler.stats.get_stats()
+    governor_cpu = float(stats.get("crawlmem/governor/cpu_seconds", 0.0) or 0.0)
+    crawl_cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    out.write_text(json.dumps({
+        "workload": workload, "mode": mode, "items": len(scraped), "expected": WORKLOADS[workload]["expected"],
+        "peak_rss_bytes": peak_rss_bytes(), "duration_seconds": round(duration, 2),
+        "finish_reason": stats.get("finish_reason"), "crawl_cpu_seconds": round(crawl_cpu, 3),
+        "governor_cpu_seconds": round(governor_cpu, 4),
+        "governor_reclaim_seconds": stats.get("crawlmem/governor/reclaim_seconds", 0.0),
+        "governor_decisions": stats.get("crawlmem/governor/decisions", 0),
+        "governor_min_concurrency": stats.get("crawlmem/governor/min_concurrency"),
+        "governor_spilled": stats.get("crawlmem/governor/spilled", 0),
+        "crawlee_steps": stats.get("crawlee/steps"),
+    }))
+
+
+def run_one(workload: str, mode: str, base_url: str, scratch: Path) -> dict[str, Any]:
+    """One (workload, mode) crawl in a fresh process; its figures, or what killed it."""
+    out = scratch / f"{workload}-{mode}.json"
+    out.unlink(missing_ok=True)
+    command = [sys.executable, __file__, "--child", workload, mode, base_url, str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    started = time.monotonic()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0 or not out.exists():
+        return {"workload": workload, "mode": mode, "items": 0, "expected": WORKLOADS[workload]["expected"],
+                "peak_rss_bytes": 0, "duration_seconds": round(time.monotonic() - started, 2),
+                "finish_reason": f"exit {done.returncode}", "error": done.stderr[-2000:]}
+    figures: dict[str, Any] = json.loads(out.read_text())
+    return figures
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The Markdown table of the runs, and per workload the best static setting that fits the budget."""
+    lines = ["| workload | mode | peak RSS | items | lost | items/s | finish | governor CPU (of which gc) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        share = "-"
+        if row.get("governor_cpu_seconds") and row.get("crawl_cpu_seconds"):
+            gc_share = 100 * float(row.get("governor_reclaim_seconds") or 0.0) / row["crawl_cpu_seconds"]
+            share = f"{100 * row['governor_cpu_seconds'] / row['crawl_cpu_seconds']:.1f}% ({gc_share:.1f}%)"
+        lines.append(f"| {row['workload']} | {row['mode']} | {row['peak_rss_bytes'] / 2**20:,.0f} MiB |"
+                     f" {row['items']:,} | {row['expected'] - row['items']:,} | {rate(row):,.1f} |"
+                     f" {row['finish_reason']} | {share} |")
+    for workload in dict.fromkeys(row["workload"] for row in rows):
+        static = [row for row in rows if row["workload"] == workload
+                  and (row["mode"] == "ungoverned" or row["mode"].startswith("static-"))]
+        fits = [row for row in static if row["peak_rss_bytes"] <= BUDGET_MIB * 2**20 and row["items"] == row["expected"]]
+        best = max(fits, key=rate, default=None)
+        lines.append("")
+        lines.append(f"- `{workload}`: best static setting within {BUDGET_MIB} MiB: "
+                     + (f"{best['mode']} at {rate(best):,.1f} items/s" if best else "none fits"))
+    return "\n".join(lines)
+
+
+def rate(row: dict[str, Any]) -> float:
+    """Items a second of one run."""
+    return float(row["items"] / row["duration_seconds"]) if row["duration_seconds"] else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", nargs=4, metavar=("WORKLOAD", "MODE", "BASE_URL", "OUT"))
+    parser.add_argument("--workloads", default="large,catalog,slow")
+    parser.add_argument("--no-static", action="store_true", help="skip the static-N runs")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "governor.json")
+    parser.add_argument("--table", action="store_true", help="print the table of a saved --out file and exit")
+    args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(args.out.read_text())["runs"]))
+        return
+    if args.child:
+        workload, mode, base_url, out = args.child
+        child(workload, mode, base_url, Path(out))
+        return
+    sys.path.insert(0, str(ROOT))
+    from pytest_crawlmem.harness.site import start_site
+
+    site = start_site()
+    scratch = Path(tempfile.mkdtemp(prefix="crawlmem-governor-bench-"))
+    rows = []
+    try:
+        for workload in args.workloads.split(","):
+            modes = ["ungoverned", "governed", "memusage", "crawlee"]
+            modes += [] if args.no_static else [f"static-{n}" for n in STATIC[workload]]
+            for mode in modes:
+                row = run_one(workload, mode, site.base_url, scratch)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    finally:
+        site.close()
+    args.out.write_text(json.dumps({"budget_mib": BUDGET_MIB, "runs": rows}, indent=1))
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()

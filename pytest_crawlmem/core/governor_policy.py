@@ -1,0 +1,341 @@
+"""The memory governor's controller: learn what a request costs, choose the lever, decide once a tick (pure).
+
+The crawl process (``crawl/governor.py``) reads a :class:`Sample` each tick and applies the :class:`Decision`
+:meth:`Policy.step` returns; nothing here knows Scrapy. The rules:
+
+- Memory is explained as ``rss = fixed + cost_in_flight x in_flight + cost_queued x queued``; both costs are
+  learned from the samples (exponentially weighted least squares, pulled toward a prior until the samples say
+  otherwise); an in-flight request costs at least the mean body the scraper holds.
+- Above ``high_share`` of the budget it acts on what grows: a backlog that explains the excess is spilled to disk
+  and its start requests gated; otherwise concurrency is set from the headroom (``(setpoint - fixed) / cost``),
+  never by blind steps. Below ``low_share``, for ``restore_ticks`` ticks in a row, it restores (hysteresis).
+- Memory that is neither in flight nor queued (retained objects, the leak signature) it cannot free: it says so.
+- At or over ``hard_share`` for ``close_ticks`` ticks in a row it closes the crawl (reason ``memory_budget``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+#: The close reason of a crawl the governor stopped near its hard limit (Scrapy's own is ``memusage_exceeded``).
+MEMORY_BUDGET: Final = "memory_budget"
+#: The file of a governed crawl's decisions, beside CRAWLMEM_JSONL (as danger.json is); report.html draws them.
+GOVERNOR_FILE: Final = "governor.json"
+#: What a decision acts on.
+IN_FLIGHT: Final = "in_flight"
+BACKLOG: Final = "backlog"
+RETAINED: Final = "retained"
+RESTORE: Final = "restore"
+CLOSE: Final = "close"
+KINDS: Final = (IN_FLIGHT, BACKLOG, RETAINED, RESTORE, CLOSE)
+_MIB = 2**20
+#: An in-flight request costs at least this many of its body: the download's buffer and the response's bytes.
+BODY_COPIES = 2.0
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The budget and the crawl's own limits (what the governor restores to)."""
+
+    budget_bytes: int
+    base_concurrency: int  # CONCURRENT_REQUESTS
+    base_active_size: int  # SCRAPER_SLOT_MAX_ACTIVE_SIZE
+    min_concurrency: int = 1
+    high_share: float = 0.85  # act above this share of the budget
+    low_share: float = 0.70  # restore below it
+    hard_share: float = 0.95  # close when over it for close_ticks ticks
+    close_ticks: int = 12
+    start_concurrency: int | None = None  # begin here and ramp up while the headroom allows (None: at base)
+    restore_ticks: int = 3
+    spill_min_queued: int = 200  # fewer queued requests than this are never spilled
+    prior_in_flight_bytes: float = 256 * 1024
+    prior_queued_bytes: float = 2 * 1024
+
+    @property
+    def setpoint_bytes(self) -> float:
+        """Where a lowering aims: between the restore and the act thresholds."""
+        return self.budget_bytes * (self.high_share + self.low_share) / 2
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What the crawl looks like at one tick."""
+
+    rss_bytes: int
+    in_flight: int  # downloads under way (downloader.active)
+    queued: int  # requests the scheduler holds in memory (not those spilled to disk)
+    active_bytes: int = 0  # bytes of responses the scraper holds (scraper.slot.active_size)
+    active_responses: int = 0  # responses the scraper holds (len(scraper.slot.active))
+    collected: bool = True  # read right after a full garbage collection (else garbage may still be counted)
+
+
+@dataclass(frozen=True)
+class Levers:
+    """The settings the governor controls, as they stand."""
+
+    concurrency: int
+    max_active_size: int
+    gate_start: bool = False  # stop reading start requests
+    spill: bool = False  # new requests go to the disk queue
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One change of the levers (or a statement that nothing can be done), with the sentence that explains it."""
+
+    kind: str
+    levers: Levers
+    message: str
+    spill_now: int = 0  # requests to move from the memory queue to disk now
+    close: bool = False
+
+
+def _solve3(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """Gaussian elimination with partial pivoting; None when singular."""
+    m = [[*row, b[i]] for i, row in enumerate(a)]
+    for col in range(3):
+        pivot = max(range(col, 3), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) < 1e-12:
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(3):
+            if r != col:
+                f = m[r][col] / m[col][col]
+                m[r] = [x - f * y for x, y in zip(m[r], m[col], strict=True)]
+    return [m[i][3] / m[i][i] for i in range(3)]
+
+
+@dataclass
+class CostModel:
+    """What an in-flight and a queued request cost, learned from samples (weighted least squares with a prior)."""
+
+    prior_in_flight: float
+    prior_queued: float
+    forget: float = 0.98  # each new sample weighs 1/forget times the one before
+    prior_samples: float = 2.0  # the prior weighs this many samples
+    _s: list[list[float]] = field(default_factory=lambda: [[0.0] * 3 for _ in range(3)])
+    _b: list[float] = field(default_factory=lambda: [0.0] * 3)
+    _body: float = 0.0  # weighted mean body held by the scraper
+    _body_weight: float = 0.0
+
+    def update(self, sample: Sample) -> None:
+        """Add one sample."""
+        x = (1.0, float(sample.in_flight), float(sample.queued))
+        for i in range(3):
+            self._b[i] = self.forget * self._b[i] + x[i] * sample.rss_bytes
+            for j in range(3):
+                self._s[i][j] = self.forget * self._s[i][j] + x[i] * x[j]
+        if sample.active_responses > 0:
+            body = sample.active_bytes / sample.active_responses
+            self._body = self.forget * self._body + body
+            self._body_weight = self.forget * self._body_weight + 1.0
+
+    @property
+    def body_bytes(self) -> float:
+        """The mean body of a response held by the scraper (0 before one was seen)."""
+        return self._body / self._body_weight if self._body_weight else 0.0
+
+    def costs(self) -> tuple[float, float]:
+        """(bytes per in-flight request, bytes per queued request), both >= 0; the in-flight one >= two bodies."""
+        weight = self._s[0][0]
+        if weight <= 0:
+            return max(self.prior_in_flight, BODY_COPIES * self.body_bytes), self.prior_queued
+        # the prior weighs prior_samples samples of the feature's spread (its variance: the intercept takes the mean)
+        lam_f = self.prior_samples * max(1.0, self._s[1][1] / weight - (self._s[0][1] / weight) ** 2)
+        lam_q = self.prior_samples * max(1.0, self._s[2][2] / weight - (self._s[0][2] / weight) ** 2)
+        a = [row[:] for row in self._s]
+        a[0][0] += 1e-6
+        a[1][1] += lam_f
+        a[2][2] += lam_q
+        b = [self._b[0], self._b[1] + lam_f * self.prior_in_flight, self._b[2] + lam_q * self.prior_queued]
+        theta = _solve3(a, b)
+        if theta is None or not all(math.isfinite(v) for v in theta):
+            return max(self.prior_in_flight, BODY_COPIES * self.body_bytes), self.prior_queued
+        return max(theta[1], BODY_COPIES * self.body_bytes, 1.0), max(theta[2], 0.0)
+
+
+@dataclass
+class Policy:
+    """The governor's state from tick to tick; :meth:`step` returns a decision when the levers should move."""
+
+    config: PolicyConfig
+    levers: Levers = field(init=False)
+    model: CostModel = field(init=False)
+    baseline_bytes: int | None = None  # RSS at the first sample: what the crawl cost before it crawled
+    _calm_ticks: int = 0
+    _hard_ticks: int = 0
+    _retained_said: bool = False
+    _pressed: bool = False  # the act share was passed once: from then on only calm ticks restore
+
+    def __post_init__(self) -> None:
+        start = self.config.start_concurrency or self.config.base_concurrency
+        self.levers = Levers(min(start, self.config.base_concurrency), self.config.base_active_size)
+        self.model = CostModel(self.config.prior_in_flight_bytes, self.config.prior_queued_bytes)
+
+    @property
+    def governing(self) -> bool:
+        """Whether any lever stands away from the crawl's own settings."""
+        return self.levers != Levers(self.config.base_concurrency, self.config.base_active_size)
+
+    def step(self, sample: Sample) -> list[Decision]:
+        """Learn from ``sample`` and return the decisions of this tick (most ticks: none)."""
+        cfg = self.config
+        if self.baseline_bytes is None:
+            self.baseline_bytes = sample.rss_bytes
+        self.model.update(sample)
+        rss, budget = sample.rss_bytes, cfg.budget_bytes
+        self._hard_ticks = self._hard_ticks + 1 if rss >= cfg.hard_share * budget else 0
+        self._calm_ticks = self._calm_ticks + 1 if rss <= cfg.low_share * budget else 0
+        decisions: list[Decision] = []
+        if self.levers.gate_start and sample.queued < self.levers.concurrency:
+            self.levers = replace(self.levers, gate_start=False)  # a gate on an empty queue would starve the crawl
+            decisions.append(Decision(
+                BACKLOG, self.levers,
+                f"{sample.queued:,} requests queued for concurrency {self.levers.concurrency}: start requests read again",
+            ))
+        if self._hard_ticks >= cfg.close_ticks:
+            decisions.append(Decision(CLOSE, self.levers, self._close_message(sample), close=True))
+        elif rss >= cfg.high_share * budget:
+            self._pressed = True
+            decisions.extend(self._lower(sample))
+        elif not self._pressed and self.levers.concurrency < cfg.base_concurrency:
+            decisions.extend(self._ramp(sample))
+        elif self._calm_ticks >= cfg.restore_ticks and self.governing:
+            decisions.extend(self._restore(sample))
+        else:
+            decisions.extend(self._forecast(sample))
+        return decisions
+
+    def _allowed(self, sample: Sample, cost_f: float, cost_q: float = 0.0) -> int:
+        """The concurrency whose in-flight memory, over what is not in flight (nor queued), reaches the setpoint."""
+        fixed = sample.rss_bytes - cost_f * sample.in_flight - cost_q * sample.queued
+        return int((self.config.setpoint_bytes - fixed) // cost_f)
+
+    def _ramp(self, sample: Sample) -> list[Decision]:
+        """Before any pressure: double concurrency from the start value while the requests in flight say it fits."""
+        cfg = self.config
+        current = self.levers.concurrency
+        if sample.in_flight < current // 2:  # not that much demand: nothing to learn from, nothing to gain
+            return []
+        cost_f, cost_q = self.model.costs()
+        allowed = self._allowed(sample, cost_f, cost_q)
+        concurrency = min(cfg.base_concurrency, 2 * current, allowed)
+        if concurrency <= current:
+            return []
+        self.levers = replace(self.levers, concurrency=concurrency)
+        return [Decision(
+            RESTORE, self.levers,
+            f"RSS {_mib(sample.rss_bytes)} with {sample.in_flight} in flight at {cost_f / _MIB:,.2f} MiB each: the"
+            f" {_mib(cfg.budget_bytes)} budget has room, concurrency {current} -> {concurrency}",
+        )]
+
+    def _forecast(self, sample: Sample) -> list[Decision]:
+        """Under the act share: lower concurrency before it is reached, when the requests in flight forecast it."""
+        cfg = self.config
+        cost_f, cost_q = self.model.costs()  # the backlog has its own lever: it takes no concurrency away
+        current = self.levers.concurrency
+        fixed = sample.rss_bytes - cost_f * sample.in_flight - cost_q * sample.queued
+        if fixed + cost_f * current <= cfg.high_share * cfg.budget_bytes:  # full concurrency stays under the act share
+            return []
+        allowed = max(cfg.min_concurrency, self._allowed(sample, cost_f, cost_q))
+        if allowed >= current or sample.in_flight < allowed:  # fits, or the crawl does not run that many
+            return []
+        self.levers = replace(self.levers, concurrency=allowed)
+        return [Decision(
+            IN_FLIGHT, self.levers,
+            f"RSS {_mib(sample.rss_bytes)} with {sample.in_flight} in flight at {cost_f / _MIB:,.2f} MiB each: at"
+            f" concurrency {current} it would pass {cfg.high_share:.0%} of the {_mib(cfg.budget_bytes)} budget;"
+            f" concurrency {allowed}",
+        )]
+
+    def _lower(self, sample: Sample) -> list[Decision]:
+        """Over the act threshold: free what grows (the backlog first, then what is in flight)."""
+        cfg = self.config
+        cost_f, cost_q = self.model.costs()
+        rss = sample.rss_bytes
+        floor = 2 * self.levers.concurrency  # queued requests that keep the downloader busy
+        excess = rss - cfg.setpoint_bytes
+        decisions: list[Decision] = []
+        spillable = max(0, sample.queued - floor)
+        queue_bytes = cost_q * spillable
+        levers = self.levers
+        spill_now = 0
+        if sample.queued > floor and not levers.gate_start:
+            levers = replace(levers, gate_start=True)
+        if spillable >= cfg.spill_min_queued:
+            levers = replace(levers, spill=True)
+            spill_now = spillable
+        if levers != self.levers or spill_now:
+            what = f"{spill_now:,} queued requests spilled to disk" if spill_now else "new requests spill to disk"
+            if not levers.spill:
+                what = "backlog below the spill threshold"
+            decisions.append(Decision(
+                BACKLOG, levers,
+                f"RSS {_mib(rss)} over {cfg.high_share:.0%} of the {_mib(cfg.budget_bytes)} budget with"
+                f" {sample.queued:,} requests queued ({cost_q / 1024:,.1f} KiB each): start requests paused, {what}",
+                spill_now=spill_now,
+            ))
+            self.levers = levers
+        if queue_bytes >= excess:
+            return decisions  # the backlog explains the excess: concurrency is left alone
+        fixed = rss - cost_f * sample.in_flight - queue_bytes
+        allowed = int((cfg.setpoint_bytes - fixed) // cost_f)
+        concurrency = max(cfg.min_concurrency, min(self.levers.concurrency, allowed))
+        headroom = max(0.0, cfg.setpoint_bytes - fixed)
+        floor_active = max(int(self.model.body_bytes), _MIB)
+        active = max(floor_active, min(self.levers.max_active_size, int(headroom / 2)))
+        if concurrency < self.levers.concurrency or active < self.levers.max_active_size:
+            self.levers = replace(self.levers, concurrency=concurrency, max_active_size=active)
+            decisions.append(Decision(
+                IN_FLIGHT, self.levers,
+                f"RSS {_mib(rss)} over {cfg.high_share:.0%} of the {_mib(cfg.budget_bytes)} budget with"
+                f" {sample.in_flight} in flight at {cost_f / _MIB:,.2f} MiB each: concurrency {concurrency}"
+                f" (headroom {_mib(headroom)}), scraper active size {_mib(active)}",
+            ))
+        decisions.extend(self._retained(sample, cost_f, cost_q))
+        return decisions
+
+    def _retained(self, sample: Sample, cost_f: float, cost_q: float) -> list[Decision]:
+        """Memory neither in flight nor queued: say once that the governor cannot free it."""
+        if self._retained_said or self.baseline_bytes is None or not sample.collected:
+            return []
+        grown = sample.rss_bytes - self.baseline_bytes
+        unexplained = grown - cost_f * sample.in_flight - cost_q * sample.queued
+        at_floor = self.levers.concurrency <= self.config.min_concurrency or sample.in_flight <= 1
+        if grown <= 0 or unexplained < 0.5 * grown or not at_floor:
+            return []
+        self._retained_said = True
+        return [Decision(
+            RETAINED, self.levers,
+            f"RSS {_mib(sample.rss_bytes)}: {_mib(unexplained)} of the {_mib(grown)} the crawl grew is neither"
+            f" in flight nor queued (retained objects, the leak signature): the governor cannot free it",
+        )]
+
+    def _restore(self, sample: Sample) -> list[Decision]:
+        """Under the restore threshold long enough: give back concurrency (from the headroom) and the backlog."""
+        cfg = self.config
+        cost_f, _ = self.model.costs()
+        current = self.levers.concurrency
+        allowed = self._allowed(sample, cost_f)
+        concurrency = min(cfg.base_concurrency, max(current + 1, min(allowed, 2 * current)))
+        active = min(cfg.base_active_size, max(self.levers.max_active_size * 2, self.levers.max_active_size + _MIB))
+        self.levers = Levers(concurrency, active, gate_start=False, spill=False)
+        self._calm_ticks = 0
+        return [Decision(
+            RESTORE, self.levers,
+            f"RSS {_mib(sample.rss_bytes)} under {cfg.low_share:.0%} of the {_mib(cfg.budget_bytes)} budget:"
+            f" concurrency {current} -> {concurrency}, scraper active size {_mib(active)}, start requests read again",
+        )]
+
+    def _close_message(self, sample: Sample) -> str:
+        cfg = self.config
+        return (
+            f"RSS {_mib(sample.rss_bytes)} stayed over {cfg.hard_share:.0%} of the {_mib(cfg.budget_bytes)} budget"
+            f" for {self._hard_ticks} ticks with concurrency {self.levers.concurrency}: closing ({MEMORY_BUDGET})"
+        )
+
+
+def _mib(num_bytes: float) -> str:
+    return f"{num_bytes / _MIB:,.1f} MiB"

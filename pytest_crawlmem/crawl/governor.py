@@ -1,0 +1,482 @@
+"""``MemoryGovernor``: a Scrapy extension that keeps a crawl inside its memory budget, losing nothing (crawl process).
+
+Enabled by ``CRAWLMEM_BUDGET`` (``"300 MiB"``, or ``"auto"``: 80% of the cgroup's limit). Every
+``CRAWLMEM_GOVERNOR_INTERVAL_SECONDS`` a ``LoopingCall`` on the reactor reads RSS (a kept ``/proc/self/statm``
+fd) and the engine's queues, asks the pure controller (:mod:`pytest_crawlmem.core.governor_policy`) for this
+tick's decision, and moves the levers: ``downloader.total_concurrency`` and ``scraper.slot.max_active_size``
+(in flight), the start gate and the spilling scheduler (backlog, :mod:`pytest_crawlmem.crawl.spill`), and at
+the end ``engine.close_spider_async(reason="memory_budget")``. Each decision is a stat under
+``crawlmem/governor/``, an INFO log line, and an entry of :attr:`MemoryGovernor.decisions`.
+
+``GovernorAddon`` (``ADDONS``) installs the extension, the scheduler and the start gate together.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+from ..core.cgroup import auto_budget, limit_files, parse_proc_cgroup, smallest_limit
+from ..core.defaults import read_settings
+from ..core.governor_policy import GOVERNOR_FILE, MEMORY_BUDGET, RETAINED, Decision, Levers, Policy, PolicyConfig, Sample
+from ..core.units import UnitError, parse_size
+from . import probes
+from .spill import SCHEDULER_PATH, START_GATE_ORDER, START_GATE_PATH, SpillingScheduler, StartGate
+
+logger = logging.getLogger("pytest_crawlmem.governor")
+
+GOVERNOR_PATH = "pytest_crawlmem.governor.MemoryGovernor"
+ADDON_PATH = "pytest_crawlmem.governor.GovernorAddon"
+DEFAULT_SCHEDULER = "scrapy.core.scheduler.Scheduler"
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+#: Least seconds between two malloc_trim(0) calls (7.8 ms each, DESIGN.md).
+TRIM_EVERY_SECONDS = 2.0
+#: Growth of RSS (share of the act threshold) since the last reclaim (gc.collect() + malloc_trim) that calls for another.
+RECLAIM_GROWTH = 0.03
+#: Seconds over the close share before the governor closes the crawl.
+CLOSE_AFTER_SECONDS = 3.0
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One decision as the report keeps it: when, what, the levers after it and the sentence."""
+
+    t_seconds: float
+    responses: int
+    kind: str
+    rss_bytes: int
+    concurrency: int
+    max_active_size: int
+    gate_start: bool
+    spill: bool
+    message: str
+
+
+def read_cgroup_limit() -> int | None:
+    """The memory limit of this process's cgroup (v2 ``memory.max`` or v1 ``memory.limit_in_bytes``), if any."""
+    try:
+        paths = parse_proc_cgroup(Path("/proc/self/cgroup").read_text(encoding="ascii"))
+    except OSError:
+        return None
+    texts: list[str | None] = []
+    for name in limit_files(paths):
+        try:
+            texts.append(Path(name).read_text(encoding="ascii"))
+        except OSError:
+            texts.append(None)
+    return smallest_limit(texts)
+
+
+def resolve_budget(raw: Any) -> int | None:
+    """``CRAWLMEM_BUDGET`` as bytes: a size, or ``"auto"`` (80% of the cgroup limit; None when there is none)."""
+    if isinstance(raw, str) and raw.strip().lower() == "auto":
+        return auto_budget(read_cgroup_limit())
+    try:
+        budget = parse_size(raw, source="CRAWLMEM_BUDGET")
+    except UnitError as exc:
+        raise ValueError(f"invalid CRAWLMEM_BUDGET {raw!r} from Scrapy settings: {exc}") from None
+    if budget <= 0:
+        raise ValueError(f"invalid CRAWLMEM_BUDGET {raw!r} from Scrapy settings: expected a size above 0")
+    return budget
+
+
+class _Statm:
+    """RSS from a kept ``/proc/self/statm`` fd (``os.pread``: 2.2 us a read)."""
+
+    def __init__(self) -> None:
+        try:
+            self.fd: int | None = os.open("/proc/self/statm", os.O_RDONLY)
+        except OSError:
+            self.fd = None
+
+    def rss_bytes(self) -> int:
+        if self.fd is None:
+            return probes.read_rss_bytes()
+        return int(os.pread(self.fd, 128, 0).split()[1]) * _PAGE_SIZE
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class MemoryGovernor:
+    """Moves concurrency, the scraper's active size and the backlog so RSS stays inside ``CRAWLMEM_BUDGET``."""
+
+    def __init__(self, crawler: Any, *, budget_bytes: int, interval_seconds: float, min_concurrency: int = 1,
+                 high_share: float = 0.85, low_share: float = 0.70, close_share: float = 0.95,
+                 start_concurrency: int = 8) -> None:
+        self.crawler = crawler
+        settings = crawler.settings
+        self.config = PolicyConfig(
+            budget_bytes=budget_bytes,
+            base_concurrency=max(1, settings.getint("CONCURRENT_REQUESTS")),
+            base_active_size=settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE"),
+            min_concurrency=min_concurrency, high_share=high_share, low_share=low_share, hard_share=close_share,
+            start_concurrency=start_concurrency or None,
+            close_ticks=max(1, math.ceil(CLOSE_AFTER_SECONDS / interval_seconds)),
+        )
+        self.policy = Policy(self.config)
+        self.interval_seconds = interval_seconds
+        self.jobdir = settings.get("JOBDIR") or None
+        jsonl = settings.get("CRAWLMEM_JSONL")
+        self.record_path = Path(jsonl).parent / GOVERNOR_FILE if jsonl else None
+        self.decisions: list[DecisionRecord] = []
+        self.peak_rss_bytes = 0
+        self.cpu_seconds = 0.0
+        self.ticks = 0
+        self._statm = _Statm()
+        self._task: Any = None
+        self._started = 0.0
+        self._last_trim = 0.0
+        self._after_reclaim = 0
+        self._last_tick = 0.0
+        self._metrics_registered = False
+        self._froze_gc = False
+        self.reclaims = 0
+        self.reclaim_seconds = 0.0
+        self.reclaimed_bytes = 0
+        self._closing = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> MemoryGovernor:
+        """Build from ``CRAWLMEM_BUDGET`` and ``CRAWLMEM_GOVERNOR_*``; NotConfigured without a budget."""
+        settings = crawler.settings
+        values = read_settings(settings)
+        raw = values["CRAWLMEM_BUDGET"]
+        if raw in (None, ""):
+            raise NotConfigured("CRAWLMEM_BUDGET is not set")
+        budget = resolve_budget(raw)
+        if budget is None:
+            logger.warning("crawlmem governor: CRAWLMEM_BUDGET='auto' but this process's cgroup sets no memory limit:"
+                           " the governor is off")
+            raise NotConfigured("CRAWLMEM_BUDGET is auto and no cgroup limit is set")
+        if values["CRAWLMEM_GOVERNOR_LOW_SHARE"] >= values["CRAWLMEM_GOVERNOR_HIGH_SHARE"]:
+            raise ValueError(
+                f"invalid CRAWLMEM_GOVERNOR_LOW_SHARE {values['CRAWLMEM_GOVERNOR_LOW_SHARE']!r} from Scrapy settings:"
+                f" it must be under CRAWLMEM_GOVERNOR_HIGH_SHARE ({values['CRAWLMEM_GOVERNOR_HIGH_SHARE']!r})"
+            )
+        governor = cls(
+            crawler, budget_bytes=budget, interval_seconds=values["CRAWLMEM_GOVERNOR_INTERVAL_SECONDS"],
+            min_concurrency=values["CRAWLMEM_GOVERNOR_MIN_CONCURRENCY"],
+            high_share=values["CRAWLMEM_GOVERNOR_HIGH_SHARE"], low_share=values["CRAWLMEM_GOVERNOR_LOW_SHARE"],
+            close_share=values["CRAWLMEM_GOVERNOR_CLOSE_SHARE"],
+            start_concurrency=values["CRAWLMEM_GOVERNOR_START_CONCURRENCY"],
+        )
+        crawler.signals.connect(governor.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(governor.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(governor.between_responses, signal=signals.response_received)
+        crawler.signals.connect(governor.between_responses, signal=signals.item_scraped)
+        return governor
+
+    # -- signals (reactor thread) ----------------------------------------------------
+
+    def spider_opened(self, spider: Any) -> None:
+        """Start ticking; say which levers this crawl has."""
+        from twisted.internet import task
+
+        self._started = time.monotonic()
+        stats = self.crawler.stats
+        stats.set_value("crawlmem/governor/budget_bytes", self.config.budget_bytes)
+        stats.set_value("crawlmem/governor/concurrency", self.config.base_concurrency)
+        stats.set_value("crawlmem/governor/base_concurrency", self.config.base_concurrency)
+        levers = ["concurrency", "scraper active size"]
+        gate = self._gate()
+        if gate is not None:
+            gate.on_item = self.overdue_tick
+        levers += ["start gate"] if gate is not None else []
+        levers += ["spill to disk"] if isinstance(self._scheduler(), SpillingScheduler) else []
+        logger.info("crawlmem governor: budget %.1f MiB (acts over %.0f%%, restores under %.0f%%, closes over %.0f%%);"
+                    " levers: %s", self.config.budget_bytes / 2**20, 100 * self.config.high_share,
+                    100 * self.config.low_share, 100 * self.config.hard_share, ", ".join(levers))
+        if gc.get_freeze_count() == 0:  # what exists before the crawl leaves the collector: reclaims walk the crawl's
+            gc.collect()
+            gc.freeze()
+            self._froze_gc = True
+        engine = probes._engine(self.crawler)
+        if engine is not None and self.policy.levers.concurrency < self.config.base_concurrency:
+            engine.downloader.total_concurrency = self.policy.levers.concurrency  # ramps up while the budget has room
+            stats.set_value("crawlmem/governor/concurrency", self.policy.levers.concurrency)
+        self._task = task.LoopingCall(self.tick)
+        self._task.start(self.interval_seconds, now=True)
+
+    def spider_closed(self, spider: Any, reason: str) -> None:
+        """Stop ticking; write the summary stats."""
+        if self._task is not None and self._task.running:
+            self._task.stop()
+        self._task = None
+        if self._froze_gc:
+            gc.unfreeze()
+            self._froze_gc = False
+        self._statm.close()
+        stats = self.crawler.stats
+        stats.set_value("crawlmem/governor/peak_rss_bytes", self.peak_rss_bytes)
+        stats.set_value("crawlmem/governor/ticks", self.ticks)
+        stats.set_value("crawlmem/governor/cpu_seconds", round(self.cpu_seconds, 6))
+        cost_f, cost_q = self.policy.model.costs()
+        stats.set_value("crawlmem/governor/cost_in_flight_bytes", int(cost_f))
+        stats.set_value("crawlmem/governor/cost_queued_bytes", int(cost_q))
+        if self.record_path is not None:
+            self._write_record(reason)
+
+    def _write_record(self, reason: str) -> None:
+        """Write governor.json: the budget, the decisions, the learned costs (crawl process, at the close)."""
+        assert self.record_path is not None
+        cost_f, cost_q = self.policy.model.costs()
+        record = {"budget_bytes": self.config.budget_bytes, "finish_reason": reason,
+                  "peak_rss_bytes": self.peak_rss_bytes, "ticks": self.ticks, "cpu_seconds": self.cpu_seconds,
+                  "cost_in_flight_bytes": int(cost_f), "cost_queued_bytes": int(cost_q), "decisions": self.records()}
+        try:
+            self.record_path.parent.mkdir(parents=True, exist_ok=True)
+            self.record_path.write_text(json.dumps(record, indent=1), encoding="utf-8")
+        except OSError as exc:
+            logger.warning("crawlmem governor: could not write %s: %s", self.record_path, exc)
+
+    def overdue_tick(self) -> None:
+        """Tick now if the LoopingCall is late (the start gate calls this before each start item)."""
+        if time.monotonic() - self._last_tick >= self.interval_seconds:
+            self.tick()
+
+    def between_responses(self) -> None:
+        """A response arrived or an item was scraped: reclaim garbage if RSS is past the act share.
+
+        The scraper parses a burst of downloaded responses back to back, starving the reactor's ticks; a read of
+        statm (2.2 us) here keeps the parse trees of a burst from piling up.
+        """
+        if time.monotonic() - self._last_tick >= self.interval_seconds:
+            self.tick()  # the LoopingCall is late: the scraper holds the reactor
+            return
+        began = time.thread_time()
+        if self._statm.rss_bytes() >= self.config.high_share * self.config.budget_bytes:
+            self._reclaim()
+        self.cpu_seconds += time.thread_time() - began
+
+    # -- one tick -----------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Read memory and the queues, decide, act (reactor thread; never raises into the LoopingCall)."""
+        began = time.thread_time()
+        try:
+            if not self._metrics_registered and self.ticks <= 1:
+                self._register_metrics()  # the measuring extension starts its server when the spider opens
+            self._tick()
+        except Exception:  # a Scrapy internal that moved must not stop the crawl
+            logger.exception("crawlmem governor: a tick failed")
+        finally:
+            self.cpu_seconds += time.thread_time() - began
+
+    def _tick(self) -> None:
+        engine = probes._engine(self.crawler)
+        if engine is None or getattr(engine, "spider", None) is None or self._closing:
+            return
+        self.ticks += 1
+        self._last_tick = time.monotonic()
+        sample = self._sample(engine)
+        self.peak_rss_bytes = max(self.peak_rss_bytes, sample.rss_bytes)
+        if sample.rss_bytes >= self.config.high_share * self.config.budget_bytes and self._reclaim():
+            sample = replace(self._sample(engine), collected=True)  # decide on what is left once garbage is gone
+        for decision in self.policy.step(sample):
+            self._apply(engine, decision, sample)
+        if self.policy.governing and sample.rss_bytes >= self.config.high_share * self.config.budget_bytes:
+            self._trim()
+
+    def _sample(self, engine: Any) -> Sample:
+        scheduler = self._scheduler()
+        if isinstance(scheduler, SpillingScheduler):
+            queued = scheduler.in_memory
+        elif scheduler is not None and getattr(scheduler, "dqs", None) is None:
+            queued = len(scheduler)
+        else:
+            queued = 0  # JOBDIR: Scrapy keeps the queue on disk
+        slot = getattr(engine.scraper, "slot", None)
+        held = len(getattr(slot, "active", ()) or ())
+        return Sample(
+            collected=False,
+            rss_bytes=self._statm.rss_bytes(),
+            in_flight=len(engine.downloader.active) + held,  # downloading, or downloaded and waiting in the scraper
+            queued=queued,
+            active_bytes=int(getattr(slot, "active_size", 0) or 0),
+            active_responses=held,
+        )
+
+    def _apply(self, engine: Any, decision: Decision, sample: Sample) -> None:
+        """Move the levers as ``decision`` says; count, log and record it."""
+        levers: Levers = decision.levers
+        engine.downloader.total_concurrency = levers.concurrency
+        slot = getattr(engine.scraper, "slot", None)
+        if slot is not None:
+            slot.max_active_size = levers.max_active_size
+        gate = self._gate()
+        if gate is not None and levers.gate_start:
+            gate.close_gate()
+        elif gate is not None:
+            gate.open_gate()
+        scheduler = self._scheduler()
+        message = decision.message
+        if isinstance(scheduler, SpillingScheduler):
+            scheduler.spilling = levers.spill
+            if decision.spill_now:
+                moved = scheduler.spill(decision.spill_now)
+                if moved < decision.spill_now:
+                    message += f" ({decision.spill_now - moved:,} cannot be serialized and stay in memory)"
+        elif levers.spill:
+            message += " (no spilling scheduler: set SCHEDULER, or use the GovernorAddon)"
+        if decision.kind == RETAINED:
+            self.crawler.stats.set_value("crawlmem/governor/retained_bytes", sample.rss_bytes)
+            logger.warning("crawlmem governor: %s", message)
+        else:
+            logger.info("crawlmem governor: %s", message)
+        stats = self.crawler.stats
+        stats.inc_value("crawlmem/governor/decisions")
+        stats.inc_value(f"crawlmem/governor/decisions/{decision.kind}")
+        stats.set_value("crawlmem/governor/concurrency", levers.concurrency)
+        stats.set_value("crawlmem/governor/max_active_size", levers.max_active_size)
+        stats.min_value("crawlmem/governor/min_concurrency", levers.concurrency)
+        self.decisions.append(DecisionRecord(
+            round(time.monotonic() - self._started, 3), int(stats.get_value("response_received_count", 0) or 0),
+            decision.kind, sample.rss_bytes, levers.concurrency,
+            levers.max_active_size, levers.gate_start, levers.spill, message,
+        ))
+        if decision.kind in ("in_flight", "backlog"):
+            self._trim(force=True)
+        if decision.close:
+            self._close(engine)
+
+    def _close(self, engine: Any) -> None:
+        self._closing = True
+        if self.jobdir:
+            logger.info("crawlmem governor: closing with reason %s; the queue is kept in JOBDIR %s: run the crawl"
+                        " again with the same JOBDIR to resume", MEMORY_BUDGET, self.jobdir)
+        else:
+            logger.warning("crawlmem governor: closing with reason %s without JOBDIR: the %d queued requests are"
+                           " lost (set JOBDIR to resume them)", MEMORY_BUDGET, len(self._scheduler() or ()))
+        probes.close_spider(self.crawler, MEMORY_BUDGET)
+
+    def _reclaim(self) -> bool:
+        """Over the act share: collect cyclic garbage and trim the heap first (garbage is no reason to slow down).
+
+        A response and its selector form a reference cycle, so each parsed page (a 2 MiB page: ~12 MiB of tree)
+        waits for a full collection, which a big heap rarely gets: that garbage can be most of RSS. A collection
+        runs when RSS grew RECLAIM_GROWTH of the act threshold since the last one, at most once a tick.
+        """
+        rss = self._statm.rss_bytes()
+        if rss - self._after_reclaim < RECLAIM_GROWTH * self.config.high_share * self.config.budget_bytes:
+            return False
+        began = time.monotonic()
+        gc.collect()
+        probes.malloc_trim()
+        self._last_trim = time.monotonic()
+        self._after_reclaim = self._statm.rss_bytes()
+        self.reclaims += 1
+        self.reclaim_seconds += self._last_trim - began
+        self.reclaimed_bytes += max(0, rss - self._after_reclaim)
+        stats = self.crawler.stats
+        stats.set_value("crawlmem/governor/reclaims", self.reclaims)
+        stats.set_value("crawlmem/governor/reclaimed_bytes", self.reclaimed_bytes)
+        stats.set_value("crawlmem/governor/reclaim_seconds", round(self.reclaim_seconds, 4))
+        return True
+
+    def _trim(self, force: bool = False) -> None:
+        """Give freed heap back to the kernel (glibc keeps freed bodies), at most every TRIM_EVERY_SECONDS."""
+        now = time.monotonic()
+        if force or now - self._last_trim >= TRIM_EVERY_SECONDS:
+            self._last_trim = now
+            probes.malloc_trim()
+
+    def _register_metrics(self) -> None:
+        """Add the governor's gauges to the measuring extension's Prometheus endpoint, when it serves one."""
+        for extension in getattr(getattr(self.crawler, "extensions", None), "middlewares", ()):
+            registry = getattr(getattr(extension, "metrics", None), "registry", None)
+            if registry is not None and not self._metrics_registered:
+                registry.register(GovernorCollector(self, getattr(self.crawler.spider, "name", "?")))
+                self._metrics_registered = True
+
+    # -- where the levers are -----------------------------------------------------------
+
+    def _scheduler(self) -> Any:
+        engine = probes._engine(self.crawler)
+        return probes._scheduler(engine) if engine is not None else None
+
+    def _gate(self) -> StartGate | None:
+        engine = probes._engine(self.crawler)
+        manager = getattr(getattr(engine, "scraper", None), "spidermw", None)
+        for middleware in getattr(manager, "middlewares", ()):
+            if isinstance(middleware, StartGate):
+                return middleware
+        return None
+
+    def records(self) -> list[dict[str, Any]]:
+        """The decisions as plain dicts (report.json, the timeline's bands)."""
+        return [asdict(record) for record in self.decisions]
+
+
+class GovernorAddon:
+    """``ADDONS = {"pytest_crawlmem.governor.GovernorAddon": 0}``: the governor, its scheduler and start gate."""
+
+    def update_settings(self, settings: Any) -> None:
+        """Add the three components when CRAWLMEM_BUDGET is set (a custom SCHEDULER is kept: no spilling)."""
+        if not settings.get("CRAWLMEM_BUDGET"):
+            return
+        add_components(settings)
+
+
+def add_governor(settings: Any, budget: str | int, *, priority: int) -> None:
+    """Govern a crawl at ``budget``: set CRAWLMEM_BUDGET and add the components (the test runner's settings)."""
+    settings.set("CRAWLMEM_BUDGET", budget, priority=priority)
+    add_components(settings)
+
+
+def add_components(settings: Any) -> None:
+    """Merge the governor, the start gate and (over Scrapy's own scheduler) the spilling one into ``settings``."""
+    for name, path, order in (("EXTENSIONS", GOVERNOR_PATH, 0), ("SPIDER_MIDDLEWARES", START_GATE_PATH, START_GATE_ORDER)):
+        priority = settings.getpriority(name) or 0
+        settings.set(name, {**settings.getdict(name), path: order}, priority=max(priority, 20))
+    if settings.get("SCHEDULER") in (DEFAULT_SCHEDULER, SCHEDULER_PATH):
+        settings.set("SCHEDULER", SCHEDULER_PATH, priority=max(settings.getpriority("SCHEDULER") or 0, 20))
+
+
+#: (metric name, help, how to read it from the governor): the gauges of the governor's state.
+GAUGES: tuple[tuple[str, str, Callable[[MemoryGovernor], float]], ...] = (
+    ("crawlmem_governor_budget_bytes", "The memory governor's budget", lambda g: g.config.budget_bytes),
+    ("crawlmem_governor_concurrency", "Concurrency the governor set (downloader.total_concurrency)",
+     lambda g: g.policy.levers.concurrency),
+    ("crawlmem_governor_max_active_size_bytes", "Scraper active size limit the governor set",
+     lambda g: g.policy.levers.max_active_size),
+    ("crawlmem_governor_start_gated", "1 while the governor holds start requests back",
+     lambda g: int(g.policy.levers.gate_start)),
+    ("crawlmem_governor_spilling", "1 while new requests spill to disk", lambda g: int(g.policy.levers.spill)),
+    ("crawlmem_governor_decisions", "Decisions the governor took", lambda g: len(g.decisions)),
+    ("crawlmem_governor_cost_in_flight_bytes", "Learned memory cost of an in-flight request",
+     lambda g: g.policy.model.costs()[0]),
+    ("crawlmem_governor_cost_queued_bytes", "Learned memory cost of a queued request",
+     lambda g: g.policy.model.costs()[1]),
+)
+
+
+class GovernorCollector:
+    """A prometheus_client collector of the governor's gauges (metrics server thread; reads plain attributes)."""
+
+    def __init__(self, governor: MemoryGovernor, spider: str) -> None:
+        self.governor = governor
+        self.spider = spider
+
+    def collect(self) -> Any:
+        """Yield one gauge family per figure of :data:`GAUGES`."""
+        from prometheus_client.core import GaugeMetricFamily
+
+        for name, text, read in GAUGES:
+            family = GaugeMetricFamily(name, text, labels=["spider"])
+            family.add_metric([self.spider], float(read(self.governor)))
+            yield family
+

@@ -1,0 +1,139 @@
+"""The governor's backlog levers: a Scheduler that spills to Scrapy's disk queues, and a gate on start requests.
+
+Both do nothing until :class:`pytest_crawlmem.crawl.governor.MemoryGovernor` asks (crawl process, reactor thread):
+without JOBDIR the scheduler keeps every request in memory, as Scrapy's does, and builds its disk queues in a
+temporary folder that it fills only while spilling; with JOBDIR it is Scrapy's scheduler (every request on disk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from scrapy.core.scheduler import Scheduler
+from scrapy.utils.misc import build_from_crawler
+
+logger = logging.getLogger("pytest_crawlmem.governor")
+
+SCHEDULER_PATH = "pytest_crawlmem.governor.SpillingScheduler"
+START_GATE_PATH = "pytest_crawlmem.governor.StartGate"
+#: Outermost of the spider middlewares: it holds back what start() yields before any other middleware sees it.
+START_GATE_ORDER = 1
+
+
+class SpillingScheduler(Scheduler):
+    """Scrapy's scheduler whose memory queue can be spilled to disk queues (``scrapy.squeues``) and read back."""
+
+    spilling: bool = False
+    spilled: int = 0
+    _spill_dir: str | None = None
+
+    def open(self, spider: Any) -> Any:
+        """Open as Scrapy's does; without JOBDIR, build the disk queues in a temporary folder, idle until spilling."""
+        result = super().open(spider)
+        if self.dqs is None:
+            self._spill_dir = tempfile.mkdtemp(prefix="crawlmem-spill-")
+            pqclass: Any = self.pqclass
+            crawler: Any = self.crawler
+            self.dqs = build_from_crawler(
+                pqclass, crawler, downstream_queue_cls=self.dqclass, key=self._spill_dir,
+                startprios=(), start_queue_cls=self._sdqclass,
+            )
+        return result
+
+    @property
+    def in_memory(self) -> int:
+        """Requests held in memory (what spilling frees)."""
+        return len(self.mqs)
+
+    @property
+    def on_disk(self) -> int:
+        """Requests in the disk queues."""
+        return len(self.dqs) if self.dqs is not None else 0
+
+    def _dqpush(self, request: Any) -> bool:
+        if self._spill_dir is not None and not self.spilling:
+            return False  # memory, as Scrapy's scheduler without JOBDIR
+        return bool(super()._dqpush(request))
+
+    def spill(self, limit: int) -> int:
+        """Move up to ``limit`` requests from memory to disk; return how many moved (unserializable ones stay)."""
+        if self.dqs is None:
+            return 0
+        kept: list[Any] = []
+        moved = 0
+        while moved + len(kept) < limit:
+            request = self.mqs.pop()
+            if request is None:
+                break
+            if super()._dqpush(request):
+                moved += 1
+            else:
+                kept.append(request)
+        for request in kept:
+            self.mqs.push(request)
+        self.spilled += moved
+        if self.stats is not None and moved:
+            self.stats.inc_value("crawlmem/governor/spilled", moved)
+        return moved
+
+    def close(self, reason: str) -> Any:
+        """Close; a temporary spill folder is removed (JOBDIR's queue is written as Scrapy writes it)."""
+        if self._spill_dir is not None:
+            left = self.on_disk
+            if left and reason == "finished":  # pragma: no cover - a finished crawl has an empty queue
+                logger.warning("crawlmem governor: %d spilled requests left on disk at the close", left)
+            if self.dqs is not None:
+                self.dqs.close()
+            self.dqs = None
+            shutil.rmtree(self._spill_dir, ignore_errors=True)
+            self._spill_dir = None
+        return super().close(reason)
+
+
+class StartGate:
+    """A spider middleware that stops reading ``start()`` while the governor holds it closed (downloads go on)."""
+
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+        self.waits = 0
+        #: Called before each start item (the governor's overdue tick): Scrapy reads start() without yielding to
+        #: the reactor while the downloader is full, so the governor's LoopingCall would not run until it ends.
+        self.on_item: Callable[[], None] | None = None
+
+    @property
+    def is_open(self) -> bool:
+        """Whether start requests are read."""
+        return self._open.is_set()
+
+    def close_gate(self) -> None:
+        """Stop reading start requests (after the one being read)."""
+        self._open.clear()
+
+    def open_gate(self) -> None:
+        """Read start requests again."""
+        self._open.set()
+
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """Yield what ``start`` yields, waiting while the gate is closed."""
+        async for item_or_request in start:
+            if self.on_item is not None:
+                self.on_item()
+            if not self._open.is_set():
+                self.waits += 1
+                await self._open.wait()
+            yield item_or_request
+
+    def process_spider_output(self, response: Any, result: Any) -> Any:
+        """Pass callbacks' output through untouched."""
+        return result
+
+    async def process_spider_output_async(self, response: Any, result: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        """Pass callbacks' output through untouched (async)."""
+        async for item in result:
+            yield item

@@ -1,0 +1,188 @@
+"""The governor's controller and the cgroup parsing, on synthetic samples (pure, no crawl)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_crawlmem.core.cgroup import (
+    CgroupPaths,
+    auto_budget,
+    limit_files,
+    parse_limit,
+    parse_proc_cgroup,
+    smallest_limit,
+)
+from pytest_crawlmem.core.governor_policy import (
+    BACKLOG,
+    CLOSE,
+    IN_FLIGHT,
+    RESTORE,
+    RETAINED,
+    CostModel,
+    Policy,
+    PolicyConfig,
+    Sample,
+)
+
+MIB = 2**20
+settings.register_profile("crawlmem-governor", deadline=None, max_examples=60)
+settings.load_profile("crawlmem-governor")
+
+V1_TEXT = """12:pids:/
+4:memory:/process_api/f18e2c92
+3:cpu,cpuacct:/
+0::/
+"""
+
+
+def test_proc_cgroup_names_the_v1_memory_path_and_the_v2_path():
+    assert parse_proc_cgroup(V1_TEXT) == CgroupPaths(v2="/", v1_memory="/process_api/f18e2c92")
+    assert parse_proc_cgroup("0::/user.slice/crawl.scope\n") == CgroupPaths(v2="/user.slice/crawl.scope", v1_memory=None)
+    assert parse_proc_cgroup("garbage\n") == CgroupPaths(None, None)
+
+
+def test_limit_files_are_the_inner_cgroup_first_then_the_mount_root():
+    files = limit_files(CgroupPaths(v2="/a/b", v1_memory="/c"), root="/sys/fs/cgroup")
+    assert files == ["/sys/fs/cgroup/a/b/memory.max", "/sys/fs/cgroup/memory.max",
+                     "/sys/fs/cgroup/memory/c/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+
+
+def test_no_limit_is_spelled_max_or_a_huge_number():
+    assert parse_limit("max\n") is None
+    assert parse_limit("9223372036854771712\n") is None  # v1's "no limit"
+    assert parse_limit("419430400\n") == 400 * MIB
+    assert parse_limit("") is None and parse_limit("x") is None and parse_limit("0") is None
+    assert smallest_limit([None, "max", "419430400", "838860800"]) == 400 * MIB
+    assert smallest_limit([None, "max"]) is None
+
+
+def test_auto_is_80_percent_of_the_limit():
+    assert auto_budget(400 * MIB) == 320 * MIB
+    assert auto_budget(None) is None
+
+
+def config(**kw: int) -> PolicyConfig:
+    return PolicyConfig(**{"budget_bytes": 300 * MIB, "base_concurrency": 64, "base_active_size": 5_000_000, **kw})
+
+
+def test_nothing_changes_while_the_budget_is_not_approached():
+    policy = Policy(config())
+    for i in range(50):
+        assert policy.step(Sample(rss_bytes=(100 + i % 7) * MIB, in_flight=64, queued=500)) == []
+    assert not policy.governing
+
+
+def test_the_learned_costs_follow_the_samples():
+    model = CostModel(prior_in_flight=256 * 1024, prior_queued=2048)
+    for f in range(1, 40):
+        for q in (0, 1000, 3000):
+            model.update(Sample(rss_bytes=80 * MIB + f * 3 * MIB + q * 10_000, in_flight=f, queued=q))
+    cost_f, cost_q = model.costs()
+    assert abs(cost_f - 3 * MIB) < 0.3 * MIB  # the prior pulls it a little
+    assert abs(cost_q - 10_000) < 1_000
+
+
+@given(rss=st.integers(0, 2**40), f=st.integers(0, 10_000), q=st.integers(0, 10**6),
+       active=st.integers(0, 2**32), held=st.integers(0, 1000))
+def test_the_costs_are_never_negative(rss: int, f: int, q: int, active: int, held: int):
+    model = CostModel(prior_in_flight=256 * 1024, prior_queued=2048)
+    model.update(Sample(rss, f, q, active, held))
+    model.update(Sample(rss // 2, f // 2, q // 3, active, held))
+    cost_f, cost_q = model.costs()
+    assert cost_f >= 1 and cost_q >= 0
+
+
+def simulate(policy: Policy, *, base: int, cost: int, body: int, ticks: int, queued: int = 0,
+             queue_cost: int = 0) -> list[int]:
+    """A crawl whose RSS is base + cost x in-flight (+ its queue): the RSS of each tick."""
+    rss_seen = []
+    spilled = 0
+    for _ in range(ticks):
+        in_flight = policy.levers.concurrency
+        in_memory = 0 if policy.levers.spill else queued - spilled
+        rss = base + cost * in_flight + queue_cost * in_memory
+        rss_seen.append(rss)
+        for decision in policy.step(Sample(rss, in_flight, in_memory, body * 2, 2)):
+            spilled += decision.spill_now
+            if decision.close:
+                return rss_seen
+    return rss_seen
+
+
+@given(base_mib=st.integers(40, 150), cost_kib=st.integers(256, 8192), extra_mib=st.integers(100, 600))
+def test_a_crawl_that_fits_at_concurrency_one_settles_under_the_budget(base_mib: int, cost_kib: int, extra_mib: int):
+    cfg = config(budget_bytes=(base_mib + extra_mib) * MIB)
+    cost = cost_kib * 1024
+    policy = Policy(cfg)
+    seen = simulate(policy, base=base_mib * MIB, cost=cost, body=cost // 3, ticks=120)
+    assert len(seen) == 120, "it closed a crawl that fits"
+    assert max(seen[-40:]) < cfg.budget_bytes
+    assert 1 <= policy.levers.concurrency <= 64
+
+
+@given(base_mib=st.integers(40, 100), cost_kib=st.integers(1024, 8192))
+def test_concurrency_settles_near_what_the_headroom_allows(base_mib: int, cost_kib: int):
+    cfg = config()
+    cost = cost_kib * 1024
+    fits = int((cfg.low_share * cfg.budget_bytes - base_mib * MIB) // cost)
+    policy = Policy(cfg)
+    simulate(policy, base=base_mib * MIB, cost=cost, body=cost // 2, ticks=200)
+    assert policy.levers.concurrency >= min(64, max(1, int(0.8 * fits)))
+
+
+def test_a_lowering_names_the_in_flight_lever_and_says_the_numbers():
+    policy = Policy(config())
+    decisions = policy.step(Sample(400 * MIB, 64, 0, 10 * MIB, 5))
+    assert [d.kind for d in decisions] == [IN_FLIGHT]
+    assert policy.levers.concurrency < 64
+    assert "400.0 MiB over 85% of the 300.0 MiB budget with 64 in flight" in decisions[0].message
+
+
+def test_a_growing_backlog_is_spilled_and_gated_without_touching_concurrency():
+    policy = Policy(config(), baseline_bytes=80 * MIB)
+    for q in range(0, 20_000, 2000):
+        policy.step(Sample(80 * MIB + 8 * MIB + q * 10_000, 4, q))
+    assert policy.levers.spill and policy.levers.gate_start
+    assert policy.levers.concurrency == 64
+
+
+def test_the_gate_opens_when_the_queue_runs_low_so_the_crawl_never_starves():
+    policy = Policy(config())
+    policy.step(Sample(290 * MIB, 4, 5000))
+    assert policy.levers.gate_start
+    decisions = policy.step(Sample(290 * MIB, 4, 3))
+    assert not policy.levers.gate_start and decisions[0].kind == BACKLOG
+
+
+def test_restoring_waits_for_calm_ticks_and_then_gives_back():
+    policy = Policy(config())
+    policy.step(Sample(400 * MIB, 64, 0, 10 * MIB, 5))
+    low = policy.levers.concurrency
+    assert policy.step(Sample(240 * MIB, low, 0)) == []  # between the thresholds: hold
+    assert policy.step(Sample(100 * MIB, low, 0)) == []
+    assert policy.step(Sample(100 * MIB, low, 0)) == []
+    decisions = policy.step(Sample(100 * MIB, low, 0))
+    assert [d.kind for d in decisions] == [RESTORE] and policy.levers.concurrency > low
+
+
+def test_memory_neither_in_flight_nor_queued_is_called_retained_once():
+    policy = Policy(config(), baseline_bytes=60 * MIB)
+    kinds = []
+    for _ in range(5):
+        kinds += [d.kind for d in policy.step(Sample(270 * MIB, 1, 0, 100_000, 1))]
+    assert kinds.count(RETAINED) == 1
+    assert CLOSE not in kinds
+
+
+def test_it_closes_only_after_staying_over_the_hard_share():
+    cfg = config()
+    policy = Policy(cfg)
+    kinds = []
+    for _ in range(cfg.close_ticks - 1):
+        kinds += [d.kind for d in policy.step(Sample(295 * MIB, 1, 0))]
+    assert CLOSE not in kinds
+    policy.step(Sample(200 * MIB, 1, 0))
+    for _ in range(cfg.close_ticks):
+        decisions = policy.step(Sample(295 * MIB, 1, 0))
+    assert decisions[-1].close and "memory_budget" in decisions[-1].message
