@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from .core.settings import OPTIONS, resolve_settings
 from .harness.baseline import BaselineError
 from .harness.cluster_fixture import crawl_cluster  # noqa: F401 - registered with pytest through this module
 from .harness.fixtures import browser_job, crawl, fixture_site  # noqa: F401 - registered with pytest through this module
+from .harness.project import nearest_scrapy_cfg
 from .harness.session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .harness.sweep_fixture import crawl_sweep  # noqa: F401 - registered with pytest through this module
 
@@ -43,6 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Register the marker, pick the asyncio reactor for pytest-twisted, resolve the settings."""
     config.addinivalue_line("markers", MARKER_HELP)
+    put_project_on_path(config.rootpath, Path.cwd())
     if getattr(config.option, "reactor", None) == "default":
         config.option.reactor = "asyncio"  # Scrapy needs it; spare users the --reactor flag
     try:
@@ -57,6 +61,21 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # warn once, on the controller
         for message in mismatches:
             config.issue_config_time_warning(CrawlMemWarning(message), stacklevel=2)
+
+
+def put_project_on_path(*starts: Path) -> Path | None:
+    """Append the folder holding the nearest ``scrapy.cfg`` (above rootdir, else the working directory) to sys.path.
+
+    ``scrapy crawl`` does the same, so a project's tests import its package (``from myproject.items import ...``)
+    without a root conftest.py or ``pythonpath = .``.
+    """
+    for start in starts:
+        cfg = nearest_scrapy_cfg(start)
+        if cfg is not None:
+            if str(cfg.parent) not in sys.path:
+                sys.path.append(str(cfg.parent))
+            return cfg.parent
+    return None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -25,24 +25,40 @@ from ..core.replay import COPY_PREFIX, HANDLER_PATH, MAX_MISSED_URLS, copy_url
 MARKER_HEADER = b"X-Crawlmem-Replay"
 STATS_HITS = "crawlmem/replay/hits"
 STATS_MISSES = "crawlmem/replay/misses"
+STATS_ROBOTS_ABSENT = "crawlmem/replay/robots_absent"
+ROBOTS_PATH = "/robots.txt"
 
 
 @dataclass
 class Tally:
-    """Hits, misses and the first missed URLs of one replayed crawl."""
+    """Hits, misses and the first missed URLs of one replayed crawl.
+
+    A miss is counted once per distinct request of the recording: the same unrecorded URL asked on every copy
+    (``crawlmem-copyK.<host>``) is one miss. A ``/robots.txt`` the recording lacks is answered 404, as a site without
+    one answers (ROBOTSTXT_OBEY then allows every URL), and is counted in ``robots_absent``, not as a miss.
+    """
 
     hits: int = 0
     misses: int = 0
+    robots_absent: int = 0
     missed_urls: dict[str, None] = field(default_factory=dict)  # insertion-ordered set
+    _missed: set[str] = field(default_factory=set)
 
     def count(self, url: str, hit: bool) -> None:
         """Count one replayed response."""
         if hit:
             self.hits += 1
             return
+        original = original_url(url)
+        if urlsplit(original).path == ROBOTS_PATH:
+            self.robots_absent += 1
+            return
+        if original in self._missed:
+            return
+        self._missed.add(original)
         self.misses += 1
         if len(self.missed_urls) < MAX_MISSED_URLS:
-            self.missed_urls.setdefault(url)
+            self.missed_urls.setdefault(original)
 
 
 _TALLIES: weakref.WeakKeyDictionary[Any, Tally] = weakref.WeakKeyDictionary()
@@ -97,8 +113,14 @@ class ReplayDownloadHandler(HTTP11DownloadHandler):
             if latency is not None:
                 request.meta["download_latency"] = latency
         hit = response.headers.pop(MARKER_HEADER, None) == [b"hit"]
+        before = self._tally.misses, self._tally.robots_absent
         self._tally.count(request.url, hit)
-        self._stats.inc_value(STATS_HITS if hit else STATS_MISSES)
+        if hit:
+            self._stats.inc_value(STATS_HITS)
+        elif self._tally.robots_absent > before[1]:
+            self._stats.inc_value(STATS_ROBOTS_ABSENT)
+        elif self._tally.misses > before[0]:
+            self._stats.inc_value(STATS_MISSES)
         return response.replace(url=request.url)
 
 
@@ -109,6 +131,15 @@ def original_host(url: str) -> tuple[int, str]:
     if dot and prefix.startswith(COPY_PREFIX) and prefix[len(COPY_PREFIX):].isdigit():
         return int(prefix[len(COPY_PREFIX):]), rest
     return 0, host
+
+
+def original_url(url: str) -> str:
+    """``url`` on the host its copy copies (a URL of copy 0 is returned as is)."""
+    copy, _ = original_host(url)
+    if not copy:
+        return url
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.replace(f"{COPY_PREFIX}{copy}.", "", 1)).geturl()
 
 
 class ReplayCopiesMiddleware(BaseSpiderMiddleware):

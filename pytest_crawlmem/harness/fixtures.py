@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from ..core import stops
 from ..core.budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold
+from ..core.keywords import refuse_misspelt
 from ..core.models import CrawlResult
 from ..core.protocols import BrowserJobFunction, CrawlFunction
 from ..core.replay import ReplayError, ReplayTarget, check_copies, check_outcome, check_start_urls, parse_knobs
@@ -26,6 +28,7 @@ from .project import ProjectError, find_project, import_settings_module
 from .replay_site import running_replay
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .site import RunningSite, SiteStartError, start_site
+from .spider_names import SpiderNameError, resolve_spider
 
 #: Set on the test item by ``crawl_sweep`` while its variants run (a variant that measured nothing loses, not fails).
 SWEEPING_KEY = pytest.StashKey[bool]()
@@ -188,6 +191,26 @@ def _fail_if_pages_left_open(result: CrawlResult) -> None:
         pytest.fail(f"{reason}; report: {result.report_dir}", pytrace=False)
 
 
+def keyword_options(func: Callable[..., Any]) -> tuple[str, ...]:
+    """The keyword-only options of a fixture's callable (what a misspelt spider argument is checked against)."""
+    return tuple(p.name for p in inspect.signature(func).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def refuse_misspelt_options(fixture: str, spider_kwargs: Mapping[str, Any], options: Iterable[str]) -> None:
+    """Fail the test when a spider argument is really a misspelt option of ``fixture()`` (``replay_copy=3``)."""
+    message = refuse_misspelt(fixture, spider_kwargs, options)
+    if message is not None:
+        pytest.fail(message, pytrace=False)
+
+
+def spider_by_name(spider: type | str, settings_module: str | None) -> type:
+    """The spider class ``crawl()`` was given, or the project's spider of that name (a clear failure when unknown)."""
+    try:
+        return resolve_spider(spider, settings_module)
+    except SpiderNameError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
 @pytest.fixture
 def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
     """Run a spider to the end, measured; return its :class:`CrawlResult`.
@@ -202,7 +225,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
     wait = _blockon()
 
     def run(
-        spider_cls: type,
+        spider_cls: type | str,
         *,
         start_urls: list[str] | None = None,
         settings: Mapping[str, Any] | None = None,
@@ -216,7 +239,9 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         **spider_kwargs: Any,
     ) -> CrawlResult:
         _refuse_reactor_greenlet()
+        refuse_misspelt_options("crawl", spider_kwargs, keyword_options(run))
         project = _project_settings(item, session, project_settings)
+        spider_cls = spider_by_name(spider_cls, project)
         frames = session.settings.tracemalloc_frames
         if budgets is not None and budgets.traced_peak is not None:
             frames = max(frames, 1)

@@ -1,0 +1,148 @@
+"""A Scrapy team's first hour (issue 28): misspelt options refused, spiders by name, cluster replay, a project layout.
+
+Each test runs pytest in a subprocess (pytester), as a team runs its own suite.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import textwrap
+
+import pytest
+from test_replay import SHOP_SPIDER, shop_har
+
+needs_redis = pytest.mark.skipif(
+    shutil.which("redis-server") is None or importlib.util.find_spec("scrapy_redis") is None,
+    reason="redis-server or scrapy-redis is not installed (pip install -e '.[cluster]')",
+)
+
+
+@pytest.fixture
+def shop(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(shop_spider=SHOP_SPIDER)
+    shop_har(pytester.path / "shop.har")
+    return pytester
+
+
+def test_a_misspelt_option_of_each_fixture_is_refused_and_spider_arguments_still_pass(shop):
+    shop.makepyfile(test_typos='''
+from shop_spider import Shop
+
+def test_crawl_typo(crawl):
+    crawl(Shop, replay="shop.har", replay_copy=3)
+
+def test_cluster_typo(crawl_cluster):
+    crawl_cluster(Shop, replay="shop.har", replay_copiess=5)
+
+def test_sweep_typo(crawl_sweep):
+    crawl_sweep(Shop, {"a": {}}, replay="shop.har", isolated=True)
+
+def test_namespace(crawl):
+    crawl(Shop, replay="shop.har", replay_speed=2)
+
+def test_spider_argument(crawl):
+    result = crawl(Shop, replay="shop.har", category="books")
+    assert result.replay_hits == 4
+''')
+    outcome = shop.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    outcome.assert_outcomes(failed=4, passed=1)
+    outcome.stdout.fnmatch_lines([
+        "*crawl() got replay_copy= (did you mean replay_copies=?): a keyword this close to one of its options*",
+        "*crawl_cluster() got replay_copiess= (did you mean replay_copies=?)*",
+        "*crawl_sweep() got isolated= (did you mean isolate=?)*",
+        "*crawl() got replay_speed= (did you mean *",
+    ])
+
+
+PROJECT_SPIDER = '''
+import scrapy
+
+
+class ToScrapeCss(scrapy.Spider):
+    name = "toscrape-css"
+
+    def parse(self, response):
+        for href in response.css("a.product::attr(href)").getall()[:3]:
+            yield response.follow(href, self.parse_product)
+
+    def parse_product(self, response):
+        yield {"url": response.url}
+'''
+
+
+def startproject(pytester: pytest.Pytester) -> None:
+    """A ``scrapy startproject quotesbot`` layout with a hyphenated spider module and a tests/ folder, no conftest."""
+    (pytester.path / "scrapy.cfg").write_text("[settings]\ndefault = quotesbot.settings\n")
+    package = pytester.path / "quotesbot"
+    (package / "spiders").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "settings.py").write_text(
+        'BOT_NAME = "quotesbot"\nSPIDER_MODULES = ["quotesbot.spiders"]\nNEWSPIDER_MODULE = "quotesbot.spiders"\n'
+        "ROBOTSTXT_OBEY = True\n"
+    )
+    (package / "items.py").write_text("PRODUCT_FIELDS = ('url',)\n")
+    (package / "spiders" / "__init__.py").write_text("")
+    (package / "spiders" / "toscrape-css.py").write_text(PROJECT_SPIDER)
+    (pytester.path / "tests").mkdir()
+
+
+def test_a_startproject_layout_imports_and_crawls_a_spider_by_name_without_a_conftest(pytester):
+    startproject(pytester)
+    (pytester.path / "tests" / "test_spiders.py").write_text(textwrap.dedent('''
+        from quotesbot.items import PRODUCT_FIELDS
+
+        def test_by_name(crawl, fixture_site):
+            result = crawl("toscrape-css", start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
+            assert result.spider == "toscrape-css" and result.items_scraped == 3 and PRODUCT_FIELDS == ("url",)
+
+        def test_isolated_by_name(crawl, fixture_site):
+            result = crawl("toscrape-css", start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")], isolate=True)
+            assert result.items_scraped == 3
+
+        def test_unknown_name(crawl):
+            crawl("toscrape_css")
+    '''))
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "tests", timeout=300)
+    outcome.assert_outcomes(passed=2, failed=1)
+    outcome.stdout.fnmatch_lines([
+        "*no spider named 'toscrape_css' in the project's SPIDER_MODULES (settings quotesbot.settings):"
+        " did you mean 'toscrape-css'? known spiders: toscrape-css*",
+    ])
+
+
+def test_a_spider_name_outside_a_project_fails_saying_why(pytester):
+    pytester.makepyfile("def test_it(crawl):\n    crawl('books')\n")
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines(["*crawl('books') finds spiders by name in a Scrapy project's SPIDER_MODULES*"])
+
+
+@needs_redis
+def test_a_cluster_replays_its_recording_in_every_worker(shop):
+    shop.makepyfile(test_cluster_replay='''
+def test_it(crawl_cluster):
+    from shop_spider import Shop
+    result = crawl_cluster(Shop, workers=2, replay="shop.har", replay_copies=3)
+    hits = sum(w.replay_hits for w in result.workers)
+    misses = sum(w.replay_misses for w in result.workers)
+    assert (hits, misses, result.items_scraped, result.lost) == (12, 1, 6, 0), (hits, misses, result.errors)
+''')
+    outcome = shop.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    outcome.assert_outcomes(passed=1)
+
+
+def test_a_miss_counts_once_across_copies_and_an_absent_robots_txt_is_no_miss(shop):
+    shop.makepyfile(test_misses='''
+import pytest
+from shop_spider import Shop
+
+@pytest.mark.crawl_memory(max_replay_misses=1)
+def test_it(crawl):
+    result = crawl(Shop, replay="shop.har", replay_copies=5, settings={"ROBOTSTXT_OBEY": True})
+    assert (result.replay_hits, result.replay_misses) == (20, 1)
+    assert result.replay_missed_urls == ("https://www.shop.example/gone",)
+    assert result.stats["crawlmem/replay/robots_absent"] == 5  # one robots.txt per copy host, each a 404
+''')
+    outcome = shop.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    outcome.assert_outcomes(passed=1)
