@@ -146,3 +146,32 @@ def test_it(crawl):
 ''')
     outcome = shop.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
     outcome.assert_outcomes(passed=1)
+
+
+def test_every_bad_marker_is_reported_and_fails_only_its_own_test(pytester):
+    pytester.makepyfile(test_markers='''
+import pytest
+
+@pytest.mark.crawl_memory(peak_rs="1 MiB")
+def test_misspelt(crawl):
+    pass
+
+@pytest.mark.crawl_memory(leak_per_response=0)
+def test_zero_tolerance(crawl):
+    pass
+
+@pytest.mark.crawl_memory("1 MiB")
+def test_positional(crawl):
+    pass
+
+def test_neighbour():
+    pass
+''')
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    outcome.assert_outcomes(passed=1, errors=3)
+    outcome.stdout.fnmatch_lines_random([
+        "*unknown budget 'peak_rs' in crawl_memory marker of test_markers.py::test_misspelt: did you mean 'peak_rss'?*",
+        "*invalid leak_per_response 0 in crawl_memory marker of test_markers.py::test_zero_tolerance: must be above 0*",
+        "*crawl_memory marker of test_markers.py::test_positional takes keyword budgets only*",
+    ])
+    assert "CRAWLMEM_LEAK_PER_RESPONSE" not in outcome.stdout.str()

@@ -20,6 +20,9 @@ from ..core.units import format_size
 from ..reports.report import environment
 from . import baseline as bl
 
+#: Why a test's crawl_memory marker is wrong, set at collection; the test fails at setup with it, its neighbours run.
+MARKER_ERROR_KEY = pytest.StashKey[str]()
+
 
 class CrawlMemWarning(UserWarning):
     """A memory finding that the test's budgets ask to report, not to fail on (``leak="warn"``)."""
