@@ -175,3 +175,30 @@ def test_neighbour():
         "*crawl_memory marker of test_markers.py::test_positional takes keyword budgets only*",
     ])
     assert "CRAWLMEM_LEAK_PER_RESPONSE" not in outcome.stdout.str()
+
+
+def test_recording_an_unreachable_site_says_nothing_was_recorded_and_why(tmp_path):
+    import re
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as closed:  # a port nothing listens on: every download is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = deadbot.settings\n")
+    (tmp_path / "deadbot" / "spiders").mkdir(parents=True)
+    (tmp_path / "deadbot" / "__init__.py").write_text("")
+    (tmp_path / "deadbot" / "settings.py").write_text('SPIDER_MODULES = ["deadbot.spiders"]\nRETRY_ENABLED = False\n')
+    (tmp_path / "deadbot" / "spiders" / "__init__.py").write_text("")
+    (tmp_path / "deadbot" / "spiders" / "dead-site.py").write_text(
+        f'import scrapy\n\nclass Dead(scrapy.Spider):\n    name = "dead"\n'
+        f'    start_urls = ["http://127.0.0.1:{port}/a", "http://127.0.0.1:{port}/b"]\n'
+    )
+    done = subprocess.run([sys.executable, "-m", "pytest_crawlmem", "record", "dead", "-o", str(tmp_path / "rec")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1
+    expected = r"crawlmem: error: 0 responses recorded, 2 download errors \(2 \w*ConnectionRefusedError; the first: GET"
+    assert re.search(expected, done.stderr)
+    assert f"http://127.0.0.1:{port}/" in done.stderr.splitlines()[-1]
+    assert "no such file or directory" not in done.stderr

@@ -91,6 +91,19 @@ def malloc_trim() -> bool:
     return True
 
 
+def _download_cancelled() -> tuple[type[BaseException], ...]:
+    """What a download cancelled at DOWNLOAD_MAXSIZE raises: DownloadCancelledError (Scrapy >= 2.15), before it Twisted's."""
+    from scrapy import exceptions
+    from twisted.internet.defer import CancelledError
+
+    new = getattr(exceptions, "DownloadCancelledError", None)
+    return (new,) if isinstance(new, type) else (CancelledError,)
+
+
+#: The exception types of a download DOWNLOAD_MAXSIZE cancelled, on this Scrapy.
+DOWNLOAD_CANCELLED: tuple[type[BaseException], ...] = _download_cancelled()
+
+
 def _engine(crawler: Any) -> Any:
     """Return the crawler's engine or ``None`` (``crawler.engine`` raises before crawl())."""
     return getattr(crawler, "_engine", None) or getattr(crawler, "engine", None)
