@@ -26,7 +26,7 @@ from scrapy.http import Response
 
 from ..core.dropped import CANCELLED, DECOMPRESSION, MAXSIZE_DECLARED, MAXSIZE_STREAMED, DropLedger, declared_size
 from .extension import CrawlMemExtension
-from .probes import DOWNLOAD_CANCELLED
+from .probes import DOWNLOAD_CANCELLED, legacy_declared_size
 
 DOWNLOADER_MIDDLEWARE_PATH = "pytest_crawlmem.middleware.CrawlMemDownloaderMiddleware"
 #: Nearest the downloader (after HttpCacheMiddleware, 900): it sees every download exception first.
@@ -80,6 +80,7 @@ class CrawlMemDownloaderMiddleware:
         if not isinstance(exception, DOWNLOAD_CANCELLED):
             return None
         declared = declared_size(str(exception))
+        declared = legacy_declared_size(str(exception)) if declared is None else declared
         if declared is not None:
             self.ledger.drop(request.url, MAXSIZE_DECLARED, declared)
             return None

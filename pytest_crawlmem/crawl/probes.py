@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -102,6 +103,15 @@ def _download_cancelled() -> tuple[type[BaseException], ...]:
 
 #: The exception types of a download DOWNLOAD_MAXSIZE cancelled, on this Scrapy.
 DOWNLOAD_CANCELLED: tuple[type[BaseException], ...] = _download_cancelled()
+
+
+_LEGACY_EXPECTED_SIZE = re.compile(r"expected response size \((\d+)\) larger than download max size")
+
+
+def legacy_declared_size(message: str) -> int | None:
+    """The Content-Length in Scrapy < 2.15's DOWNLOAD_MAXSIZE message (``expected response size (N) larger ...``)."""
+    match = _LEGACY_EXPECTED_SIZE.search(message)
+    return int(match.group(1)) if match else None
 
 
 def _engine(crawler: Any) -> Any:
