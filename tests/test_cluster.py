@@ -373,7 +373,7 @@ def test_cluster_budgets_name_both_numbers():
     budgets = Budgets(lost=0, redis_memory=2**19, cluster_rss=2**30, max_scheduled=10)
     messages = [v.message for v in check_cluster(budgets, result)]
     assert messages == [
-        "1 requests were lost, over the budget lost=0: http://x/a (taken by worker 0, which never finished it)",
+        "1 request was lost, over the budget lost=0: http://x/a (taken by worker 0, which never finished it)",
         "Redis used 1.0 MiB at its peak (queue up to 30 requests, dupefilter up to 10 fingerprints),"
         " over the budget redis_memory=512.0 KiB",
         "the workers' peak RSS summed to 1.2 GiB (worker 0 600.0 MiB, worker 1 600.0 MiB), over the budget cluster_rss=1.0 GiB",

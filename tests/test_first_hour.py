@@ -202,3 +202,35 @@ def test_recording_an_unreachable_site_says_nothing_was_recorded_and_why(tmp_pat
     assert re.search(expected, done.stderr)
     assert f"http://127.0.0.1:{port}/" in done.stderr.splitlines()[-1]
     assert "no such file or directory" not in done.stderr
+
+
+@needs_redis
+def test_a_killed_worker_reads_the_same_everywhere_and_a_failed_cluster_says_failed(pytester):
+    from spiders_source import CATALOG_SPIDER
+
+    pytester.makepyfile(spiders="import scrapy\n" + CATALOG_SPIDER)
+    pytester.makepyfile(test_killed='''
+import json
+import pytest
+from spiders import Catalog
+
+@pytest.mark.crawl_memory(cluster_rss="1 MiB")
+def test_it(crawl_cluster, fixture_site):
+    url = fixture_site.url("/catalog/?pages=15&per_page=20")
+    result = crawl_cluster(Catalog, workers=2, start_urls=[url], kill={"worker": 0, "after_responses": 3},
+                           settings={"CRAWLMEM_CHECKPOINT_MIN_RESPONSES": 100000})
+    print("SPIDERS", [w.spider for w in result.workers])
+    print("REASON", result.reason)
+    print("RESPONSES", [w.responses for w in result.workers])
+''')
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", "-rA", timeout=300)
+    outcome.assert_outcomes(failed=1)
+    text = outcome.stdout.str()
+    assert "SPIDERS ['catalog', 'catalog']" in text
+    reason = text.split("REASON ", 1)[1].splitlines()[0]
+    responses = eval(text.split("RESPONSES ", 1)[1].splitlines()[0])
+    busiest = max(range(2), key=lambda i: responses[i])
+    assert f"the busiest, worker {busiest} ({responses[busiest]:,} responses)" in reason, (reason, responses)
+    assert "worker 0 (crawl 2: catalog)" in text.replace("[worker 0] (crawl 2: catalog)", "worker 0 (crawl 2: catalog)")
+    report = next((pytester.path / ".crawlmem").glob("test_killed.py__test_it/report.html")).read_text()
+    assert '<p class="verdict"><strong>failed</strong>' in report, report[:2000]

@@ -195,7 +195,8 @@ def cluster_verdict(workers: Sequence[CrawlResult], samples: Sequence[RedisSampl
         note = f" ({skipped} worker{'s' if skipped > 1 else ''} too short to judge)" if skipped else ""
         return "steady", f"every judged worker levelled off{note}; the shared queue peaked at {peak:,} requests"
     busiest = max(range(len(workers)), key=lambda i: workers[i].responses, default=None)
-    why = f": the busiest, worker {busiest}: {workers[busiest].growth.reason}" if busiest is not None else ""
+    why = (f": the busiest, worker {busiest} ({workers[busiest].responses:,} responses): {workers[busiest].growth.reason}"
+           if busiest is not None else "")
     return "inconclusive", f"no worker crawled long enough of its own to judge its growth{why}"
 
 
@@ -204,7 +205,8 @@ def check_cluster(budgets: Budgets, result: ClusterResult) -> list[Violation]:
     found: list[Violation] = []
     if budgets.lost is not None and result.lost > budgets.lost:
         found.append(Violation("lost", result.lost, budgets.lost,
-                               f"{result.lost:,} requests were lost, over the budget lost={budgets.lost:,}:"
+                               f"{result.lost:,} {'request was' if result.lost == 1 else 'requests were'} lost,"
+                               f" over the budget lost={budgets.lost:,}:"
                                f" {result.ledger.describe_lost()}"))
     if budgets.redis_memory is not None and result.redis_peak_memory > budgets.redis_memory:
         found.append(Violation("redis_memory", result.redis_peak_memory, budgets.redis_memory,
