@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from collections.abc import Generator
@@ -71,11 +72,23 @@ def pytest_configure(config: pytest.Config) -> None:
             config.issue_config_time_warning(CrawlMemWarning(message), stacklevel=2)
 
 
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    """Before a test module under a Scrapy project is imported, put the project's folder on sys.path (once per folder)."""
+    if file_path.suffix == ".py":
+        _project_of(file_path.parent)
+
+
+@functools.lru_cache(maxsize=1024)
+def _project_of(directory: Path) -> Path | None:
+    return put_project_on_path(directory)
+
+
 def put_project_on_path(*starts: Path) -> Path | None:
     """Append the folder holding the nearest ``scrapy.cfg`` (above rootdir, else the working directory) to sys.path.
 
     ``scrapy crawl`` does the same, so a project's tests import its package (``from myproject.items import ...``)
-    without a root conftest.py or ``pythonpath = .``.
+    without a root conftest.py or ``pythonpath = .``; a test file in a project below the rootdir puts its own
+    project there before it is imported (``pytest_collect_file``), so a monorepo's run from its root imports too.
     """
     for start in starts:
         cfg = nearest_scrapy_cfg(start)

@@ -71,10 +71,12 @@ class ToScrapeCss(scrapy.Spider):
 '''
 
 
-def startproject(pytester: pytest.Pytester) -> None:
+def startproject(pytester: pytest.Pytester, where: str = "") -> None:
     """A ``scrapy startproject quotesbot`` layout with a hyphenated spider module and a tests/ folder, no conftest."""
-    (pytester.path / "scrapy.cfg").write_text("[settings]\ndefault = quotesbot.settings\n")
-    package = pytester.path / "quotesbot"
+    root = pytester.path / where
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "scrapy.cfg").write_text("[settings]\ndefault = quotesbot.settings\n")
+    package = root / "quotesbot"
     (package / "spiders").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "settings.py").write_text(
@@ -84,7 +86,7 @@ def startproject(pytester: pytest.Pytester) -> None:
     (package / "items.py").write_text("PRODUCT_FIELDS = ('url',)\n")
     (package / "spiders" / "__init__.py").write_text("")
     (package / "spiders" / "toscrape-css.py").write_text(PROJECT_SPIDER)
-    (pytester.path / "tests").mkdir()
+    (root / "tests").mkdir()
 
 
 def test_a_startproject_layout_imports_and_crawls_a_spider_by_name_without_a_conftest(pytester):
@@ -109,6 +111,15 @@ def test_a_startproject_layout_imports_and_crawls_a_spider_by_name_without_a_con
         "*no spider named 'toscrape_css' in the project's SPIDER_MODULES (settings quotesbot.settings):"
         " did you mean 'toscrape-css'? known spiders: toscrape-css*",
     ])
+
+
+def test_a_project_in_a_subfolder_imports_when_pytest_starts_above_it(pytester):
+    startproject(pytester, "crawlers/quotes")
+    (pytester.path / "crawlers" / "quotes" / "tests" / "test_import.py").write_text(
+        "from quotesbot.items import PRODUCT_FIELDS\n\ndef test_it():\n    assert PRODUCT_FIELDS == ('url',)\n"
+    )
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    outcome.assert_outcomes(passed=1)
 
 
 def test_a_spider_name_outside_a_project_fails_saying_why(pytester):
