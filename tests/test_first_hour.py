@@ -245,3 +245,25 @@ def test_it(crawl_cluster, fixture_site):
     assert "worker 0 (crawl 2: catalog)" in text.replace("[worker 0] (crawl 2: catalog)", "worker 0 (crawl 2: catalog)")
     report = next((pytester.path / ".crawlmem").glob("test_killed.py__test_it/report.html")).read_text()
     assert '<p class="verdict"><strong>failed</strong>' in report, report[:2000]
+
+
+def test_baselines_live_in_the_baseline_dir_ci_keeps_between_jobs(pytester):
+    from spiders_source import CATALOG_SPIDER
+
+    pytester.makepyfile(spiders="import scrapy\n" + CATALOG_SPIDER)
+    pytester.makepyfile(test_kept='''
+from spiders import Catalog
+
+def test_it(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=2&per_page=10")])
+''')
+    first = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--crawlmem-save", "main", "--crawlmem-baseline-dir",
+                                          "ci-baselines", "--crawlmem-report-dir", "job1", timeout=120)
+    first.assert_outcomes(passed=1)
+    saved = list((pytester.path / "ci-baselines").glob("*/main.json"))
+    assert len(saved) == 1 and not (pytester.path / "job1" / "baselines").exists()
+    pytester.makeini("[pytest]\ncrawlmem_baseline_dir = ci-baselines\n")  # the next job: a fresh report dir, the ini key
+    second = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--crawlmem-compare", "main",
+                                           "--crawlmem-report-dir", "job2", timeout=120)
+    second.assert_outcomes(passed=1)
+    second.stdout.fnmatch_lines(["*test_kept.py::test_it: within tolerance of 1 run:*ci-baselines*main.json*"])
