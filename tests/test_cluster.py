@@ -429,5 +429,5 @@ def test_leak_not_judged_is_one_cluster_warning_not_one_per_idle_worker():
     warnings = [v for v in check_cluster(Budgets(), result) if v.budget == "leak"]
     assert [(v.fails, v.message) for v in warnings] == [
         (False, 'leak="fail" could not judge any worker\'s memory; no worker crawled long enough of its own to judge its'
-                " growth: the busiest, worker 0: r")]
+                " growth: the busiest, worker 0 (10 responses): r")]
     assert check_cluster(Budgets(), _cluster([_worker("steady"), idle])) == []
