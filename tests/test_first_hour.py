@@ -135,9 +135,8 @@ def test_a_cluster_replays_its_recording_in_every_worker(shop):
 def test_it(crawl_cluster):
     from shop_spider import Shop
     result = crawl_cluster(Shop, workers=2, replay="shop.har", replay_copies=3)
-    hits = sum(w.replay_hits for w in result.workers)
-    misses = sum(w.replay_misses for w in result.workers)
-    assert (hits, misses, result.items_scraped, result.lost) == (12, 1, 6, 0), (hits, misses, result.errors)
+    assert (result.replay_hits, result.replay_misses, result.items_scraped, result.lost) == (12, 1, 6, 0), result.errors
+    assert result.replay_missed_urls == ("https://www.shop.example/gone",)  # one URL, whichever workers asked it
 ''')
     outcome = shop.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
     outcome.assert_outcomes(passed=1)

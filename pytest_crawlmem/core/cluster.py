@@ -158,6 +158,21 @@ class ClusterResult:
         return sum(w.responses for w in self.workers)
 
     @property
+    def replay_hits(self) -> int:
+        """Responses of all workers the replay recording answered."""
+        return sum(w.replay_hits for w in self.workers)
+
+    @property
+    def replay_missed_urls(self) -> tuple[str, ...]:
+        """Distinct URLs of a replayed cluster that no recording entry answered (a URL two workers missed is one)."""
+        return tuple(dict.fromkeys(u for w in self.workers for u in w.replay_missed_urls))
+
+    @property
+    def replay_misses(self) -> int:
+        """Distinct requests of a replayed cluster not in the recording (as ``crawl()`` counts them, whichever worker asked)."""
+        return len(self.replay_missed_urls)
+
+    @property
     def cluster_rss(self) -> int:
         """Sum of the workers' peak RSS (what the machine must hold if their peaks meet)."""
         return sum(w.peak_rss for w in self.workers)

@@ -127,6 +127,12 @@ def _scheduler(engine: Any) -> Any:
     return scheduler
 
 
+def scheduler_of(crawler: Any) -> Any:
+    """The crawl's scheduler (``engine.scheduler`` from Scrapy 2.19, ``engine._slot.scheduler`` before), or ``None``."""
+    engine = _engine(crawler)
+    return _scheduler(engine) if engine is not None else None
+
+
 @dataclass(frozen=True, slots=True)
 class QueueReading:
     """The engine's queue sizes at one moment; ``None`` where a probe failed."""

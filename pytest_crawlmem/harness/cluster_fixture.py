@@ -125,11 +125,8 @@ def _fail_if_cluster_replay_found_nothing(target: ReplayTarget | None, result: C
     """A replayed cluster whose workers found none of their URLs in the recording measured 404 pages: say which."""
     if target is None:
         return
-    hits = sum(w.replay_hits for w in result.workers)
-    misses = sum(w.replay_misses for w in result.workers)
-    missed = tuple(u for w in result.workers for u in w.replay_missed_urls)
     try:
-        check_outcome(target, hits, misses, missed)
+        check_outcome(target, result.replay_hits, result.replay_misses, result.replay_missed_urls)
     except ReplayError as exc:
         pytest.fail(f"{exc}; report: {result.report_dir}", pytrace=False)
 
