@@ -44,9 +44,14 @@ def test_namespace(crawl):
 def test_spider_argument(crawl):
     result = crawl(Shop, replay="shop.har", category="books")
     assert result.replay_hits == 4
+
+def test_sweep_on_the_recording(crawl_sweep):
+    sweep = crawl_sweep(Shop, {"two": {"CONCURRENT_REQUESTS": 2}, "eight": {"CONCURRENT_REQUESTS": 8}},
+                        replay="shop.har", replay_copies=2, isolate=False)
+    assert [(r.replay_hits, r.replay_misses) for r in sweep.results.values()] == [(8, 1), (8, 1)]
 ''')
     outcome = shop.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
-    outcome.assert_outcomes(failed=4, passed=1)
+    outcome.assert_outcomes(failed=4, passed=2)
     outcome.stdout.fnmatch_lines([
         "*crawl() got replay_copy= (did you mean replay_copies=?): a keyword this close to one of its options*",
         "*crawl_cluster() got replay_copiess= (did you mean replay_copies=?)*",

@@ -47,3 +47,8 @@ def test_edit_distance_is_symmetric_and_zero_only_for_equal_strings(a, b):
 
 def test_an_adjacent_swap_is_one_edit():
     assert edit_distance("replay", "repaly") == 1
+
+
+def test_a_keyword_the_spider_declares_is_its_argument_however_close_to_an_option():
+    assert refuse_misspelt("crawl", ["start_url"], CRAWL_OPTIONS, declared={"start_url"}) is None
+    assert refuse_misspelt("crawl", ["start_url"], CRAWL_OPTIONS) is not None

@@ -43,12 +43,19 @@ def misspelt_option(keyword: str, options: Iterable[str]) -> str | None:
     return None
 
 
-def refuse_misspelt(fixture: str, keywords: Iterable[str], options: Iterable[str]) -> str | None:
-    """One sentence refusing every misspelt keyword of a ``fixture()`` call, or ``None`` when all may be spider arguments."""
+def refuse_misspelt(
+    fixture: str, keywords: Iterable[str], options: Iterable[str], declared: Iterable[str] = ()
+) -> str | None:
+    """One sentence refusing every misspelt keyword of a ``fixture()`` call, or ``None`` when all may be spider arguments.
+
+    ``declared`` are the spider's own arguments (its ``__init__`` parameters and class attributes): those are
+    never typos, however close to an option (``start_url`` of a spider run as ``scrapy crawl x -a start_url=...``).
+    """
     known = sorted(set(options))
+    own = set(declared)
     problems = []
     for keyword in keywords:
-        meant = misspelt_option(keyword, known)
+        meant = None if keyword in own else misspelt_option(keyword, known)
         if meant is None:
             continue
         hint = f"did you mean {meant}=?" if meant else f"{fixture}() has no option {keyword}="
@@ -58,5 +65,5 @@ def refuse_misspelt(fixture: str, keywords: Iterable[str], options: Iterable[str
     return (
         f"{fixture}() got {', '.join(problems)}: a keyword this close to one of its options is taken for a typo,"
         f" not passed to the spider (its options: {', '.join(known)}; spider arguments, as scrapy crawl -a name=value,"
-        " are any other keyword)"
+        " are any other keyword, and any the spider declares in __init__ or as a class attribute)"
     )

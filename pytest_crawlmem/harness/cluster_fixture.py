@@ -79,9 +79,9 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
         replay_copies: int = 1,
         **spider_kwargs: Any,
     ) -> ClusterResult:
-        refuse_misspelt_options("crawl_cluster", spider_kwargs, keyword_options(run))
         project = _project_settings(item, session, project_settings)
         spider_cls = spider_by_name(spider_cls, project)
+        refuse_misspelt_options("crawl_cluster", spider_kwargs, keyword_options(run), spider_cls)
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise ClusterError(f"invalid workers {workers!r} in crawl_cluster() of {item.nodeid}: expected a count >= 1")
         plan = parse_kill(kill, workers, source=f"crawl_cluster(kill=...) of {item.nodeid}")

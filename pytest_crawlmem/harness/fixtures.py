@@ -196,9 +196,23 @@ def keyword_options(func: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(p.name for p in inspect.signature(func).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY)
 
 
-def refuse_misspelt_options(fixture: str, spider_kwargs: Mapping[str, Any], options: Iterable[str]) -> None:
+def declared_arguments(spider: type | str) -> set[str]:
+    """The arguments ``spider`` declares: its ``__init__``'s named parameters and its class attributes (none for a name)."""
+    if not isinstance(spider, type):
+        return set()
+    try:
+        parameters = list(inspect.signature(spider).parameters.values())  # the class's signature: its __init__'s
+    except (TypeError, ValueError):
+        parameters = []
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return named | set(dir(spider))
+
+
+def refuse_misspelt_options(
+    fixture: str, spider_kwargs: Mapping[str, Any], options: Iterable[str], spider: type | str = ""
+) -> None:
     """Fail the test when a spider argument is really a misspelt option of ``fixture()`` (``replay_copy=3``)."""
-    message = refuse_misspelt(fixture, spider_kwargs, options)
+    message = refuse_misspelt(fixture, spider_kwargs, options, declared_arguments(spider))
     if message is not None:
         pytest.fail(message, pytrace=False)
 
@@ -239,9 +253,9 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         **spider_kwargs: Any,
     ) -> CrawlResult:
         _refuse_reactor_greenlet()
-        refuse_misspelt_options("crawl", spider_kwargs, keyword_options(run))
         project = _project_settings(item, session, project_settings)
         spider_cls = spider_by_name(spider_cls, project)
+        refuse_misspelt_options("crawl", spider_kwargs, keyword_options(run), spider_cls)
         frames = session.settings.tracemalloc_frames
         if budgets is not None and budgets.traced_peak is not None:
             frames = max(frames, 1)

@@ -45,7 +45,7 @@ def crawl_sweep(request: pytest.FixtureRequest, crawl: CrawlFunction) -> SweepFu
         **spider_kwargs: Any,
     ) -> SweepResult:
         # crawl()'s own options (project_settings, replay_latency, ...) pass through; a near miss of either is refused
-        refuse_misspelt_options("crawl_sweep", spider_kwargs, keyword_options(run) + keyword_options(crawl))
+        refuse_misspelt_options("crawl_sweep", spider_kwargs, keyword_options(run) + keyword_options(crawl), spider_cls)
         named = name_variants(variants)  # a bad sweep fails before the first crawl
         sweeps_run[0] += 1
         rows, results = [], {}
