@@ -28,7 +28,9 @@ VARIANTS = {
 HEADROOM = 36 * MiB
 
 
-@pytest.mark.crawl_memory(peak_rss="1 GiB", leak="fail")  # every variant is also checked against the marker
+# Every variant is also checked against the marker. 40 pages are too few for a leak verdict (leak="fail" would
+# warn that it could not judge each variant): the sweep compares peaks and speed, so the leak check is off.
+@pytest.mark.crawl_memory(peak_rss="1 GiB", leak="off")
 def test_pick_the_fastest_settings_within_the_memory_budget(crawl_sweep, fixture_site):
     sweep = crawl_sweep(LargePagesSpider, VARIANTS, settings=SLOW_PIPELINE, base=fixture_site.base_url)
     budget = sweep["frugal"].peak_rss + HEADROOM

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+import sys
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .core.budgets import SPECS, BudgetError, resolve_budgets
+from .core.budgets import SPECS, BudgetError, Budgets, resolve_budgets
 from .core.settings import OPTIONS, resolve_settings
 from .harness.baseline import BaselineError
 from .harness.cluster_fixture import crawl_cluster  # noqa: F401 - registered with pytest through this module
 from .harness.fixtures import browser_job, crawl, fixture_site  # noqa: F401 - registered with pytest through this module
-from .harness.session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
+from .harness.project import nearest_scrapy_cfg
+from .harness.session import (
+    BUDGETS_KEY,
+    MARKER_ERROR_KEY,
+    RECORDS_KEY,
+    SESSION_KEY,
+    CrawlMemSession,
+    CrawlMemWarning,
+    CrawlRecord,
+)
 from .harness.sweep_fixture import crawl_sweep  # noqa: F401 - registered with pytest through this module
 
 #: Fixtures whose tests get their budgets enforced in the call phase.
@@ -43,6 +55,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Register the marker, pick the asyncio reactor for pytest-twisted, resolve the settings."""
     config.addinivalue_line("markers", MARKER_HELP)
+    put_project_on_path(config.rootpath, Path.cwd())
     if getattr(config.option, "reactor", None) == "default":
         config.option.reactor = "asyncio"  # Scrapy needs it; spare users the --reactor flag
     try:
@@ -59,25 +72,61 @@ def pytest_configure(config: pytest.Config) -> None:
             config.issue_config_time_warning(CrawlMemWarning(message), stacklevel=2)
 
 
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> None:
+    """Before a test module under a Scrapy project is imported, put the project's folder on sys.path (once per folder)."""
+    if file_path.suffix == ".py":
+        _project_of(file_path.parent)
+
+
+@functools.lru_cache(maxsize=1024)
+def _project_of(directory: Path) -> Path | None:
+    return put_project_on_path(directory)
+
+
+def put_project_on_path(*starts: Path) -> Path | None:
+    """Append the folder holding the nearest ``scrapy.cfg`` (above rootdir, else the working directory) to sys.path.
+
+    ``scrapy crawl`` does the same, so a project's tests import its package (``from myproject.items import ...``)
+    without a root conftest.py or ``pythonpath = .``; a test file in a project below the rootdir puts its own
+    project there before it is imported (``pytest_collect_file``), so a monorepo's run from its root imports too.
+    """
+    for start in starts:
+        cfg = nearest_scrapy_cfg(start)
+        if cfg is not None:
+            if str(cfg.parent) not in sys.path:
+                sys.path.append(str(cfg.parent))
+            return cfg.parent
+    return None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Validate every ``crawl_memory`` marker at collection; a bad one is a UsageError naming the test."""
+    """Validate every ``crawl_memory`` marker at collection; a bad one fails its own test at setup, naming it."""
     for item in items:
         markers = list(item.iter_markers("crawl_memory"))
-        if not markers:
-            continue
-        session = item.config.stash[SESSION_KEY]
-        for marker in markers:
-            if marker.args:
-                raise pytest.UsageError(
-                    f"crawl_memory marker of {item.nodeid} takes keyword budgets only, got {marker.args!r}"
-                )
-        try:
-            item.stash[BUDGETS_KEY] = resolve_budgets(
-                ((m.kwargs, f"crawl_memory marker of {item.nodeid}") for m in markers),
-                session.settings.budget_defaults,
-            )
-        except BudgetError as exc:
-            raise pytest.UsageError(str(exc)) from exc
+        if markers:
+            try:
+                item.stash[BUDGETS_KEY] = marker_budgets(item, markers)
+            except BudgetError as exc:
+                item.stash[MARKER_ERROR_KEY] = str(exc)
+
+
+def marker_budgets(item: pytest.Item, markers: list[pytest.Mark]) -> Budgets:
+    """The test's budgets from its ``crawl_memory`` markers over the ini defaults; BudgetError naming the test."""
+    for marker in markers:
+        if marker.args:
+            raise BudgetError(f"crawl_memory marker of {item.nodeid} takes keyword budgets only, got {marker.args!r}")
+    return resolve_budgets(
+        ((m.kwargs, f"crawl_memory marker of {item.nodeid}") for m in markers),
+        item.config.stash[SESSION_KEY].settings.budget_defaults,
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test whose marker is wrong errors at setup with the marker's message (every other test still runs)."""
+    problem = item.stash.get(MARKER_ERROR_KEY, None)
+    if problem is not None:
+        pytest.fail(f"pytest-crawlmem usage error: {problem}", pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)

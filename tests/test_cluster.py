@@ -373,7 +373,7 @@ def test_cluster_budgets_name_both_numbers():
     budgets = Budgets(lost=0, redis_memory=2**19, cluster_rss=2**30, max_scheduled=10)
     messages = [v.message for v in check_cluster(budgets, result)]
     assert messages == [
-        "1 requests were lost, over the budget lost=0: http://x/a (taken by worker 0, which never finished it)",
+        "1 request was lost, over the budget lost=0: http://x/a (taken by worker 0, which never finished it)",
         "Redis used 1.0 MiB at its peak (queue up to 30 requests, dupefilter up to 10 fingerprints),"
         " over the budget redis_memory=512.0 KiB",
         "the workers' peak RSS summed to 1.2 GiB (worker 0 600.0 MiB, worker 1 600.0 MiB), over the budget cluster_rss=1.0 GiB",
@@ -429,5 +429,5 @@ def test_leak_not_judged_is_one_cluster_warning_not_one_per_idle_worker():
     warnings = [v for v in check_cluster(Budgets(), result) if v.budget == "leak"]
     assert [(v.fails, v.message) for v in warnings] == [
         (False, 'leak="fail" could not judge any worker\'s memory; no worker crawled long enough of its own to judge its'
-                " growth: the busiest, worker 0: r")]
+                " growth: the busiest, worker 0 (10 responses): r")]
     assert check_cluster(Budgets(), _cluster([_worker("steady"), idle])) == []

@@ -24,7 +24,7 @@ class Counting:
         obj.mark = crawler.settings.get("SHOPBOT_MARK")
         return obj
 
-    def process_request(self, request):
+    def process_request(self, request, spider=None):  # Scrapy 2.13 passes the spider
         self.stats.inc_value("shopbot/" + self.mark)
 '''
 

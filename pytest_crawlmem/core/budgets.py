@@ -46,6 +46,7 @@ class BudgetSpec:
     figure: str | None = None
     label: str = ""
     report: tuple[str, ...] | None = None
+    positive: bool = False  # 0 is refused too (a tolerance of nothing)
 
     @property
     def report_path(self) -> tuple[str, ...]:
@@ -73,7 +74,7 @@ SPECS: dict[str, BudgetSpec] = {
         _row("traced_peak", "size", "peak of Python allocations traced by tracemalloc during the crawl", "traced_peak",
              "traced peak"),
         _row("leak_per_response", "size", "retained growth per response tolerated before a leak verdict",
-             report=("growth", "per_response_bytes")),
+             report=("growth", "per_response_bytes"), positive=True),
         _row("leak", "mode", "what a leak verdict does: 'fail' (default), 'warn' or 'off'", report=("verdict",)),
         _row("max_scheduled", "count", "most requests waiting in the scheduler", "max_scheduled", "the scheduler queue"),
         _row("max_active_size", "size", "largest scraper active_size (response bytes being processed)", "max_active_size",
@@ -159,9 +160,15 @@ def parse_budget(name: str, value: object, *, source: str) -> object:
     if _negative(value):
         raise BudgetError(f"invalid {name} {value!r} in {source}: must not be negative")
     try:
-        return spec.parse(value, source=f"{name} in {source}")
+        parsed = spec.parse(value, source=f"{name} in {source}")
     except UnitError as exc:
         raise BudgetError(str(exc)) from exc
+    if spec.positive and parsed == 0:
+        raise BudgetError(
+            f"invalid {name} {value!r} in {source}: must be above 0 (it is the growth per response tolerated before a"
+            " leak verdict; to judge no leak at all, set leak='off')"
+        )
+    return parsed
 
 
 def _negative(value: object) -> bool:

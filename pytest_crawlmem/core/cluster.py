@@ -159,6 +159,21 @@ class ClusterResult:
         return sum(w.responses for w in self.workers)
 
     @property
+    def replay_hits(self) -> int:
+        """Responses of all workers the replay recording answered."""
+        return sum(w.replay_hits for w in self.workers)
+
+    @property
+    def replay_missed_urls(self) -> tuple[str, ...]:
+        """Distinct URLs of a replayed cluster that no recording entry answered (a URL two workers missed is one)."""
+        return tuple(dict.fromkeys(u for w in self.workers for u in w.replay_missed_urls))
+
+    @property
+    def replay_misses(self) -> int:
+        """Distinct requests of a replayed cluster not in the recording (as ``crawl()`` counts them, whichever worker asked)."""
+        return len(self.replay_missed_urls)
+
+    @property
     def cluster_rss(self) -> int:
         """Sum of the workers' peak RSS (what the machine must hold if their peaks meet)."""
         return sum(w.peak_rss for w in self.workers)
@@ -196,7 +211,8 @@ def cluster_verdict(workers: Sequence[CrawlResult], samples: Sequence[RedisSampl
         note = f" ({skipped} worker{'s' if skipped > 1 else ''} too short to judge)" if skipped else ""
         return verdicts.STEADY, f"every judged worker levelled off{note}; the shared queue peaked at {peak:,} requests"
     busiest = max(range(len(workers)), key=lambda i: workers[i].responses, default=None)
-    why = f": the busiest, worker {busiest}: {workers[busiest].growth.reason}" if busiest is not None else ""
+    why = (f": the busiest, worker {busiest} ({workers[busiest].responses:,} responses): {workers[busiest].growth.reason}"
+           if busiest is not None else "")
     return verdicts.INCONCLUSIVE, f"no worker crawled long enough of its own to judge its growth{why}"
 
 
@@ -205,7 +221,8 @@ def check_cluster(budgets: Budgets, result: ClusterResult) -> list[Violation]:
     found: list[Violation] = []
     if budgets.lost is not None and result.lost > budgets.lost:
         found.append(Violation("lost", result.lost, budgets.lost,
-                               f"{result.lost:,} requests were lost, over the budget lost={budgets.lost:,}:"
+                               f"{result.lost:,} {'request was' if result.lost == 1 else 'requests were'} lost,"
+                               f" over the budget lost={budgets.lost:,}:"
                                f" {result.ledger.describe_lost()}"))
     if budgets.redis_memory is not None and result.redis_peak_memory > budgets.redis_memory:
         found.append(Violation("redis_memory", result.redis_peak_memory, budgets.redis_memory,

@@ -32,7 +32,7 @@ class CrawlFunction(Protocol):
 
     def __call__(
         self,
-        spider_cls: type,
+        spider_cls: type | str,
         *,
         start_urls: list[str] | None = None,
         settings: Mapping[str, Any] | None = None,
@@ -53,12 +53,14 @@ class SweepFunction(Protocol):
 
     def __call__(
         self,
-        spider_cls: type,
+        spider_cls: type | str,
         variants: Variants,
         *,
         start_urls: list[str] | None = None,
         settings: Mapping[str, Any] | None = None,
         isolate: bool = DEFAULT_ISOLATE,
+        replay: str | Path | None = None,
+        replay_copies: int = 1,
         **spider_kwargs: Any,
     ) -> SweepResult: ...
 
@@ -76,12 +78,14 @@ class ClusterFunction(Protocol):
 
     def __call__(
         self,
-        spider_cls: type,
+        spider_cls: type | str,
         *,
         workers: int = 3,
         start_urls: list[str] | None = None,
         settings: Mapping[str, Any] | None = None,
         kill: Mapping[str, Any] | None = None,
         project_settings: bool | str | None = None,
+        replay: str | Path | None = None,
+        replay_copies: int = 1,
         **spider_kwargs: Any,
     ) -> ClusterResult: ...

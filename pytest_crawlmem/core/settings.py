@@ -51,10 +51,12 @@ OPTIONS = (
         "true",
         "true|false|MODULE",
     ),
-    Option("save", "append every crawl's figures to the baseline NAME (<report dir>/baselines/<machine>/NAME.json)",
+    Option("save", "append every crawl's figures to the baseline NAME (<baseline dir>/<machine>/NAME.json)",
            None, "NAME"),
     Option("compare", "compare every crawl to the baseline NAME (or a path to a baseline file); a regression fails the test",
            None, "NAME"),
+    Option("baseline-dir", "directory of the baselines, one folder per machine inside (default: <report dir>/baselines);"
+           " keep it between CI jobs: a CI cache, or a folder you commit", None, "DIR"),
     Option("compare-fail", f"tolerances of --crawlmem-compare, FIGURE:PERCENT% or FIGURE:AMOUNT, comma-separated"
            f" (default: {DEFAULT_TOLERANCES})", None, "TOLERANCES"),
 )
@@ -73,6 +75,12 @@ class PluginSettings:
     compare_fail: str = DEFAULT_TOLERANCES
     isolate: bool = False
     project_settings: str = "true"  # "true" (look the project up), "false", or a settings module
+    baseline_dir: Path | None = None  # --crawlmem-baseline-dir; None: <report dir>/baselines
+
+    @property
+    def baselines(self) -> Path:
+        """Where baselines live: ``--crawlmem-baseline-dir``, else ``<report dir>/baselines``."""
+        return self.baseline_dir if self.baseline_dir is not None else self.report_dir / "baselines"
 
 
 def resolve_settings(
@@ -117,7 +125,13 @@ def resolve_settings(
         compare_fail=compare_fail,
         isolate=_switch(*value(by_name["isolate"])),
         project_settings=_project_choice(*value(by_name["project-settings"])),
+        baseline_dir=_directory(value(by_name["baseline-dir"])[0]),
     )
+
+
+def _directory(value: object) -> Path | None:
+    """A directory option's path (``None`` when unset)."""
+    return Path(str(value)).expanduser() if value not in (None, "") else None
 
 
 def _project_choice(value: object, source: str) -> str:

@@ -223,7 +223,7 @@ class ClusterWorkerExtension:
         """Wrap the shared queue, watch requests finishing, start polling the done key."""
         from twisted.internet import task
 
-        scheduler: Any = getattr(probes._engine(self.crawler), "scheduler", None)
+        scheduler: Any = probes.scheduler_of(self.crawler)
         queue = getattr(scheduler, "queue", None)
         if queue is None or not hasattr(queue, "server"):
             raise RuntimeError(f"crawl_cluster needs the scrapy-redis scheduler; this crawl's is {type(scheduler).__name__}")

@@ -34,9 +34,11 @@ def media_failed_reason(status: int | None, exc: BaseException) -> str:
 
 def _is_counted_elsewhere(exc: object) -> bool:
     """Size-limit drops (counted by the downloader middlewares) and filters (not failures) are not recorded here."""
-    from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
+    from scrapy.exceptions import IgnoreRequest
 
-    return isinstance(exc, (IgnoreRequest, DownloadCancelledError))
+    from .probes import DOWNLOAD_CANCELLED
+
+    return isinstance(exc, (IgnoreRequest, *DOWNLOAD_CANCELLED))
 
 
 async def _awaited(outcome: Awaitable[Any], record: Callable[[BaseException], None]) -> Any:

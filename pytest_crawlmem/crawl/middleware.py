@@ -2,7 +2,8 @@
 
 Scrapy drops a response silently in three places; each is counted here, by URL, with the size seen:
 
-- DOWNLOAD_MAXSIZE over a declared Content-Length: the handler raises ``DownloadCancelledError``
+- DOWNLOAD_MAXSIZE over a declared Content-Length: the handler raises ``DownloadCancelledError`` (Twisted's
+  ``CancelledError`` before Scrapy 2.15: ``probes.DOWNLOAD_CANCELLED``)
   whose message carries the size (:class:`CrawlMemDownloaderMiddleware`, ``process_exception``);
 - DOWNLOAD_MAXSIZE passed while a body streams in: the download is cancelled with an empty
   ``DownloadCancelledError``; the bytes received so far come from the ``bytes_received`` signal;
@@ -20,11 +21,12 @@ from typing import Any
 
 from scrapy import signals
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
-from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
 
 from ..core.dropped import CANCELLED, DECOMPRESSION, MAXSIZE_DECLARED, MAXSIZE_STREAMED, DropLedger, declared_size
 from .extension import CrawlMemExtension
+from .probes import DOWNLOAD_CANCELLED, legacy_declared_size
 
 DOWNLOADER_MIDDLEWARE_PATH = "pytest_crawlmem.middleware.CrawlMemDownloaderMiddleware"
 #: Nearest the downloader (after HttpCacheMiddleware, 900): it sees every download exception first.
@@ -75,9 +77,10 @@ class CrawlMemDownloaderMiddleware:
 
     def process_exception(self, request: Any, exception: Exception, spider: Any = None) -> None:
         """Record a download DOWNLOAD_MAXSIZE cancelled, declared or streamed; let the exception go on."""
-        if not isinstance(exception, DownloadCancelledError):
+        if not isinstance(exception, DOWNLOAD_CANCELLED):
             return None
         declared = declared_size(str(exception))
+        declared = legacy_declared_size(str(exception)) if declared is None else declared
         if declared is not None:
             self.ledger.drop(request.url, MAXSIZE_DECLARED, declared)
             return None
@@ -102,8 +105,9 @@ class CrawlMemHttpCompressionMiddleware(HttpCompressionMiddleware):
 
     def process_response(self, request: Any, response: Any, spider: Any = None) -> Any:
         """Decompress as Scrapy does; record the response when the decompression limit ignores it."""
-        try:
-            result = super().process_response(request, response)
+        try:  # Scrapy 2.13 requires the spider argument, 2.14+ deprecate it
+            result = (super().process_response(request, response) if spider is None
+                      else super().process_response(request, response, spider))
         except IgnoreRequest as exc:
             if self.ledger is not None:
                 self.ledger.drop(response.url, DECOMPRESSION, getattr(exc.__cause__, "decompressed_size", None))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -91,6 +92,28 @@ def malloc_trim() -> bool:
     return True
 
 
+def _download_cancelled() -> tuple[type[BaseException], ...]:
+    """What a download cancelled at DOWNLOAD_MAXSIZE raises: DownloadCancelledError (Scrapy >= 2.15), before it Twisted's."""
+    from scrapy import exceptions
+    from twisted.internet.defer import CancelledError
+
+    new = getattr(exceptions, "DownloadCancelledError", None)
+    return (new,) if isinstance(new, type) else (CancelledError,)
+
+
+#: The exception types of a download DOWNLOAD_MAXSIZE cancelled, on this Scrapy.
+DOWNLOAD_CANCELLED: tuple[type[BaseException], ...] = _download_cancelled()
+
+
+_LEGACY_EXPECTED_SIZE = re.compile(r"expected response size \((\d+)\) larger than download max size")
+
+
+def legacy_declared_size(message: str) -> int | None:
+    """The Content-Length in Scrapy < 2.15's DOWNLOAD_MAXSIZE message (``expected response size (N) larger ...``)."""
+    match = _LEGACY_EXPECTED_SIZE.search(message)
+    return int(match.group(1)) if match else None
+
+
 def _engine(crawler: Any) -> Any:
     """Return the crawler's engine or ``None`` (``crawler.engine`` raises before crawl())."""
     return getattr(crawler, "_engine", None) or getattr(crawler, "engine", None)
@@ -102,6 +125,12 @@ def _scheduler(engine: Any) -> Any:
         slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
         scheduler = getattr(slot, "scheduler", None)  # Scrapy 2.13-2.18
     return scheduler
+
+
+def scheduler_of(crawler: Any) -> Any:
+    """The crawl's scheduler (``engine.scheduler`` from Scrapy 2.19, ``engine._slot.scheduler`` before), or ``None``."""
+    engine = _engine(crawler)
+    return _scheduler(engine) if engine is not None else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ DOWNLOAD_MAXSIZE) that sends ``GET https://shop.example/p/1`` to the replay site
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -25,24 +26,40 @@ from ..core.replay import COPY_PREFIX, HANDLER_PATH, MAX_MISSED_URLS, copy_url
 MARKER_HEADER = b"X-Crawlmem-Replay"
 STATS_HITS = "crawlmem/replay/hits"
 STATS_MISSES = "crawlmem/replay/misses"
+STATS_ROBOTS_ABSENT = "crawlmem/replay/robots_absent"
+ROBOTS_PATH = "/robots.txt"
 
 
 @dataclass
 class Tally:
-    """Hits, misses and the first missed URLs of one replayed crawl."""
+    """Hits, misses and the first missed URLs of one replayed crawl.
+
+    A miss is counted once per distinct request of the recording: the same unrecorded URL asked on every copy
+    (``crawlmem-copyK.<host>``) is one miss. A ``/robots.txt`` the recording lacks is answered 404, as a site without
+    one answers (ROBOTSTXT_OBEY then allows every URL), and is counted in ``robots_absent``, not as a miss.
+    """
 
     hits: int = 0
     misses: int = 0
+    robots_absent: int = 0
     missed_urls: dict[str, None] = field(default_factory=dict)  # insertion-ordered set
+    _missed: set[str] = field(default_factory=set)
 
     def count(self, url: str, hit: bool) -> None:
         """Count one replayed response."""
         if hit:
             self.hits += 1
             return
+        original = original_url(url)
+        if urlsplit(original).path == ROBOTS_PATH:
+            self.robots_absent += 1
+            return
+        if original in self._missed:
+            return
+        self._missed.add(original)
         self.misses += 1
         if len(self.missed_urls) < MAX_MISSED_URLS:
-            self.missed_urls.setdefault(url)
+            self.missed_urls.setdefault(original)
 
 
 _TALLIES: weakref.WeakKeyDictionary[Any, Tally] = weakref.WeakKeyDictionary()
@@ -72,34 +89,77 @@ def offline_public_suffixes() -> None:
         cookies._split_domain = TLDExtract(suffix_list_urls=(), include_psl_private_domains=True)
 
 
-class ReplayDownloadHandler(HTTP11DownloadHandler):
+class _ReplayHandlerBase(HTTP11DownloadHandler):
     """Downloads every http(s) request from the replay site (CRAWLMEM_REPLAY_URL) and counts hits and misses."""
 
-    def __init__(self, crawler: Any) -> None:
+    def __init__(self, *args: Any) -> None:  # (crawler) on Scrapy >= 2.14, (settings, crawler) on 2.13
+        crawler = args[-1]
         base = crawler.settings.get("CRAWLMEM_REPLAY_URL")
         if not base:
             raise NotConfigured("ReplayDownloadHandler needs CRAWLMEM_REPLAY_URL")
-        super().__init__(crawler)
+        super().__init__(*args)
         self._base = str(base).rstrip("/")
         self._stats = crawler.stats
         self._tally = _TALLIES.setdefault(crawler, Tally())
         offline_public_suffixes()
 
+    def _local(self, request: Request) -> Request:
+        """``request`` addressed to the replay site (``http://127.0.0.1:PORT/<original URL>``), without a proxy."""
+        meta = {k: v for k, v in request.meta.items() if k != "proxy"}  # the replay site is local: no proxy
+        return request.replace(url=f"{self._base}/{request.url}", meta=meta)
+
+    def _replayed(self, request: Request, response: Response) -> Response:
+        """Count the replay site's answer as a hit or a miss; hand the spider a response with the original URL."""
+        before = self._tally.misses, self._tally.robots_absent
+        hit = response.headers.pop(MARKER_HEADER, None) == [b"hit"]
+        self._tally.count(request.url, hit)
+        if hit:
+            self._stats.inc_value(STATS_HITS)
+        elif self._tally.robots_absent > before[1]:
+            self._stats.inc_value(STATS_ROBOTS_ABSENT)
+        elif self._tally.misses > before[0]:
+            self._stats.inc_value(STATS_MISSES)
+        return response.replace(url=request.url)
+
+
+def _copy_latency(local: Request, request: Request) -> None:
+    latency = local.meta.get("download_latency")
+    if latency is not None:
+        request.meta["download_latency"] = latency
+
+
+class _AsyncReplayHandler(_ReplayHandlerBase):
+    """The replay handler for Scrapy >= 2.14, whose handlers are coroutines."""
 
     async def download_request(self, request: Request) -> Response:
         """Fetch ``request`` from the replay site; the response carries the original URL."""
-        meta = {k: v for k, v in request.meta.items() if k != "proxy"}  # the replay site is local: no proxy
-        local = request.replace(url=f"{self._base}/{request.url}", meta=meta)
+        local = self._local(request)
         try:
             response = await super().download_request(local)
         finally:
-            latency = local.meta.get("download_latency")
-            if latency is not None:
-                request.meta["download_latency"] = latency
-        hit = response.headers.pop(MARKER_HEADER, None) == [b"hit"]
-        self._tally.count(request.url, hit)
-        self._stats.inc_value(STATS_HITS if hit else STATS_MISSES)
-        return response.replace(url=request.url)
+            _copy_latency(local, request)
+        return self._replayed(request, response)
+
+
+class _DeferredReplayHandler(_ReplayHandlerBase):
+    """The replay handler for Scrapy 2.13, whose handlers take the spider and return a Deferred."""
+
+    def download_request(self, request: Request, spider: Any) -> Any:  # type: ignore[override]
+        """Fetch ``request`` from the replay site; the response carries the original URL."""
+        local = self._local(request)
+
+        def done(result: Any) -> Any:
+            _copy_latency(local, request)
+            return self._replayed(request, result) if isinstance(result, Response) else result
+
+        deferred: Any = super().download_request(local, spider)  # type: ignore[call-arg]
+        return deferred.addBoth(done)
+
+
+#: Scrapy's dotted path to the replay handler (core.replay.HANDLER_PATH), for this Scrapy's handler interface.
+ReplayDownloadHandler: type[_ReplayHandlerBase] = (
+    _AsyncReplayHandler if inspect.iscoroutinefunction(HTTP11DownloadHandler.download_request) else _DeferredReplayHandler
+)
 
 
 def original_host(url: str) -> tuple[int, str]:
@@ -109,6 +169,15 @@ def original_host(url: str) -> tuple[int, str]:
     if dot and prefix.startswith(COPY_PREFIX) and prefix[len(COPY_PREFIX):].isdigit():
         return int(prefix[len(COPY_PREFIX):]), rest
     return 0, host
+
+
+def original_url(url: str) -> str:
+    """``url`` on the host its copy copies (a URL of copy 0 is returned as is)."""
+    copy, _ = original_host(url)
+    if not copy:
+        return url
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.replace(f"{COPY_PREFIX}{copy}.", "", 1)).geturl()
 
 
 class ReplayCopiesMiddleware(BaseSpiderMiddleware):

@@ -37,7 +37,7 @@ class SlowPipeline:
             raise NotConfigured("CRAWLMEM_SLOW_PIPELINE_DELAY_MS and CRAWLMEM_SLOW_PIPELINE_CPU_MS are both 0")
         return cls(delay_ms=delay_ms, cpu_ms=cpu_ms)
 
-    async def process_item(self, item: Any) -> Any:
+    async def process_item(self, item: Any, spider: Any = None) -> Any:  # Scrapy 2.13 passes the spider
         """Burn the CPU time, then wait the delay on the reactor; return the item unchanged."""
         if self.cpu_ms:
             burn_cpu(self.cpu_ms / 1000)

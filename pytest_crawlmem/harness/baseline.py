@@ -138,11 +138,11 @@ class Baseline:
     header: dict[str, Any] = field(default_factory=dict)
 
 
-def baseline_path(report_root: Path, name: str, fingerprint: Mapping[str, Any]) -> Path:
-    """``<report root>/baselines/<fingerprint hash>/NAME.json``."""
+def baseline_path(report_root: Path, name: str, fingerprint: Mapping[str, Any], *, directory: Path | None = None) -> Path:
+    """``<report root>/baselines/<fingerprint hash>/NAME.json`` (``directory`` instead of ``<report root>/baselines``)."""
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name.startswith("."):
         raise BaselineError(f"invalid baseline name {name!r}: use letters, digits, '.', '_' and '-'")
-    return report_root / BASELINES_DIR / fingerprint_hash(fingerprint) / f"{name}.json"
+    return (directory or report_root / BASELINES_DIR) / fingerprint_hash(fingerprint) / f"{name}.json"
 
 
 def _upgrade(document: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -260,7 +260,9 @@ def new_header(
     }
 
 
-def find_baseline(report_root: Path, name_or_path: str, here: Mapping[str, Any]) -> tuple[Baseline, list[str]]:
+def find_baseline(
+    report_root: Path, name_or_path: str, here: Mapping[str, Any], *, directory: Path | None = None
+) -> tuple[Baseline, list[str]]:
     """Load the baseline to compare against, and the fingerprint differences to warn about.
 
     A NAME is looked up for this machine only; a baseline of another machine is used only
@@ -269,9 +271,9 @@ def find_baseline(report_root: Path, name_or_path: str, here: Mapping[str, Any])
     if name_or_path.endswith(".json") or os.sep in name_or_path:
         baseline = load_baseline(Path(name_or_path))
         return baseline, fingerprint_differences(baseline.fingerprint, here)
-    path = baseline_path(report_root, name_or_path, here)
+    path = baseline_path(report_root, name_or_path, here, directory=directory)
     if not path.exists():
-        others = sorted((report_root / BASELINES_DIR).glob(f"*/{name_or_path}.json"))
+        others = sorted((directory or report_root / BASELINES_DIR).glob(f"*/{name_or_path}.json"))
         elsewhere = ""
         if others:
             diffs = []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,12 +12,22 @@ import pytest
 from ..core.cluster import ClusterError, ClusterResult, check_cluster, check_worker, parse_kill
 from ..core.models import CrawlResult, Growth, Peaks
 from ..core.protocols import ClusterFunction
+from ..core.replay import ReplayError, ReplayTarget, check_outcome
 from ..core.stops import INTERRUPTED_MESSAGE
 from ..crawl.runner import CrawlOptions
 from ..reports.cluster_report import write_cluster_report
 from ..reports.report import write_reports
 from .cluster_run import ClusterOptions, run_cluster
-from .fixtures import _fail_if_nothing_measured, _fail_if_site_died, _interrupt_crawls, _project_settings
+from .fixtures import (
+    _fail_if_nothing_measured,
+    _fail_if_site_died,
+    _interrupt_crawls,
+    _project_settings,
+    _replaying,
+    keyword_options,
+    refuse_misspelt_options,
+    spider_by_name,
+)
 from .interrupts import graceful_sigint
 from .redisserver import RedisStartError
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlRecord
@@ -56,15 +68,20 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
     records = item.stash.setdefault(RECORDS_KEY, [])
 
     def run(
-        spider_cls: type,
+        spider_cls: type | str,
         *,
         workers: int = 3,
         start_urls: list[str] | None = None,
         settings: Mapping[str, Any] | None = None,
         kill: Mapping[str, Any] | None = None,
         project_settings: bool | str | None = None,
+        replay: str | Path | None = None,
+        replay_copies: int = 1,
         **spider_kwargs: Any,
     ) -> ClusterResult:
+        project = _project_settings(item, session, project_settings)
+        spider_cls = spider_by_name(spider_cls, project)
+        refuse_misspelt_options("crawl_cluster", spider_kwargs, keyword_options(run), spider_cls)
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
             raise ClusterError(f"invalid workers {workers!r} in crawl_cluster() of {item.nodeid}: expected a count >= 1")
         plan = parse_kill(kill, workers, source=f"crawl_cluster(kill=...) of {item.nodeid}")
@@ -77,13 +94,15 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
                 leak_per_response=budgets.leak_per_response if budgets else None,
                 kill_at_bytes=budgets.kill_at if budgets else None,
                 timeout_seconds=budgets.timeout if budgets else None,
-                project_settings=_project_settings(item, session, project_settings),
+                project_settings=project,
             ),
             report_dir=report_dir,
             kill=plan,
             timeout_seconds=budgets.timeout if budgets else None,
         )
-        with graceful_sigint(_interrupt_crawls) as interrupt:
+        with _replaying(replay, replay_copies, (None, None, None), spider_cls, start_urls) as target, \
+                graceful_sigint(_interrupt_crawls) as interrupt:
+            options = replace(options, worker_options=replace(options.worker_options, replay=target))
             try:
                 result = run_cluster(spider_cls, start_urls=start_urls, settings=settings,
                                      spider_kwargs=spider_kwargs, options=options)
@@ -94,11 +113,22 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
         summary = cluster_summary(result)
         _fail_if_site_died(request, summary)
+        _fail_if_cluster_replay_found_nothing(target, result)
         _fail_if_nothing_measured(summary, budgets, session)
         _fail_if_a_worker_failed(result)
         return result
 
     return run
+
+
+def _fail_if_cluster_replay_found_nothing(target: ReplayTarget | None, result: ClusterResult) -> None:
+    """A replayed cluster whose workers found none of their URLs in the recording measured 404 pages: say which."""
+    if target is None:
+        return
+    try:
+        check_outcome(target, result.replay_hits, result.replay_misses, result.replay_missed_urls)
+    except ReplayError as exc:
+        pytest.fail(f"{exc}; report: {result.report_dir}", pytrace=False)
 
 
 def _fail_if_a_worker_failed(result: ClusterResult) -> None:

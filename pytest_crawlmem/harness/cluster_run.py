@@ -293,8 +293,9 @@ def run_cluster(
             stopped = _run_to_done(coordinator, options, errors)
             stderr = _wait_for_workers(children)
             counts = coordinator.counts()
+            name = str(getattr(spider_cls, "name", None) or spider_cls.__name__)
             results = [_counted(child_result(c, err, why=_why(i, options.kill, coordinator.kill_fired_at)),
-                                counts.get(f"responses:{i}", 0))
+                                counts.get(f"responses:{i}", 0), name)
                        for i, (c, err) in enumerate(zip(children, stderr, strict=True))]
             ledger = coordinator.read_ledger(seeded)
             ends = tuple(_end_of(i, c, options.kill, coordinator.kill_fired_at, stopped) for i, c in enumerate(children))
@@ -327,9 +328,19 @@ def _worker_dir(report_dir: Path | None, index: int) -> Path | None:
     return report_dir / f"worker-{index}" if report_dir is not None else None
 
 
-def _counted(result: CrawlResult, responses: int) -> CrawlResult:
-    """A worker's result with the responses the ledger counted, when its own stream lags (a killed worker's last sample)."""
-    return replace(result, responses=responses) if responses > result.responses else result
+def _counted(result: CrawlResult, responses: int, spider: str) -> CrawlResult:
+    """A worker's result named by its spider, with the responses the ledger counted when its own stream lags.
+
+    A killed worker's last sample is older than its last response, and a worker killed before it reported is
+    rebuilt from its class: both read as the other workers do (the spider's name; one count everywhere).
+    """
+    if responses <= result.responses:
+        return replace(result, spider=spider)
+    growth = result.growth
+    if growth.verdict == "inconclusive":
+        growth = replace(growth, reason=f"{responses:,} responses (its own samples stopped at {result.responses:,}"
+                                        " when it ended), too few drained checkpoints to judge its growth")
+    return replace(result, spider=spider, responses=responses, growth=growth)
 
 
 def _why(index: int, plan: KillPlan | None, fired_at: int | None) -> str:

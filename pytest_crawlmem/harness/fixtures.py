@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 from ..core import stops
 from ..core.budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold
 from ..core.growth import AUTO_REPLAY_RESPONSES, auto_replay_copies
+from ..core.keywords import refuse_misspelt
 from ..core.models import CrawlResult
 from ..core.protocols import BrowserJobFunction, CrawlFunction
 from ..core.replay import MAX_COPIES, ReplayError, ReplayTarget, check_copies, check_outcome, check_start_urls, parse_knobs
@@ -28,6 +30,7 @@ from .project import ProjectError, find_project, import_settings_module
 from .replay_site import running_replay
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .site import RunningSite, SiteStartError, start_site
+from .spider_names import SpiderNameError, resolve_spider
 
 #: Set on the test item by ``crawl_sweep`` while its variants run (a variant that measured nothing loses, not fails).
 SWEEPING_KEY = pytest.StashKey[bool]()
@@ -211,6 +214,40 @@ def _check_governor(governor: str | int | None) -> None:
         pytest.fail(f"crawl(governor={governor!r}): {exc}", pytrace=False)
 
 
+def keyword_options(func: Callable[..., Any]) -> tuple[str, ...]:
+    """The keyword-only options of a fixture's callable (what a misspelt spider argument is checked against)."""
+    return tuple(p.name for p in inspect.signature(func).parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY)
+
+
+def declared_arguments(spider: type | str) -> set[str]:
+    """The arguments ``spider`` declares: its ``__init__``'s named parameters and its class attributes (none for a name)."""
+    if not isinstance(spider, type):
+        return set()
+    try:
+        parameters = list(inspect.signature(spider).parameters.values())  # the class's signature: its __init__'s
+    except (TypeError, ValueError):
+        parameters = []
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return named | set(dir(spider))
+
+
+def refuse_misspelt_options(
+    fixture: str, spider_kwargs: Mapping[str, Any], options: Iterable[str], spider: type | str = ""
+) -> None:
+    """Fail the test when a spider argument is really a misspelt option of ``fixture()`` (``replay_copy=3``)."""
+    message = refuse_misspelt(fixture, spider_kwargs, options, declared_arguments(spider))
+    if message is not None:
+        pytest.fail(message, pytrace=False)
+
+
+def spider_by_name(spider: type | str, settings_module: str | None) -> type:
+    """The spider class ``crawl()`` was given, or the project's spider of that name (a clear failure when unknown)."""
+    try:
+        return resolve_spider(spider, settings_module)
+    except SpiderNameError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
 @pytest.fixture
 def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
     """Run a spider to the end, measured; return its :class:`CrawlResult`.
@@ -225,7 +262,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
     wait = _blockon()
 
     def run(
-        spider_cls: type,
+        spider_cls: type | str,
         *,
         start_urls: list[str] | None = None,
         settings: Mapping[str, Any] | None = None,
@@ -242,6 +279,8 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         _refuse_reactor_greenlet()
         _check_governor(governor if governor is not None else (settings or {}).get("CRAWLMEM_BUDGET"))
         project = _project_settings(item, session, project_settings)
+        spider_cls = spider_by_name(spider_cls, project)
+        refuse_misspelt_options("crawl", spider_kwargs, keyword_options(run), spider_cls)
         frames = session.settings.tracemalloc_frames
         if budgets is not None and budgets.traced_peak is not None:
             frames = max(frames, 1)

@@ -21,6 +21,9 @@ from ..core.units import format_size
 from ..reports.report import environment
 from . import baseline as bl
 
+#: Why a test's crawl_memory marker is wrong, set at collection; the test fails at setup with it, its neighbours run.
+MARKER_ERROR_KEY = pytest.StashKey[str]()
+
 
 class CrawlMemWarning(UserWarning):
     """A memory finding that the test's budgets ask to report, not to fail on (``leak="warn"``)."""
@@ -106,11 +109,12 @@ class CrawlMemSession:
         """
         settings, here = self.settings, bl.machine_fingerprint()
         if settings.save_name:
-            self.save_path = bl.baseline_path(settings.report_dir, settings.save_name, here)
+            self.save_path = bl.baseline_path(settings.report_dir, settings.save_name, here, directory=settings.baselines)
             self.commit = bl.commit_info(rootdir)
         if not settings.compare_name:
             return []
-        self.baseline, differences = bl.find_baseline(settings.report_dir, settings.compare_name, here)
+        self.baseline, differences = bl.find_baseline(settings.report_dir, settings.compare_name, here,
+                                                      directory=settings.baselines)
         if not differences:
             return []
         return [f"baseline {self.baseline.path} was saved on a different machine ({'; '.join(differences)}):"

@@ -8,6 +8,7 @@ variants, merges their settings, tags their records and writes the sweep's table
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from ..core.protocols import CrawlFunction, SweepFunction
 from ..core.sweep import DEFAULT_ISOLATE, Pick, SweepResult, SweepRow, Variants, name_variants
 from ..reports.sweep_report import write_sweep_files
-from .fixtures import SWEEPING_KEY
+from .fixtures import SWEEPING_KEY, keyword_options, refuse_misspelt_options
 from .session import RECORDS_KEY, SESSION_KEY
 
 
@@ -33,14 +34,18 @@ def crawl_sweep(request: pytest.FixtureRequest, crawl: CrawlFunction) -> SweepFu
     sweeps_run = [0]
 
     def run(
-        spider_cls: type,
+        spider_cls: type | str,
         variants: Variants,
         *,
         start_urls: list[str] | None = None,
         settings: Mapping[str, Any] | None = None,
         isolate: bool = DEFAULT_ISOLATE,
+        replay: str | Path | None = None,
+        replay_copies: int = 1,
         **spider_kwargs: Any,
     ) -> SweepResult:
+        # crawl()'s own options (project_settings, replay_latency, ...) pass through; a near miss of either is refused
+        refuse_misspelt_options("crawl_sweep", spider_kwargs, keyword_options(run) + keyword_options(crawl), spider_cls)
         named = name_variants(variants)  # a bad sweep fails before the first crawl
         sweeps_run[0] += 1
         rows, results = [], {}
@@ -48,7 +53,7 @@ def crawl_sweep(request: pytest.FixtureRequest, crawl: CrawlFunction) -> SweepFu
             item.stash[SWEEPING_KEY] = True
             try:
                 result = crawl(spider_cls, start_urls=start_urls, settings={**(settings or {}), **overrides},
-                               isolate=isolate, **spider_kwargs)
+                               isolate=isolate, replay=replay, replay_copies=replay_copies, **spider_kwargs)
             finally:
                 item.stash[SWEEPING_KEY] = False
             record = records[-1]

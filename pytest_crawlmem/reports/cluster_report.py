@@ -95,14 +95,26 @@ def _workers_chart(workers: Sequence[Mapping[str, Any]]) -> str:
                            XAxis("seconds since each worker's crawl started", seconds_tick), caption="Workers' RSS")
 
 
+def _headline(document: Mapping[str, Any]) -> str:
+    """The verdict line: ``failed`` with the first broken budget when the test failed, the memory verdict beside it."""
+    result = document["result"]
+    broken = [v["message"] for v in document["violations"] if v["fails"]] + list(result["errors"])
+    memory = f'{esc(result["verdict"])}: {esc(result["reason"])}'
+    if not broken:
+        return f'<p class="verdict"><strong>{esc(result["verdict"])}</strong>: {esc(result["reason"])}</p>'
+    more = f" (and {len(broken) - 1} more below)" if len(broken) > 1 else ""
+    return (f'<p class="verdict"><strong>failed</strong>: {esc(broken[0])}{esc(more)}</p>'
+            f'<p class="note">memory verdict: {memory}</p>')
+
+
 def render_cluster_html(document: Mapping[str, Any], report_dir: Path) -> str:
     """The cluster's report.html: verdict, violations, Redis panel, ledger, workers, lost URLs."""
     result, ledger = document["result"], document["ledger"]
     head = Safe(
         f'<header><p class="kicker">crawl_cluster · {esc(result["workers"])} scrapy-redis workers</p>'
         f'<h1>{esc(document["test"])}</h1>'
-        f'<p class="verdict"><strong>{esc(result["verdict"])}</strong>: {esc(result["reason"])}</p>'
-        f'<p class="note">{esc(result["responses"])} responses, {esc(result["items_scraped"])} items in'
+        + _headline(document)
+        + f'<p class="note">{esc(result["responses"])} responses, {esc(result["items_scraped"])} items in'
         f' {esc(result["duration_seconds"])} s; workers\' peak RSS summed {esc(size(result["cluster_rss"]))};'
         f' Redis peak {esc(size(result["redis_peak_memory"]))}; queue up to {esc(count(result["max_queue"]))}</p></header>'
     )

@@ -8,9 +8,12 @@ replay site's checker and prints its size per page.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.units import format_size
@@ -62,15 +65,56 @@ def describe(recording: Path, summary: dict[str, object]) -> str:
             f" ({format_size(per_page)} per page; bodies {format_size(int(str(summary.get('body_bytes', 0))))})")
 
 
+_STAT = re.compile(r"'(response_received_count|downloader/exception_type_count/[\w.]+)': (\d+)")
+_FIRST_ERROR = re.compile(r"Error downloading <(\w+) ([^>]+)>")
+_EXCEPTION_LINE = re.compile(r"^(?:\w+\.)+\w+: (.+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class CrawlOutcome:
+    """What ``scrapy crawl``'s log says it got: responses, download errors by type, the first failed request and why."""
+
+    responses: int | None = None  # None: the log holds no stats dump (LOG_FILE, LOG_ENABLED=False)
+    errors: Counter[str] = field(default_factory=Counter)
+    first_error: str = ""
+
+    def nothing_recorded(self) -> str:
+        """The sentence for a crawl that recorded nothing: responses, download errors, the first one."""
+        total = sum(self.errors.values())
+        kinds = ", ".join(f"{n:,} {kind}" for kind, n in self.errors.most_common())
+        detail = f" ({kinds}; the first: {self.first_error})" if kinds and self.first_error else f" ({kinds})" if kinds else ""
+        return (f"0 responses recorded, {total:,} download errors{detail}: nothing to replay; check that the start"
+                " URLs are reachable from this machine (or record through a local copy of the site)")
+
+
+def crawl_outcome(log: str) -> CrawlOutcome:
+    """Read ``scrapy crawl``'s log: the stats dump's response and exception counts, the first download error."""
+    stats = {name: int(count) for name, count in _STAT.findall(log)}
+    errors = Counter({name.rsplit("/", 1)[1].rsplit(".", 1)[-1]: n for name, n in stats.items() if "/" in name})
+    dumped = "Dumping Scrapy stats" in log
+    first = ""
+    found = _FIRST_ERROR.search(log)
+    if found:
+        reason = _EXCEPTION_LINE.search(log, found.end())
+        first = f"{found.group(1)} {found.group(2)}" + (f": {reason.group(1).strip()}" if reason else "")
+    return CrawlOutcome(stats.get("response_received_count", 0) if dumped else None, errors, first)
+
+
 def record_command(spider: str, output: Path, *, pages: int | None, gzip: bool, settings: Sequence[str]) -> int:
     """Record ``spider``'s crawl into ``output`` (which must be new or empty); print its size per page."""
     output = output.expanduser().resolve()
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         print(f"crawlmem: error: {output} exists and is not an empty directory: record into a new one", file=sys.stderr)
         return EXIT_BAD_INPUT
-    crawl = subprocess.run(record_argv(spider, output, pages=pages, gzip=gzip, settings=settings), check=False)
+    crawl = subprocess.run(record_argv(spider, output, pages=pages, gzip=gzip, settings=settings), check=False,
+                           stderr=subprocess.PIPE, text=True, errors="replace")
+    sys.stderr.write(crawl.stderr)  # Scrapy's log, as scrapy crawl shows it
     if crawl.returncode != 0:
         print(f"crawlmem: error: scrapy crawl {spider} exited with code {crawl.returncode}", file=sys.stderr)
+        return EXIT_FAILED
+    outcome = crawl_outcome(crawl.stderr)
+    if outcome.responses == 0 or (outcome.responses is None and not output.exists()):
+        print(f"crawlmem: error: {outcome.nothing_recorded()}", file=sys.stderr)
         return EXIT_FAILED
     try:
         summary = summarize(output)
