@@ -28,7 +28,7 @@ class DeepGroups(Catalog):
         self.groups = {}
 
     def parse_product(self, response):
-        text = response.css("div.description").get() * 8  # ALLOCATES deep_groups
+        text = response.css("div.description").get() * 16  # ALLOCATES deep_groups
         key = response.url[-1]
         self.groups.setdefault(key, {"items": []})
         self.groups[key]["items"].append(text)  # KEEPS deep_groups
@@ -45,7 +45,7 @@ class DeeperGroups(Catalog):
         self.shop = {"groups": {}, "name": "shop"}
 
     def parse_product(self, response):
-        text = response.css("div.description").get() * 8  # ALLOCATES deeper_groups
+        text = response.css("div.description").get() * 16  # ALLOCATES deeper_groups
         key = response.url[-1]
         if key not in self.shop["groups"]:
             self.shop["groups"][key] = {"items": [], "key": key}
@@ -88,7 +88,7 @@ class CachedDetails(Catalog):
 
 def on_page(response, request, spider):
     if "/product/" in response.url:
-        page = response.css("div.description").get() * 8  # ALLOCATES signal_list
+        page = response.css("div.description").get() * 16  # ALLOCATES signal_list
         RECEIVED.append(page)  # KEEPS signal_list
 
 
@@ -112,7 +112,7 @@ class PageStore:
 
     def process_response(self, request, response, spider=None):
         if "/product/" in request.url:
-            body = response.body * 8  # ALLOCATES component_dict
+            body = response.body * 16  # ALLOCATES component_dict
             self.pages[request.url] = body  # KEEPS component_dict
         return response
 
@@ -123,7 +123,7 @@ class StatsPerUrl(Catalog):
     name = "stats_per_url"
 
     def parse_product(self, response):
-        summary = response.css("div.description").get() * 8  # ALLOCATES stats_per_url
+        summary = response.css("div.description").get() * 16  # ALLOCATES stats_per_url
         self.crawler.stats.set_value(f"seen/{response.url}", summary)  # KEEPS stats_per_url
         yield from super().parse_product(response)
 

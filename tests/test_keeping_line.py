@@ -100,8 +100,7 @@ def test_the_where_row_shows_the_users_frame_with_its_own_source_line(inner, cas
     _, root = inner
     keeps, source = marked(case, "KEEPS")
     page = (report_dir(root, case) / "report.html").read_text()
-    row = page.split("<th>where</th>", 1)[-1] if "<th>where</th>" in page else page.split(">where<", 1)[1]
-    row = row.split("</tr>", 1)[0]
+    row = page.split("<td>where</td>", 1)[1].split("</tr>", 1)[0]
     assert f"<code>{keeps}</code>" in row, row
     assert f'<code class="src">{html.escape(source, quote=True)}</code>' in row, row
 
@@ -124,10 +123,22 @@ def test_native_growth_is_said_with_its_share_and_its_owners(inner):
     share = re.search(r"(\d+)% of the growth is native: memory allocated by C extensions, invisible to tracemalloc", reason)
     assert share and int(share.group(1)) >= 50, reason
     keeps, _ = marked("kept_elements", "KEEPS")
-    assert "lxml.etree._Element" in reason and f"spider.nodes -> list[" in reason and keeps in reason, reason
+    assert "owned by lxml.html.HtmlElement" in reason and "held in spider.nodes -> list[" in reason, reason
+    assert reason.index(keeps) < reason.index("native"), reason
 
 
 @pytest.mark.parametrize("case", PYTHON_LEVEL)
 def test_python_level_leaks_are_not_called_native(inner, case):
     _, root = inner
     assert "native" not in result_of(root, case)["growth"]["reason"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_verbose_summary_row_names_the_keeping_line(inner, case):
+    proc, _ = inner
+    keeps, _ = marked(case, "KEEPS")
+    table = proc.stdout.split("crawl memory =", 1)[1]
+    header = next(line for line in table.splitlines() if line.startswith("test "))
+    row = next(line for line in table.splitlines() if line.startswith(f"test_suite.py::test_leak[{case}]"))
+    assert header.rstrip().endswith("where"), header
+    assert row.rstrip().endswith(keeps), row

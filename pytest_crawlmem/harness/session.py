@@ -15,6 +15,7 @@ import pytest
 from ..core.budgets import Budgets, Violation
 from ..core.models import CrawlResult
 from ..core.settings import PluginSettings
+from ..core.sites import named_line
 from ..core.sweep import SweepResult
 from ..core.units import format_size
 from ..reports.report import environment
@@ -56,6 +57,7 @@ class SummaryRow:
     crawl: str = ""  # "2: spider" for the second of several crawls of a test
     amplification_p95: float | None = None  # parse amplification (issue 19), shown with -v
     amplification_max: float | None = None
+    where: str = ""  # the line a leak verdict names first (the one storing into its holder), shown with -v
 
     @classmethod
     def of(cls, record: CrawlRecord, crawl: str = "") -> SummaryRow:
@@ -66,6 +68,7 @@ class SummaryRow:
             record.test_id, result.responses, result.peak_rss, result.growth.per_response_bytes, result.verdict,
             record.outcome, result.rss_growth, result.max_scheduled, result.max_inflight, result.duration_seconds,
             record.variant or "", crawl, amp.p95_ratio if amp else None, amp.max_ratio if amp else None,
+            named_line(result.top_growth, result.holders) if result.verdict == "retained-objects" else "",
         )
 
     def cells(self, verbose: bool) -> list[str]:
@@ -79,6 +82,7 @@ class SummaryRow:
             amp = "-" if self.amplification_max is None else f"{self.amplification_p95 or 0:.1f}x/{self.amplification_max:.1f}x"
             cells[4:4] = [format_size(self.rss_growth), f"{self.max_scheduled:,}", f"{self.max_inflight:,}",
                           f"{self.duration_seconds:.1f}s", amp]
+            cells.append(self.where or "-")
         return cells
 
 
@@ -218,6 +222,7 @@ class CrawlMemSession:
         header = ["test", "responses", "peak RSS", "growth/resp", "verdict", "outcome"]
         if verbose:
             header[4:4] = ["RSS growth", "max sched", "max inflight", "duration", "parse amp p95/max"]
+            header.append("where")
         rows = [header] + [r.cells(verbose) for r in sorted(self.rows, key=lambda r: (r.test_id, r.crawl))]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
