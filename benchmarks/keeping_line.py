@@ -1,6 +1,7 @@
 """Which line the leak verdict names first, over repeated real crawls of each holder shape (issue 27).
 
     python benchmarks/keeping_line.py [--runs 10] [--responses 1000] [--verify 2] [--shapes depth2 lxml ...]
+                                      [--verify-shapes lxml depth2]
                                       [--json benchmarks/results/keeping_line.json]
 
 Every crawl runs in this one process against the fixture site, measured as the ``crawl`` fixture measures it
@@ -123,6 +124,7 @@ def main() -> None:
     parser.add_argument("--responses", type=int, default=1000)
     parser.add_argument("--verify", type=int, default=2, help="whole-crawl traced runs a shape, for the measured share")
     parser.add_argument("--shapes", nargs="*", default=list(SHAPES))
+    parser.add_argument("--verify-shapes", nargs="*", default=None, help="shapes given --verify runs (default: all)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     pillow = importlib.util.find_spec("PIL") is not None
@@ -132,8 +134,13 @@ def main() -> None:
     with start_site() as site:
         url = site.url(catalog_path(args.responses, per_page=20))
         for shape in shapes:
-            runs[shape] = [one_run(shape, url, CrawlOptions()) for _ in range(args.runs)]
-            verify[shape] = [one_run(shape, url, CrawlOptions(tracemalloc_frames=1)) for _ in range(args.verify)]
+            runs[shape] = []
+            for i in range(args.runs):
+                runs[shape].append(one_run(shape, url, CrawlOptions()))
+                progress(f"    {shape} run {i + 1}: {runs[shape][-1]['verdict']}, named {runs[shape][-1]['named']},"
+                         f" native {runs[shape][-1]['stated_native']}, {runs[shape][-1]['seconds']:.0f} s")
+            checked = args.verify if args.verify_shapes is None or shape in args.verify_shapes else 0
+            verify[shape] = [one_run(shape, url, CrawlOptions(tracemalloc_frames=1)) for _ in range(checked)]
             row = summarize({shape: runs[shape]}, verify)[shape]
             progress(f"  {shape:16} flagged {row['flagged']}/{row['runs']}, keeping line {row['keeping']}/{row['flagged']},"
                      f" request line leads {row['request_leads']}, native stated {row['stated_native_median']}"

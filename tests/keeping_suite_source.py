@@ -68,7 +68,7 @@ class ClassRegistry(Catalog):
     name = "class_registry"
 
     def parse_product(self, response):
-        page = Page(response.url, response.css("div.description").get() * 8)  # ALLOCATES class_registry
+        page = Page(response.url, response.css("div.description").get() * 16)  # ALLOCATES class_registry
         yield {"url": page.url}
 
 
@@ -82,7 +82,7 @@ class CachedDetails(Catalog):
         return len(html)
 
     def parse_product(self, response):
-        self.details(response.url, response.css("div.description").get() * 8)  # ALLOCATES cached_details
+        self.details(response.url, response.css("div.description").get() * 16)  # ALLOCATES cached_details
         yield from super().parse_product(response)
 
 

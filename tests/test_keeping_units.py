@@ -88,11 +88,10 @@ def test_a_class_registry_a_module_list_and_a_stats_key_have_their_storing_lines
     assert keeping.keeping_line(shop.Page, ".registry") == line_of("Page.registry[url] = self")
     assert keeping.keeping_line(shop, ".RECEIVED") == line_of("RECEIVED.append")
 
-    class StatsCollector:
-        def __init__(self) -> None:
-            self._stats: dict[str, object] = {}
+    import scrapy.statscollectors
 
-    assert keeping.keeping_line(StatsCollector(), "._stats") == line_of("set_value")
+    stats = scrapy.statscollectors.MemoryStatsCollector.__new__(scrapy.statscollectors.MemoryStatsCollector)
+    assert keeping.keeping_line(stats, "._stats", files=[str(Path("keep_spiders.py").resolve())]) == line_of("set_value")
 
 
 def test_an_lru_cache_is_kept_by_its_decorated_def(shop):
@@ -213,3 +212,20 @@ def test_receivers_connected_per_response_are_held_by_the_signal_dispatcher_at_t
 
 def connect_line() -> int:
     return next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.endswith("# the connect line"))
+
+
+def test_a_component_written_into_directly_is_kept_by_that_line(shop):
+    class StatsCollector:
+        def __init__(self) -> None:
+            self._stats: dict[str, list[int]] = {}
+
+        def keep(self, value: int) -> None:
+            self._stats.setdefault("debug/requests", []).append(value)  # the direct store
+
+    stats = StatsCollector()
+    before = holders.container_lengths({"stats": stats})
+    for i in range(100):
+        stats.keep(i)
+    found = holders.find_holders({"stats": stats}, before, 100, library=["stats"])
+    direct = next(i for i, line in enumerate(Path(__file__).read_text().splitlines(), 1) if line.endswith("# the direct store"))
+    assert found and found[0].line is not None and found[0].line.endswith(f"test_keeping_units.py:{direct}"), found

@@ -152,7 +152,7 @@ def _own_files(root: Any) -> list[str]:
     """The files of the root's own source: the module, or the user classes of its type's MRO (or of the class)."""
     if isinstance(root, types.ModuleType):
         path = getattr(root, "__file__", None)
-        return [path] if path else []
+        return [path] if path and is_user_file(path) else []
     classes = root.__mro__ if isinstance(root, type) else type(root).__mro__
     found = []
     for klass in classes:
@@ -219,12 +219,11 @@ def keeping_line(
         if filename not in parsed:
             parsed[filename] = stores_in(filename)
         for store in parsed[filename]:
-            if methods is not None:
-                if store.kind == "method" and store.name in methods:
-                    candidates.append(store)
+            if methods is not None and store.kind == "method" and store.name in methods:
+                candidates.append(store)  # stats.set_value(...), signals.connect(...)
             elif store.name == name and store.kind != "method" and (
                     store.kind == "attr" or isinstance(root, types.ModuleType)):
-                candidates.append(store)
+                candidates.append(store)  # self.groups[key]["items"].append(...), or into a component's own attribute
     if not candidates:
         return None
     return min(candidates, key=lambda s: _rank(s, depth, prefer, evidence, own)).location
