@@ -27,6 +27,7 @@ from .models import (
     RetentionPath,
     Sample,
 )
+from .sites import KeptEvidence, leak_native_share, native_sentence
 
 
 @dataclass(frozen=True)
@@ -80,16 +81,21 @@ def judge(
     leak_per_response: int | None,
     evidence: str = "",
     hint: str = "",
+    kept: KeptEvidence | None = None,
     **analysis: Any,
 ) -> Growth:
     """The growth verdict of a run, at the test's ``leak_per_response`` (the default when ``None``).
 
-    ``evidence`` (what holds a leak) is added to a ``retained-objects`` reason, ``hint`` (how to get a judgement)
+    ``evidence`` (what holds a leak) is added to a ``retained-objects`` reason, with the native share of the growth
+    when the heap grew well beyond what the attribution window traced (``kept``); ``hint`` (how to get a judgement)
     to a ``too-few-checkpoints`` one; then the verdict's fix. ``analysis`` goes to :func:`growth.analyze`.
     """
     growth = analyze(checkpoints, samples, leak_per_response=leak_per_response or DEFAULT_LEAK_PER_RESPONSE, **analysis)
-    if growth.verdict == verdicts.RETAINED_OBJECTS and evidence:
-        growth = replace(growth, reason=growth.reason + evidence)
+    if growth.verdict == verdicts.RETAINED_OBJECTS and (evidence or kept):
+        native = ""
+        if kept is not None and growth.signal in ("heap", "rss"):
+            native = native_sentence(leak_native_share(growth.per_response_bytes, kept), kept)
+        growth = replace(growth, reason=growth.reason + evidence + native)
     if growth.rule == "too-few-checkpoints" and hint:
         growth = replace(growth, reason=growth.reason + hint)
     if growth.verdict in FIXES:
@@ -173,15 +179,26 @@ def leak_evidence(
     sites: Sequence[GrowthSite], retention: Sequence[RetentionPath], holders: Sequence[Holder] = (),
     media: MediaSummary | None = None,
 ) -> str:
-    """What keeps a leak, for its reason: a growing container and the line storing into it, the top growth site,
-    a retention path, the media pipelines' cached failures ('' when nothing is known)."""
+    """What keeps a leak, for its reason ('' when nothing is known): the line storing into a growing container first
+    (with the container), then the allocation sites as evidence, a retention path, the media pipelines' cached failures.
+
+    ``sites`` come led by the keeping line when one is known (``sites.keeping_first``); without one the top growth site
+    is named first.
+    """
     reason = ""
-    if holders:
-        reason += f"; held by {holders[0].describe()}"
-    if sites:
-        top = sites[0]
+    holder = next((h for h in holders if h.line), holders[0] if holders else None)
+    line = holder.line if holder is not None else None
+    if holder is not None:
+        reason += f"; held by {holder.describe()}"
+        kept = next((s for s in sites if s.location == line), None)
+        if kept is not None and kept.size_diff_bytes > 0:
+            reason += f" (+{kept.size_diff_bytes / 1024:,.1f} KiB, {kept.bytes_per_response:,.0f} B/response kept)"
+    allocated = [s for s in sites if s.location != line]
+    if allocated:
+        top = allocated[0]
         where = "" if top.in_user_code else " (no frame of your code on the allocating stack)"
-        reason += (f"; top growth {top.location}{where} +{top.size_diff_bytes / 1024:,.1f} KiB"
+        label = "allocated at" if line else "top growth"
+        reason += (f"; {label} {top.location}{where} +{top.size_diff_bytes / 1024:,.1f} KiB"
                    f" ({top.bytes_per_response:,.0f} B/response)")
     held = next((r for r in retention if r.path), None)
     if held is not None:

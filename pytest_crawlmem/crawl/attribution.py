@@ -1,26 +1,36 @@
 """The attribution window: a short traced stretch of a crawl that looks leaky, and what it finds (crawl process).
 
-Opened at a drained checkpoint when the checkpoints so far look like a leak (``growth.suspicious``), closed
-at the next one: tracemalloc snapshots at both ends give the growth sites (``snapshots.growing_sites``), the
-containers that grew in between are the holders (``holders.find_holders``), and what tracing left behind
-once stopped is the window's residue (``plugin_bytes``, taken off later checkpoints' heap signal). Only a
-crawl that already looks leaky pays for deep tracing, and only briefly. Runs on the reactor thread.
+Opened at a drained checkpoint when the checkpoints so far look like a leak (``growth.suspicious``), closed two extra
+checkpoints later (the middle one: tracemalloc's growth from there, net of the queue, is the crawl's Python-level
+growth, compared with the heap's to tell native memory). Snapshots at all three give the growth sites
+(``snapshots.growing_sites``); the containers that grew in between are the holders (``holders.find_keepers``, read
+while tracing still runs so the tracebacks of their newest entries point at the line that stores into them); that line
+leads the growth sites (``sites.keeping_first``); what tracing left behind once stopped is the window's residue
+(``plugin_bytes``, taken off later checkpoints' heap signal). Only a crawl that already looks leaky pays for deep
+tracing, and only briefly. Runs on the reactor thread.
 """
 
 from __future__ import annotations
 
 import gc
+import linecache
 import sys
 import tracemalloc
+from dataclasses import replace
 from typing import Any
 
 from ..core.growth import BLOCK_BYTES, suspicious, window_residue
 from ..core.models import Checkpoint, GrowthSite, Holder
+from ..core.sites import KeptEvidence, keeping_first
 from . import probes
-from .holders import Lengths, container_lengths, find_holders, user_modules
+from .holders import Lengths, container_lengths, find_keepers, user_classes, user_modules
+from .keeping import same_function
 from .meter import settle
 from .recording import Recording
-from .snapshots import growing_sites, queued_share, take_snapshot
+from .snapshots import queued_share, site_growth, take_snapshot
+
+#: The window has a middle checkpoint when each half spans at least this many responses.
+MIN_HALF_WINDOW_RESPONSES = 10
 
 
 class AttributionWindow:
@@ -38,6 +48,7 @@ class AttributionWindow:
         self.leak_per_response = leak_per_response
         self.growth_sites: list[GrowthSite] = []
         self.holders: tuple[Holder, ...] = ()  # containers that grew during the window
+        self.kept: KeptEvidence | None = None  # what tracemalloc saw grow in the window, the first holder's entries
         self.plugin_bytes = 0  # memory the closed window left behind (not the crawl's): off the heap signal after it
         self.started_tracing = False  # the window runs on tracing it started (or adopted): it stops it when it ends
         self._snapshots: list[tracemalloc.Snapshot | None] = []
@@ -47,6 +58,11 @@ class AttributionWindow:
         self._queued: dict[str, int] = {}  # the scheduler's share of the growth sites when the window closed
         self._opening: list[Checkpoint] = []  # the checkpoint that opened the window and the one before it
         self._lengths: Lengths = {}
+        self._traced_at_open: int | None = None  # tracemalloc's figure at the opening checkpoint (0: tracing starts)
+        self._close_at = 0  # the response count the window closes at, when it has a middle checkpoint
+        self._middle: tuple[int, int | None, int] | None = None  # responses, traced bytes, queued bytes in the middle
+        self._queued_middle: dict[str, int] = {}  # the scheduler's share of the growth sites in the middle
+        self._last_interval_bytes: int | None = None  # what the growing sites grew by from the middle on
 
     @property
     def is_open(self) -> bool:
@@ -62,6 +78,14 @@ class AttributionWindow:
         """
         if self._done or not self.frames:
             return next_checkpoint
+        if self._snapshots and len(self._snapshots) == 1 and self._close_at:
+            # the middle of the window (a drained checkpoint lands up to CONCURRENT_REQUESTS responses after it was due):
+            # tracemalloc's start-up churn is behind it, what it sees grow from here is the crawl's growth
+            self._snapshots.append(take_snapshot())
+            self._responses.append(checkpoint.responses)
+            self._queued_middle = self._queued_share(crawler)
+            self._middle = (checkpoint.responses, checkpoint.traced_bytes, sum(self._queued_middle.values()))
+            return max(self._close_at, checkpoint.responses + 2 * MIN_HALF_WINDOW_RESPONSES)
         if self._snapshots:
             self._snapshots.append(take_snapshot())
             self._queued = self._queued_share(crawler)
@@ -73,20 +97,25 @@ class AttributionWindow:
             return next_checkpoint
         if tracemalloc.is_tracing():
             self._snapshots = [take_snapshot()]
+            self._traced_at_open = checkpoint.traced_bytes
         else:
+            self._traced_at_open = 0
             tracemalloc.start(self.frames)
             self.started_tracing = True
             self._snapshots = [None]  # nothing is traced yet: the empty snapshot
             self._opening = self.recording.checkpoints[-5:]  # the rate before the window: growth.window_residue
         self._responses = [checkpoint.responses]
         try:
-            self._lengths = container_lengths(_holder_roots(crawler))
+            self._lengths = container_lengths(_holder_roots(crawler)[0])
         except Exception as exc:  # evidence, never a reason to break the crawl
             self.recording.add_error(f"measuring containers failed: {exc!r}")
         self._resume_at = next_checkpoint
         # the window closes on an extra checkpoint halfway to the scheduled one at the latest: that one stays untraced
         room = max(next_checkpoint - checkpoint.responses, 2) // 2
-        return checkpoint.responses + min(self.max_responses, room)
+        self._close_at = checkpoint.responses + min(self.max_responses, room)
+        # a traced checkpoint in the middle: what tracemalloc sees grow from there is the crawl's growth (a short room
+        # stretches the window past the scheduled checkpoint, which then falls in the window)
+        return checkpoint.responses + max((self._close_at - checkpoint.responses) // 2, MIN_HALF_WINDOW_RESPONSES)
 
     def close_at_end(self, crawler: Any, responses: int) -> None:
         """Close a window still open when the spider closes (the crawl is drained), before the closing checkpoint."""
@@ -111,8 +140,7 @@ class AttributionWindow:
         if self._done:
             return
         self._done = True
-        if len(self._snapshots) >= 2:
-            self.growth_sites = growing_sites(self._snapshots, self._responses, queued=self._queued)
+        self._sites()
         self._snapshots = []
         if self.started_tracing and tracemalloc.is_tracing():
             tracemalloc.stop()
@@ -125,9 +153,11 @@ class AttributionWindow:
         the crawl's growth in it (``growth.window_residue``; ``traced`` is read before the closing snapshot), is taken
         off every later checkpoint's heap signal.
         """
+        window_traced = traced
         traced = traced if self.started_tracing else None
+        self._sites()
+        self._find_holders(crawler, responses, window_traced)  # tracing still runs: the entries' tracebacks
         self.end()
-        self._find_holders(crawler, responses)
         if traced is None or len(self._opening) < 2:
             return
         settle()
@@ -136,16 +166,56 @@ class AttributionWindow:
             after = heap + BLOCK_BYTES * sys.getallocatedblocks()
             self.plugin_bytes = window_residue(self._opening, after, traced, responses - self._opening[-1].responses)
 
-    def _find_holders(self, crawler: Any, responses: int) -> None:
-        """At the window's closing checkpoint (crawl alive, drained): the containers that grew during the window."""
+    def _sites(self) -> None:
+        """The sites that grew in every traced interval (once, while the snapshots are there)."""
+        if len(self._snapshots) >= 2 and not self.growth_sites:
+            self.growth_sites, grew = site_growth(self._snapshots, self._responses, queued=self._queued,
+                                                  queued_before=self._queued_middle if self._middle else None)
+            self._last_interval_bytes = grew if len(self._snapshots) > 2 else None
+
+    def _find_holders(self, crawler: Any, responses: int, traced: int | None) -> None:
+        """At the window's closing checkpoint (crawl alive, drained, still tracing): the containers that grew during the
+        window, the line that keeps the first, and the growth sites led by that line."""
         if not self._responses:
             return
+        window = responses - self._responses[0]
         try:
             sites = [site.location for site in self.growth_sites]
-            self.holders = find_holders(_holder_roots(crawler), self._lengths, responses - self._responses[0], prefer=sites)
+            roots, library = _holder_roots(crawler)
+            keepers = find_keepers(roots, self._lengths, window, prefer=sites, library=library)
+            self.holders = tuple(holder for holder, _ in keepers)
+            span, grew = self._traced_growth(responses, traced)
+            first = keepers[0] if keepers else None
+            self.kept = KeptEvidence(
+                responses=span, traced_bytes=grew,
+                holder=first[0].path if first else "", line=first[0].line if first else None,
+                owners=tuple(first[1].owners.most_common(3)) if first else (),
+                sampled=first[1].sampled if first else 0,
+                allocated_at=tuple(site for site, _ in first[1].sites.most_common(5)) if first else (),
+            )
+            del keepers, first, roots
+            line = next((h.line for h in self.holders if h.line), None)
+            if line is not None and not set(self.kept.allocated_at) & {s.location for s in self.growth_sites}:
+                # the entries' tracebacks are unknown (allocated before the window, or from a C type's free list)
+                beside = same_function(line, [s.location for s in self.growth_sites if s.in_user_code])
+                self.kept = replace(self.kept, allocated_at=tuple(beside[:1]))
+            self.growth_sites = list(keeping_first(self.growth_sites, self.holders, self.kept, _source_of(line)))
+            if line is not None and self.growth_sites and self.growth_sites[0].location == line:
+                self.kept = replace(self.kept, kept_per_response=self.growth_sites[0].bytes_per_response)
         except Exception as exc:  # evidence, never a reason to break the crawl
             self.recording.add_error(f"finding holders failed: {exc!r}")
         self._lengths = {}
+
+    def _traced_growth(self, responses: int, traced: int | None) -> tuple[int, int | None]:
+        """Responses and what tracemalloc saw grow over them, net of the scheduler's queue: from the window's middle
+        checkpoint on, the sites that grew in both halves (before it, and at sites that stop growing, tracing counts
+        the objects the crawl replaces as new: measured 6 KiB/response on a catalog crawl), else from its opening."""
+        queued = sum(self._queued.values())
+        if self._middle is not None and self._last_interval_bytes is not None:
+            return responses - self._middle[0], max(0, self._last_interval_bytes)
+        if traced is None or self._traced_at_open is None or not self._responses:
+            return 0, None
+        return responses - self._responses[0], max(0, traced - self._traced_at_open - queued)
 
     def _queued_share(self, crawler: Any) -> dict[str, int]:
         """Traced bytes per growth site of the requests the scheduler holds (evidence: never breaks the crawl)."""
@@ -156,8 +226,32 @@ class AttributionWindow:
             return {}
 
 
-def _holder_roots(crawler: Any) -> dict[str, Any]:
-    """The spider, the crawl's components and the user's modules: where a holder of a leak can hang."""
+def _holder_roots(crawler: Any) -> tuple[dict[str, Any], list[str]]:
+    """Where a holder of a leak can hang: the spider, the crawl's components, the user's modules and classes, then
+    Scrapy's own stores a user writes into (the stats collector, the signal dispatcher); and the names of the latter."""
     roots = probes.crawl_roots(crawler)
-    roots.update((f"module {name}", module) for name, module in user_modules().items())
-    return roots
+    modules = user_modules()
+    roots.update((f"module {name}", module) for name, module in modules.items())
+    roots.update(user_classes(modules))
+    library = []
+    stats = getattr(crawler, "stats", None)
+    if stats is not None:
+        roots["stats"] = stats
+        library.append("stats")
+    dispatcher = sys.modules.get("pydispatch.dispatcher")  # Scrapy's SignalManager keeps its receivers there
+    if dispatcher is not None:
+        roots["signal dispatcher"] = dispatcher
+        library.append("signal dispatcher")
+    return roots, library
+
+
+def _source_of(location: str | None) -> str:
+    """The source text at ``file:line`` ('' when unknown); the file is read once and dropped from linecache again."""
+    if not location:
+        return ""
+    filename, _, line = location.rpartition(":")
+    cached = filename in linecache.cache
+    text = linecache.getline(filename, int(line)) if line.isdigit() else ""
+    if not cached:
+        linecache.cache.pop(filename, None)
+    return text.strip()

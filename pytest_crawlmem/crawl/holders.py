@@ -1,36 +1,46 @@
-"""Who keeps a leak: containers of the crawl that grew while it ran, and the line that stores into them.
+"""Who keeps a leak: containers of the crawl that grew while it ran, at any depth below a root.
 
 Runs in the crawl process, at the drained checkpoint that closes the attribution window (the crawl
 is alive, nothing is in flight). The roots are the spider, the crawl's components (pipelines,
-middlewares, extensions) and the user's modules; a container is a list, dict, set or deque one
-attribute (or one dict key) below a root. A container that gained entries in step with the
-responses of the window is a holder; the keeping line is found in the root's source (``self.kept.append``,
-``KEPT[key] = ...``), not in the allocating stack, which may not reach the user's code at all.
+middlewares, extensions, the stats collector, the signal dispatcher), the user's modules and their
+classes. Below each root attribute the walk goes down through containers (lists, dicts, sets, deques,
+the user's own objects) up to ``MAX_DEPTH`` levels, and sums the entries of every container reached by
+the same path pattern: ``spider.groups[…]["items"]`` is every ``items`` list of every group. An
+``lru_cache`` wrapper counts its cache's entries. A pattern whose entries grew in step with the
+responses of the window is a holder; the shallowest such pattern of a root attribute is the one named.
+The line that stores into it is found by :mod:`keeping` (source analysis, checked against the
+tracebacks of what the holder gained).
 """
 
 from __future__ import annotations
 
-import ast
-import inspect
-import os
 import sys
-import textwrap
 import types
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ..core.models import Holder
+from .keeping import Evidence, Store, entry_evidence, keeping_line, user_files
 from .snapshots import is_user_file
 
 _CONTAINERS = (list, dict, set, deque)
-_MUTATORS = frozenset({"append", "extend", "add", "update", "insert", "appendleft", "setdefault", "__setitem__"})
 #: A holder gained at least this share of the window's responses in entries (and at least MIN_ENTRIES).
 MIN_SHARE = 0.2
 MIN_ENTRIES = 10
+#: Container levels walked below a root attribute (``self.shop["groups"][key]["items"]`` is 3).
+MAX_DEPTH = 4
+#: Containers visited per root attribute at most (a measurement must stay cheap on a big holder).
+MAX_NODES = 20_000
+#: A dict with at most this many string keys names them in a path (``["items"]``); a larger one is a map (``[…]``).
+NAMED_KEYS = 16
+ANY = "[…]"
+#: Marks a general pattern (no key named) in :data:`Lengths`: a holder only when no named pattern of its attribute grew
+#: (items spread over a few named groups, none of which grew enough alone).
+GENERAL = "~"
 
-#: ``{("spider", ".kept"): (id of the container, its length)}``
-Lengths = dict[tuple[str, str], tuple[int, int]]
+#: ``{("spider", ".groups[…]['items']"): (id of the container or 0 for several, entries, containers)}``
+Lengths = dict[tuple[str, str], tuple[int, int, int]]
 
 
 def user_modules() -> dict[str, types.ModuleType]:
@@ -43,8 +53,26 @@ def user_modules() -> dict[str, types.ModuleType]:
     return found
 
 
+def user_classes(modules: Mapping[str, types.ModuleType]) -> dict[str, type]:
+    """The classes the user's modules define, by ``class module.Name`` (their attributes can be registries)."""
+    found: dict[str, type] = {}
+    for name, module in modules.items():
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and value.__module__ == name:
+                found.setdefault(f"class {name}.{value.__qualname__}", value)
+    return found
+
+
+def _is_user_object(value: Any) -> bool:
+    """An instance of a class from the user's code (walked through its ``__dict__``), not a class or module."""
+    if isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType)):
+        return False
+    module = sys.modules.get(type(value).__module__)
+    return hasattr(value, "__dict__") and is_user_file(getattr(module, "__file__", "") or "")
+
+
 def _attributes(obj: Any) -> Iterator[tuple[str, Any]]:
-    if isinstance(obj, types.ModuleType):
+    if isinstance(obj, (types.ModuleType, type)):
         yield from ((f".{k}", v) for k, v in list(vars(obj).items()) if not k.startswith("__"))
         return
     attrs = getattr(obj, "__dict__", None)
@@ -56,113 +84,239 @@ def _attributes(obj: Any) -> Iterator[tuple[str, Any]]:
         yield from ((f".{k}", v) for k, v in list(vars(klass).items()) if not k.startswith("__"))
 
 
-def container_lengths(roots: Mapping[str, Any]) -> Lengths:
-    """Length of every container one attribute below each root, and one dict key below those."""
-    lengths: Lengths = {}
-    for root_name, root in roots.items():
+def cache_size(value: Any) -> int | None:
+    """Entries of a ``functools.lru_cache`` / ``cache`` wrapper (``None`` for anything else)."""
+    info = getattr(value, "cache_info", None)
+    if info is None or not callable(info) or not hasattr(value, "__wrapped__"):
+        return None
+    try:
+        return int(info().currsize)
+    except Exception:
+        return None
+
+
+def _length(value: Any) -> int | None:
+    if isinstance(value, _CONTAINERS):
+        return len(value)
+    return cache_size(value)
+
+
+class _Walk:
+    """One measurement: every container pattern below the roots, with its entries and containers."""
+
+    def __init__(self) -> None:
+        self.lengths: Lengths = {}
+        self.seen: set[int] = set()
+        self.nodes = 0
+
+    def root(self, root_name: str, root: Any) -> None:
         for edge, value in _attributes(root):
-            if isinstance(value, _CONTAINERS):
-                lengths.setdefault((root_name, edge), (id(value), len(value)))
-                if isinstance(value, dict) and len(value) <= 64:  # a dict of buffers: {"items": [...]}
-                    for key, inner in list(value.items()):
-                        if isinstance(inner, _CONTAINERS):
-                            lengths.setdefault((root_name, f"{edge}[{key!r}]"[:120]), (id(inner), len(inner)))
-    return lengths
+            self.nodes = 0
+            self.value(root_name, edge, edge, value, 0)
+
+    def value(self, root_name: str, pattern: str, general: str, value: Any, depth: int) -> None:
+        if id(value) in self.seen or self.nodes >= MAX_NODES:
+            return
+        length = _length(value)
+        if length is None:
+            if depth and depth < MAX_DEPTH and _is_user_object(value):  # a Group() inside a container
+                self.seen.add(id(value))
+                for edge, inner in list(vars(value).items()):
+                    self.value(root_name, f"{pattern}.{edge}", f"{general}.{edge}", inner, depth + 1)
+            return
+        self.seen.add(id(value))
+        self.nodes += 1
+        self._count((root_name, pattern[:160]), value, length)
+        if general != pattern:  # the same container under the pattern that names no key: GENERAL marks it
+            self._count((root_name, GENERAL + general[:160]), value, length)
+        if depth >= MAX_DEPTH or not isinstance(value, (list, dict, deque)):
+            return
+        for child_pattern, child_general, child in _children(pattern, general, value):
+            if _length(child) is not None or _is_user_object(child):
+                self.value(root_name, child_pattern, child_general, child, depth + 1)
+
+    def _count(self, key: tuple[str, str], value: Any, length: int) -> None:
+        ident, entries, containers = self.lengths.get(key, (id(value), 0, 0))
+        self.lengths[key] = (ident if containers == 0 else 0, entries + length, containers + 1)
 
 
-def grown(before: Lengths, after: Lengths, responses: int) -> list[tuple[tuple[str, str], int, int]]:
-    """Containers (the same object) that gained entries in step with ``responses``: (root and edge, gained, length)."""
+def _children(pattern: str, general: str, value: Any) -> Iterator[tuple[str, str, Any]]:
+    """(pattern, general pattern, child) of a container's entries: a record's keys are named (``["items"]``), a map's
+    and a sequence's are not (``[…]``); the general pattern names none."""
+    if isinstance(value, dict):
+        items = list(value.items())
+        named = len(items) <= NAMED_KEYS and all(isinstance(k, str) and k.isidentifier() for k, _ in items)
+        for key, child in items:
+            yield (f"{pattern}[{key!r}]" if named else pattern + ANY), general + ANY, child
+    else:
+        for child in list(value):
+            yield pattern + ANY, general + ANY, child
+
+
+def container_lengths(roots: Mapping[str, Any]) -> Lengths:
+    """Entries and containers of every container pattern below each root (a container is counted under its first path)."""
+    walk = _Walk()
+    for root_name, root in roots.items():
+        walk.root(root_name, root)
+    return walk.lengths
+
+
+def grown(before: Lengths, after: Lengths, responses: int) -> list[tuple[tuple[str, str], int, int, int]]:
+    """Patterns whose entries grew in step with ``responses``: (root and pattern, gained, entries, containers).
+
+    A pattern of one container must be the same container at both ends (a list replaced by a fresh one did not grow).
+    Of nested growing patterns one is kept: the shallower (``.cache`` rather than ``.cache[…]``, its new records) unless
+    the deeper's existing containers gained more than twice as many entries (``.groups[…]["items"]`` rather than
+    ``.groups``, which gained a key per new group).
+    """
     need = max(MIN_ENTRIES, int(MIN_SHARE * responses))
     found = []
-    for path, (ident, length) in after.items():
-        start = before.get(path)
-        if start is not None and start[0] == ident and length - start[1] >= need:
-            found.append((path, length - start[1], length))
-    found.sort(key=lambda entry: entry[1], reverse=True)
-    return found
-
-
-def _source_of(root: Any) -> list[tuple[str, Any]]:
-    """(file, class or module) pairs of the root's own source: the module, or the user classes of its MRO."""
-    if isinstance(root, types.ModuleType):
-        path = getattr(root, "__file__", None)
-        return [(path, root)] if path else []
-    found = []
-    for klass in type(root).__mro__:
-        path = getattr(sys.modules.get(klass.__module__), "__file__", None)
-        if path and is_user_file(path):
-            found.append((path, klass))
-    return found
-
-
-def _stores_into(node: ast.AST, attr: str, on_self: bool) -> bool:
-    """Whether ``node`` stores into ``self.attr`` / ``cls.attr`` / ``Class.attr`` (``on_self``) or the global ``attr``."""
-    def names_holder(expr: ast.AST) -> bool:
-        while isinstance(expr, ast.Subscript):  # self.buffers["items"].append(...) stores into self.buffers
-            expr = expr.value
-        if on_self:
-            return isinstance(expr, ast.Attribute) and expr.attr == attr
-        return isinstance(expr, ast.Name) and expr.id == attr
-
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _MUTATORS:
-        return names_holder(node.func.value)
-    if isinstance(node, (ast.Assign, ast.AugAssign)):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        return any(isinstance(t, ast.Subscript) and names_holder(t.value) for t in targets)
-    return False
-
-
-def keeping_line(root: Any, edge: str, prefer: Sequence[str] = ()) -> str | None:
-    """``spiders/catalog.py:31``: a line of the root's source that stores into the holder at ``edge`` (``.kept``).
-
-    Of several such lines, one that is also in ``prefer`` (the window's growth sites, best first) wins,
-    else the first.
-    """
-    attr = edge.lstrip(".").split("[", 1)[0]
-    if not attr.isidentifier():
-        return None
-    on_self = not isinstance(root, types.ModuleType)
-    found: list[str] = []
-    for filename, owner in _source_of(root):
-        try:
-            lines, first = inspect.getsourcelines(owner)
-            tree = ast.parse(textwrap.dedent("".join(lines)))
-        except (OSError, TypeError, SyntaxError):
+    filled: dict[tuple[str, str], float] = {}  # entries added to containers already there (not new ones, filled)
+    for path, (ident, entries, containers) in after.items():
+        start = before.get(path, (0, 0, 0))  # a pattern that was not there yet grew from nothing
+        if (ident and start[0] and ident != start[0]) or entries - start[1] < need:
             continue
-        offset = first - 1 if first else 0
-        hits = sorted({node.lineno for node in ast.walk(tree) if isinstance(node, (ast.expr, ast.stmt))
-                       and _stores_into(node, attr, on_self)})
-        found += [f"{_display(filename)}:{line + offset}" for line in hits]
-    return next((site for site in prefer if site in found), found[0] if found else None)
+        found.append((path, entries - start[1], entries, containers))
+        filled[path] = entries - start[1] - max(0, containers - start[2]) * entries / max(containers, 1)
+    named = [f for f in found if not f[0][1].startswith(GENERAL)]
+    for (root, pattern), gained, entries, containers in found:
+        general = pattern.removeprefix(GENERAL)
+        if pattern.startswith(GENERAL) and not any(
+                r == root and _attribute(p) == _attribute(general) for (r, p), *_ in named):
+            named.append(((root, general), gained, entries, containers))
+            filled[(root, general)] = filled[(root, pattern)]
+    found = named
+    # of nested patterns that both grew, the one the entries went into: the shallower, unless the deeper's existing
+    # containers gained far more (items appended to groups that were there, not new records stored whole)
+    def deeper_wins(deep: tuple[tuple[str, str], int, int, int], shallow: tuple[tuple[str, str], int, int, int]) -> bool:
+        return filled[deep[0]] > 2 * shallow[1]
+
+    kept = [f for f in found
+            if not any(_below(f[0], o[0]) and not deeper_wins(f, o) for o in found)
+            and not any(_below(o[0], f[0]) and deeper_wins(o, f) for o in found)]
+    kept.sort(key=lambda entry: entry[1], reverse=True)
+    return kept
 
 
-def _display(filename: str) -> str:
-    relative = os.path.relpath(filename) if os.path.isabs(filename) else filename
-    return filename if relative.startswith("..") else relative
+def _attribute(pattern: str) -> str:
+    """The root attribute a pattern starts with (``.groups`` of ``.groups[…]['items']``)."""
+    return _steps(pattern)[0] if pattern else ""
+
+
+def _below(path: tuple[str, str], other: tuple[str, str]) -> bool:
+    """Whether ``path`` is a pattern below ``other`` (same root, a longer pattern starting with it)."""
+    return path[0] == other[0] and len(path[1]) > len(other[1]) and path[1].startswith(other[1]) \
+        and path[1][len(other[1])] in "[."
+
+
+def resolve(root: Any, pattern: str, limit: int = 64) -> list[Any]:
+    """Up to ``limit`` containers of ``root`` matching ``pattern`` (newest first where an order exists)."""
+    current: list[Any] = [root]
+    for step in _steps(pattern):
+        nxt: list[Any] = []
+        for obj in current:
+            if step == ANY:
+                values = list(obj.values()) if isinstance(obj, dict) else list(obj) if isinstance(obj, (list, deque)) else []
+                nxt.extend(reversed(values))
+            elif step.startswith("["):
+                if isinstance(obj, dict):
+                    nxt.extend(v for k, v in list(obj.items()) if f"[{k!r}]" == step)
+            else:
+                found = _static_attribute(obj, step[1:])
+                if found is not _MISSING:
+                    nxt.append(found)
+        current = nxt[: limit * 4]
+    return current[:limit]
+
+
+_MISSING = object()
+
+
+def _static_attribute(obj: Any, name: str) -> Any:
+    """An attribute as stored (an instance's or a class's own value, not a bound method), else ``getattr``'s."""
+    own = getattr(obj, "__dict__", None)
+    if isinstance(own, (dict, types.MappingProxyType)) and name in own:
+        return own[name]
+    for klass in () if isinstance(obj, (type, types.ModuleType)) else type(obj).__mro__:
+        if name in vars(klass):
+            return vars(klass)[name]
+    try:
+        return getattr(obj, name, _MISSING)
+    except Exception:
+        return _MISSING
+
+
+def _steps(pattern: str) -> list[str]:
+    """``.shop['groups'][…].items`` -> ``['.shop', "['groups']", '[…]', '.items']``."""
+    steps: list[str] = []
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "[":
+            if pattern.startswith(ANY, i):
+                steps.append(ANY)
+                i += len(ANY)
+                continue
+            end = _closing(pattern, i)
+            steps.append(pattern[i:end + 1])
+            i = end + 1
+        else:
+            j = i + 1
+            while j < len(pattern) and pattern[j] not in ".[":
+                j += 1
+            steps.append(pattern[i:j])
+            i = j
+    return steps
+
+
+def _closing(pattern: str, start: int) -> int:
+    """Index of the ``]`` closing the subscript at ``start`` (a key's repr may hold brackets)."""
+    quote = pattern[start + 1] if start + 1 < len(pattern) else ""
+    if quote in "'\"":
+        end = pattern.find(quote + "]", start + 2)
+        return end + 1 if end >= 0 else len(pattern) - 1
+    end = pattern.find("]", start)
+    return end if end >= 0 else len(pattern) - 1
+
+
+def describe_path(root_name: str, pattern: str, kind: str, entries: int, containers: int) -> str:
+    """``spider.kept -> list[907]``; several containers: ``spider.groups[…]['items'] -> 10 lists[1,200]``."""
+    many = f"{containers:,} {kind}s" if containers > 1 else kind
+    return f"{root_name}{pattern} -> {many}[{entries:,}]"
+
+
+def find_keepers(
+    roots: Mapping[str, Any], before: Lengths, responses: int, *, prefer: Sequence[str] = (), limit: int = 3,
+    library: Sequence[str] = (),
+) -> list[tuple[Holder, Evidence]]:
+    """The container patterns of ``roots`` that grew since ``before`` (taken ``responses`` responses ago), each with the
+    line that stores into it and the evidence of its newest entries (their allocation sites, while tracing).
+
+    ``prefer``: the growth sites of the window, to pick the keeping line among several. ``library``: root names that are
+    Scrapy's own objects (the stats collector, the signal dispatcher): their holders come after the user's.
+    """
+    if responses <= 0:
+        return []
+    found = grown(before, container_lengths(roots), responses)
+    found.sort(key=lambda f: f[0][0] in library)  # stable: by gain within each group
+    files = user_files()
+    parsed: dict[str, list[Store]] = {}  # each file parsed once for all holders
+    keepers = []
+    for (root_name, pattern), gained, entries, containers in found[:limit]:
+        root = roots[root_name]
+        targets = resolve(root, pattern, limit=8)
+        evidence = entry_evidence(targets)
+        kind = type(targets[0]).__name__ if targets else "container"
+        line = keeping_line(root, pattern, targets[0] if targets else None, prefer, evidence, files, parsed)
+        holder = Holder(path=describe_path(root_name, pattern, kind, entries, containers), gained=gained,
+                        responses=responses, line=line)
+        keepers.append((holder, evidence))
+        del targets
+    return keepers
 
 
 def find_holders(
-    roots: Mapping[str, Any], before: Lengths, responses: int, *, prefer: Sequence[str] = (), limit: int = 3
+    roots: Mapping[str, Any], before: Lengths, responses: int, *, prefer: Sequence[str] = (), limit: int = 3,
+    library: Sequence[str] = (),
 ) -> tuple[Holder, ...]:
-    """The containers of ``roots`` that grew since ``before`` (taken ``responses`` responses ago), with their keeping lines.
-
-    ``prefer``: the growth sites of the window, to pick the keeping line among several.
-    """
-    if responses <= 0:
-        return ()
-    holders = []
-    for (root_name, edge), gained, length in grown(before, container_lengths(roots), responses)[:limit]:
-        root = roots[root_name]
-        kind = type(_resolve(root, edge)).__name__
-        holders.append(Holder(path=f"{root_name}{edge} -> {kind}[{length:,}]", gained=gained, responses=responses,
-                              line=keeping_line(root, edge, prefer)))
-    return tuple(holders)
-
-
-def _resolve(root: Any, edge: str) -> Any:
-    """The container at ``edge`` below ``root`` (``None`` if it moved)."""
-    attr, _, key = edge.lstrip(".").partition("[")
-    value = getattr(root, attr, None)
-    if key and isinstance(value, dict):
-        value = next((v for k, v in value.items() if f"{k!r}]" == key), None)
-    return value
+    """The holders of :func:`find_keepers`, without their evidence."""
+    return tuple(h for h, _ in find_keepers(roots, before, responses, prefer=prefer, limit=limit, library=library))

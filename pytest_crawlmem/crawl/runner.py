@@ -310,6 +310,7 @@ def _build_result(
         samples,
         leak_per_response=options.leak_per_response,
         evidence=leak_evidence(sites, retention, ext.attribution.holders, ext.media),
+        kept=ext.attribution.kept,
         max_active_size=max_active_size,
         response_sizes=response_sizes,
         media=ext.media,

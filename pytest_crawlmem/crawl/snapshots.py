@@ -129,6 +129,11 @@ def _site_of(traceback: Sequence[tracemalloc.Frame]) -> tuple[str, bool] | None:
     return f"{_package_relative(library.filename)}:{library.lineno}", False
 
 
+def site_of(traceback: Sequence[tracemalloc.Frame]) -> tuple[str, bool] | None:
+    """The site an allocation with this traceback is charged to (see :func:`_site_of`)."""
+    return _site_of(traceback)
+
+
 def group_by_site(snapshot: tracemalloc.Snapshot | None) -> dict[str, _Group]:
     """Sum the snapshot's live memory per site (most recent user frame); the plugin's own allocations are left out."""
     groups: dict[str, _Group] = {}
@@ -206,28 +211,53 @@ def growing_sites(
     min_bytes: int = 1024,
     min_responses: int = MIN_SITE_WINDOW_RESPONSES,
     queued: Mapping[str, int] | None = None,
+    queued_before: Mapping[str, int] | None = None,
 ) -> list[GrowthSite]:
-    """Sites whose memory rose in every consecutive pair of ``snapshots`` (taken at ``responses``).
+    """Sites whose memory rose in every consecutive pair of ``snapshots`` (taken at ``responses``): see :func:`site_growth`."""
+    return site_growth(snapshots, responses, limit=limit, min_bytes=min_bytes, min_responses=min_responses,
+                       queued=queued, queued_before=queued_before)[0]
+
+
+def site_growth(
+    snapshots: Sequence[tracemalloc.Snapshot | None],
+    responses: Sequence[int],
+    *,
+    limit: int = 10,
+    min_bytes: int = 1024,
+    min_responses: int = MIN_SITE_WINDOW_RESPONSES,
+    queued: Mapping[str, int] | None = None,
+    queued_before: Mapping[str, int] | None = None,
+) -> tuple[list[GrowthSite], int]:
+    """Sites whose memory rose in every consecutive pair of ``snapshots`` (taken at ``responses``), and what all of
+    them grew by in the last interval (bytes: the crawl's Python-level growth once tracing's start-up churn is past).
 
     ``None`` stands for the empty snapshot at the moment tracing started. A window of fewer than
     ``min_responses`` responses gives no site (a per-response figure needs responses behind it).
-    ``queued`` (from :func:`queued_share` at the last snapshot) is the scheduler's share per site: netted
-    out of the last interval, so the requests a callback queued do not outrank the line that keeps a leak.
+    ``queued`` (from :func:`queued_share` at the last snapshot) is the scheduler's share per site, ``queued_before``
+    its share at the one before (the window's middle): netted out of the intervals they fall in, so the requests a
+    callback queued do not outrank the line that keeps a leak.
     Sites in the user's code come first, then those without a user frame, each by growth.
     """
     queued = queued or {}
+    before = queued_before if queued_before is not None and len(snapshots) > 2 else None
     if len(snapshots) < 2 or responses[-1] - responses[0] < min_responses:
-        return []
+        return [], 0
     groups = [group_by_site(s) for s in snapshots]
     window = max(responses[-1] - responses[0], 1)
     sites = []
+    last_interval = 0
     tracebacks: dict[str, tracemalloc.Traceback | None] = {}
     for site, last in groups[-1].items():
         series = [g.get(site, _Group()) for g in groups]
         share = queued.get(site, 0)
         growth = [b.size - a.size for a, b in pairwise(series)]
-        growth[-1] -= share
+        if before is not None:
+            growth[-1] -= share - before.get(site, 0)
+            growth[-2] -= before.get(site, 0)
+        else:
+            growth[-1] -= share
         if all(g >= min_bytes for g in growth):
+            last_interval += growth[-1]
             first = series[0]
             size_diff = last.size - first.size - share
             sites.append(
@@ -248,4 +278,4 @@ def growing_sites(
     top = [replace(site, traceback=_format_traceback(tracebacks[site.location])) for site in sites[:limit]]
     for filename in set(linecache.cache) - cached:
         linecache.cache.pop(filename, None)
-    return top
+    return top, last_interval

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..core import verdicts
 from ..core.cluster import ClusterError, ClusterResult, KillPlan, RedisSample, WorkerEnd, cluster_verdict
 from ..core.ledger import Ledger, LedgerKeys, LedgerState, settle
 from ..core.models import CrawlResult
@@ -337,7 +338,7 @@ def _counted(result: CrawlResult, responses: int, spider: str) -> CrawlResult:
     if responses <= result.responses:
         return replace(result, spider=spider)
     growth = result.growth
-    if growth.verdict == "inconclusive":
+    if growth.verdict == verdicts.INCONCLUSIVE:
         growth = replace(growth, reason=f"{responses:,} responses (its own samples stopped at {result.responses:,}"
                                         " when it ended), too few drained checkpoints to judge its growth")
     return replace(result, spider=spider, responses=responses, growth=growth)

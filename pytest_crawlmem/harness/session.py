@@ -16,6 +16,7 @@ from ..core import verdicts
 from ..core.budgets import Budgets, Violation
 from ..core.models import CrawlResult
 from ..core.settings import PluginSettings
+from ..core.sites import named_line
 from ..core.sweep import SweepResult
 from ..core.units import format_size
 from ..reports.report import environment
@@ -61,6 +62,7 @@ class SummaryRow:
     amplification_p95: float | None = None  # parse amplification (issue 19), shown with -v
     amplification_max: float | None = None
     detectable_per_response_bytes: float | None = None  # the smallest leak the crawl would have caught (95%), with -v
+    where: str = ""  # the line a leak verdict names first (the one storing into its holder), shown with -v
 
     @classmethod
     def of(cls, record: CrawlRecord, crawl: str = "") -> SummaryRow:
@@ -72,6 +74,7 @@ class SummaryRow:
             record.outcome, result.rss_growth, result.max_scheduled, result.max_inflight, result.duration_seconds,
             record.variant or "", crawl, amp.p95_ratio if amp else None, amp.max_ratio if amp else None,
             result.growth.detectable_per_response_bytes,
+            named_line(result.top_growth, result.holders) if result.verdict == verdicts.RETAINED_OBJECTS else "",
         )
 
     def cells(self, verbose: bool) -> list[str]:
@@ -86,6 +89,7 @@ class SummaryRow:
             caught = self.detectable_per_response_bytes
             cells[4:4] = [format_size(self.rss_growth), f"{self.max_scheduled:,}", f"{self.max_inflight:,}",
                           f"{self.duration_seconds:.1f}s", amp, "-" if caught is None else f">= {format_size(caught)}"]
+            cells.append(self.where or "-")
         return cells
 
 
@@ -229,6 +233,7 @@ class CrawlMemSession:
         header = ["test", "responses", "peak RSS", "growth/resp", "verdict", "outcome"]
         if verbose:
             header[4:4] = ["RSS growth", "max sched", "max inflight", "duration", "parse amp p95/max", "leak caught (95%)"]
+            header.append("where")
         rows = [header] + [r.cells(verbose) for r in sorted(self.rows, key=lambda r: (r.test_id, r.crawl))]
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:

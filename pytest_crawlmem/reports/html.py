@@ -27,6 +27,7 @@ from ..core.growth import (
 )
 from ..core.leaktrend import MAX_REQUEST_CREDIT, REQUEST_CREDIT
 from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Sample, ShotSummary
+from ..core.sites import source_line
 from ..core.units import format_size
 from .document import FIGURES, ReportDocument
 from .governor import governor_markers, load_decisions
@@ -591,8 +592,7 @@ def _where(doc: ReportDocument) -> Safe:
     sites = result.top_growth
     if sites:
         top = sites[0]
-        trace = [str(line) for line in top.traceback]
-        code = trace[1].strip() if len(trace) > 1 and trace[0].startswith("File ") else ""
+        code = source_line(top)  # the user's frame's own line, not the innermost (a library's) frame's
         per = _number(top.bytes_per_response)
         parts.append(f"<code>{esc(top.location)}</code>"
                      + (f" <code class=\"src\">{esc(code)}</code>" if code else "")

@@ -1,0 +1,329 @@
+"""The line that keeps a leak: the code that stores into a holder, and what the holder gained (crawl process).
+
+A holder (``holders.py``) is a container pattern below a root; the line to change is the one that stores into it, not
+the one that allocated what it keeps. That line is found in the user's source: a mutator call on the holder
+(``self.groups[key]["items"].append(...)``: the attribute ``groups``, three subscripts deep counting the call's
+target), a subscript assignment (``Page.registry[url] = self``), ``heapq.heappush(self.heap, ...)``, a storing method of
+a Scrapy component (``self.crawler.stats.set_value(...)``, ``crawler.signals.connect(...)``), or the decorated ``def``
+of an ``lru_cache``. Of several candidates, the one in the function that allocated the holder's newest entries wins
+(their tracemalloc tracebacks, read while the attribution window still traces), then one that is a growth site.
+The same entries say which objects own native memory (their type is implemented in a C extension: lxml elements,
+numpy arrays, zlib decompressors, Pillow's image cores).
+"""
+
+from __future__ import annotations
+
+import ast
+import gc
+import os
+import sys
+import tokenize
+import tracemalloc
+import types
+from collections import Counter, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .snapshots import is_user_file, site_of
+
+_MUTATORS = frozenset({"append", "extend", "add", "update", "insert", "appendleft", "extendleft", "setdefault",
+                       "__setitem__", "put", "put_nowait", "push"})
+_STORING_CALLS = frozenset({"heappush", "heappushpop", "insort", "insort_left", "insort_right"})
+#: A Scrapy component a user stores into through its methods: the end of its class name -> those methods.
+COMPONENT_STORES: dict[str, frozenset[str]] = {
+    "StatsCollector": frozenset({"set_value", "inc_value", "max_value", "min_value"}),
+    "SignalManager": frozenset({"connect"}),
+    "dispatcher": frozenset({"connect"}),  # pydispatch's module keeps the receivers
+}
+#: A subscript of a call on the holder goes one level down (``self.groups.setdefault(k, {})["items"]``).
+_DESCENDING = frozenset({"setdefault", "get", "__getitem__"})
+_HEAPTYPE = 1 << 9
+
+
+@dataclass(frozen=True)
+class Store:
+    """A line of the user's source that stores into something: what (``name``), how deep, in which function."""
+
+    location: str  # spiders/shop.py:31
+    name: str  # the attribute or global name stored into, or the component method called
+    depth: int  # subscripts between ``name`` and the container stored into
+    kind: str  # "attr" (self.x / Class.x), "name" (a global), "method" (a component's storing method)
+    function: tuple[int, int]  # the enclosing function's first and last line (0, 0 at module level)
+    line: int
+
+
+@dataclass
+class Evidence:
+    """What the newest entries of a holder tell: where they were allocated and which C-extension types they are."""
+
+    sites: Counter[str] = field(default_factory=Counter)  # the innermost user frame of each traced entry
+    owners: Counter[str] = field(default_factory=Counter)  # "lxml.etree._Element": entries (or what they own directly)
+    sampled: int = 0
+
+
+def _display(filename: str) -> str:
+    relative = os.path.relpath(filename) if os.path.isabs(filename) else filename
+    return filename if relative.startswith("..") else relative
+
+
+def _target(expr: ast.AST) -> tuple[str, int, str] | None:
+    """(name, subscripts, kind) of the container an expression denotes: ``self.a["b"][k]`` -> ("a", 2, "attr")."""
+    depth = 0
+    while True:
+        if isinstance(expr, ast.Subscript):
+            depth += 1
+            expr = expr.value
+        elif (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
+              and expr.func.attr in _DESCENDING):
+            depth += 1
+            expr = expr.func.value
+        else:
+            break
+    if isinstance(expr, ast.Attribute):
+        return expr.attr, depth, "attr"
+    if isinstance(expr, ast.Name):
+        return expr.id, depth, "name"
+    return None
+
+
+def _stores_of(node: ast.AST) -> Iterable[tuple[str, int, str]]:
+    """What ``node`` stores into (nothing when it stores nowhere)."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute):
+            if func.attr in _MUTATORS and (found := _target(func.value)) is not None:
+                yield found
+            if any(func.attr in methods for methods in COMPONENT_STORES.values()):
+                yield func.attr, 0, "method"
+        called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if called in _STORING_CALLS and node.args and (found := _target(node.args[0])) is not None:
+            yield found
+    elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            if isinstance(target, ast.Subscript) and (found := _target(target.value)) is not None:
+                yield found
+            elif isinstance(node, ast.AugAssign) and (found := _target(target)) is not None:
+                yield found  # self.kept += [item]
+
+
+def _parse(filename: str) -> ast.Module | None:
+    try:
+        with tokenize.open(filename) as source:
+            return ast.parse(source.read(), filename)
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def stores_in(filename: str) -> list[Store]:
+    """Every storing line of one source file, with its enclosing function."""
+    tree = _parse(filename)
+    if tree is None:
+        return []
+    functions = sorted(((n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), key=lambda r: r[1] - r[0])
+    found = []
+    for node in ast.walk(tree):
+        lineno = getattr(node, "lineno", None)
+        if lineno is None:
+            continue
+        for name, depth, kind in _stores_of(node):
+            function = next((r for r in functions if r[0] <= lineno <= r[1]), (0, 0))
+            found.append(Store(f"{_display(filename)}:{lineno}", name, depth, kind, function, lineno))
+    return sorted(set(found), key=lambda s: s.line)
+
+
+def decorated_def(function: Any) -> str | None:
+    """``file:line`` of the ``def`` of a decorated function (an ``lru_cache``'s ``__wrapped__``), in the user's code."""
+    code = getattr(function, "__code__", None)
+    if code is None or not is_user_file(code.co_filename):
+        return None
+    tree = _parse(code.co_filename)
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == code.co_name:
+            first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            if first == code.co_firstlineno or node.lineno == code.co_firstlineno:
+                return f"{_display(code.co_filename)}:{node.lineno}"
+    return f"{_display(code.co_filename)}:{code.co_firstlineno}"
+
+
+def _own_files(root: Any) -> list[str]:
+    """The files of the root's own source: the module, or the user classes of its type's MRO (or of the class)."""
+    if isinstance(root, types.ModuleType):
+        path = getattr(root, "__file__", None)
+        return [path] if path and is_user_file(path) else []
+    classes = root.__mro__ if isinstance(root, type) else type(root).__mro__
+    found = []
+    for klass in classes:
+        path = getattr(sys.modules.get(klass.__module__), "__file__", None)
+        if path and is_user_file(path) and path not in found:
+            found.append(path)
+    return found
+
+
+def user_files() -> list[str]:
+    """The source files of every module of the user's code that is loaded."""
+    found = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(module, types.ModuleType) and path and path.endswith(".py") and is_user_file(path):
+            found.append(path)
+    return sorted(set(found))
+
+
+def component_methods(root: Any) -> frozenset[str] | None:
+    """The storing methods of a Scrapy component root (the stats collector, the signals), ``None`` for other roots."""
+    names = [root.__name__] if isinstance(root, types.ModuleType) else [k.__name__ for k in type(root).__mro__]
+    for suffix, methods in COMPONENT_STORES.items():
+        if any(name.endswith(suffix) for name in names):
+            return methods
+    return None
+
+
+def holder_name(pattern: str) -> tuple[str, int]:
+    """The attribute a pattern ends on and the subscripts below it: ``.shop['groups'][…]['items']`` -> ("shop", 3)."""
+    from .holders import _steps  # the one parser of patterns
+
+    steps = _steps(pattern)
+    name, depth = "", 0
+    for step in steps:
+        if step.startswith("."):
+            name, depth = step[1:], 0
+        else:
+            depth += 1
+    return name, depth
+
+
+def keeping_line(
+    root: Any, pattern: str, target: Any = None, prefer: Sequence[str] = (), evidence: Evidence | None = None,
+    files: Sequence[str] | None = None, parsed: dict[str, list[Store]] | None = None,
+) -> str | None:
+    """``spiders/shop.py:31``: the line of the user's source that stores into the holder at ``pattern`` below ``root``.
+
+    ``target``: one container of the holder (an ``lru_cache`` wrapper names its decorated ``def``). ``prefer``: the
+    window's growth sites; ``evidence``: the allocation sites of the holder's newest entries (its candidate in the same
+    function wins). ``files``/``parsed``: the user's files and their stores, when the caller reads them once for several
+    holders. ``None`` when no line of the user's code stores into it.
+    """
+    wrapped = getattr(target, "__wrapped__", None)
+    if wrapped is not None and hasattr(target, "cache_info"):
+        return decorated_def(wrapped)
+    methods = component_methods(root)
+    own = _own_files(root)
+    ordered = own + [f for f in (user_files() if files is None else files) if f not in own]
+    name, depth = holder_name(pattern)
+    candidates: list[Store] = []
+    parsed = {} if parsed is None else parsed
+    for filename in ordered:
+        if filename not in parsed:
+            parsed[filename] = stores_in(filename)
+        for store in parsed[filename]:
+            if methods is not None and store.kind == "method" and store.name in methods:
+                candidates.append(store)  # stats.set_value(...), signals.connect(...)
+            elif store.name == name and store.kind != "method" and (
+                    store.kind == "attr" or isinstance(root, types.ModuleType)):
+                candidates.append(store)  # self.groups[key]["items"].append(...), or into a component's own attribute
+    if not candidates:
+        return None
+    return min(candidates, key=lambda s: _rank(s, depth, prefer, evidence, own)).location
+
+
+def _rank(store: Store, depth: int, prefer: Sequence[str], evidence: Evidence | None, own: Sequence[str]) -> tuple[Any, ...]:
+    """Sort key of a candidate: the holder's depth, then the allocating function, a growth site, the root's own file."""
+    allocated_here = 0
+    if evidence is not None and store.function != (0, 0):
+        path = store.location.rsplit(":", 1)[0]
+        for site, count in evidence.sites.items():
+            file, _, line = site.rpartition(":")
+            if file == path and line.isdigit() and store.function[0] <= int(line) <= store.function[1]:
+                allocated_here += count
+    in_prefer = next((i for i, site in enumerate(prefer) if site == store.location), len(prefer))
+    in_own = any(store.location.rsplit(":", 1)[0] == _display(f) for f in own)
+    return (store.depth != depth, -allocated_here, in_prefer, not in_own, store.line)
+
+
+def same_function(line: str, sites: Iterable[str]) -> list[str]:
+    """Of ``sites`` (``file:line``), those in the function that holds ``line`` (what a storing line stores was most
+    likely allocated beside it, when the stored objects' tracebacks are not known)."""
+    path, _, number = line.rpartition(":")
+    candidates = [f for f in user_files() if _display(f) == path]
+    tree = _parse(candidates[0]) if candidates else None
+    if tree is None or not number.isdigit():
+        return []
+    at = int(number)
+    ranges = sorted(((n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
+                     if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= at <= (n.end_lineno or 0)),
+                    key=lambda r: r[1] - r[0])
+    if not ranges:
+        return []
+    first, last = ranges[0]
+    found = []
+    for site in sites:
+        file, _, other = site.rpartition(":")
+        if file == path and other.isdigit() and first <= int(other) <= last and site != line:
+            found.append(site)
+    return found
+
+
+def is_native_type(kind: type) -> bool:
+    """Whether instances of ``kind`` are implemented in a C extension (outside the builtins): they can own native memory."""
+    return any(_is_c_type(klass) for klass in kind.__mro__)  # lxml.html.HtmlElement is Python over etree.ElementBase
+
+
+def _is_c_type(kind: type) -> bool:
+    module = getattr(kind, "__module__", "builtins") or "builtins"
+    if module == "builtins":
+        return False
+    if not kind.__flags__ & _HEAPTYPE:
+        return True  # a static type: written in C (lxml, numpy)
+    path = getattr(sys.modules.get(module), "__file__", "") or ""
+    return path.endswith((".so", ".pyd"))
+
+
+def _newest(container: Any, limit: int) -> list[Any]:
+    """The newest entries of a container (keys and values of a dict), an ``lru_cache``'s cached keys and results."""
+    if isinstance(container, dict):
+        items = []
+        for key, value in reversed(list(container.items())[-limit:]):
+            items += [key, value]
+        return items
+    if isinstance(container, (list, deque)):
+        return list(container)[-limit:][::-1]
+    if isinstance(container, (set, frozenset)):
+        return list(container)[:limit]
+    if hasattr(container, "cache_info"):
+        caches = [r for r in gc.get_referents(container) if isinstance(r, dict) and r is not getattr(container, "__dict__", None)]
+        return [x for cache in caches for x in _newest(cache, limit)]
+    return []
+
+
+def _owned(obj: Any) -> list[Any]:
+    """What an entry owns directly: a tuple's or list's items, a dict's values, an object's attributes."""
+    if isinstance(obj, (tuple, list)):
+        return list(obj)[:16]
+    if isinstance(obj, dict):
+        return list(obj.values())[:16]
+    attrs = getattr(obj, "__dict__", None)
+    if isinstance(attrs, dict) and not isinstance(obj, (type, types.ModuleType)):
+        return list(attrs.values())[:16]
+    return []
+
+
+def entry_evidence(containers: Sequence[Any], limit: int = 64) -> Evidence:
+    """Where the newest entries of ``containers`` were allocated (needs tracemalloc running) and their C-extension types."""
+    evidence = Evidence()
+    per = max(1, limit // max(len(containers), 1))
+    for container in containers:
+        for entry in _newest(container, per):
+            evidence.sampled += 1
+            for obj in [entry, *_owned(entry)]:
+                traceback = tracemalloc.get_object_traceback(obj) if tracemalloc.is_tracing() else None
+                site = site_of(traceback) if traceback is not None else None
+                if site is not None:
+                    evidence.sites[site[0]] += 1
+                kind = type(obj)
+                if is_native_type(kind):
+                    evidence.owners[f"{kind.__module__}.{kind.__qualname__}"] += 1
+                    break  # the entry (or the first part of it) that owns native memory
+    return evidence

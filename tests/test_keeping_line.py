@@ -1,0 +1,144 @@
+"""The line a leak verdict names first is the one that stores into the holder, wherever the holder is (issue 27).
+
+One inner pytest session (a subprocess, real crawls of the fixture site) runs one spider per holder shape: a dict two
+and three levels below the spider, a class-level registry, an ``lru_cache`` on a method, a signal receiver's module
+list, a downloader middleware's dict, a stats key per URL, lxml elements (native memory). Each allocates what it keeps
+on one line and stores it on another; the tests read the inner session's output and reports.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from keeping_suite_source import SUITE
+
+CASES = ["cached_details", "class_registry", "component_dict", "deep_groups", "deeper_groups", "kept_elements",
+         "signal_list", "stats_per_url"]
+PYTHON_LEVEL = [c for c in CASES if c != "kept_elements"]
+LINE = re.compile(r"test_suite\.py:\d+")
+
+
+@pytest.fixture(scope="module")
+def inner(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    root = tmp_path_factory.mktemp("keeping")
+    (root / "test_suite.py").write_text(SUITE)
+    (root / "pytest.ini").write_text("[pytest]\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "-v", "test_suite.py"],
+        cwd=root, capture_output=True, text=True, timeout=900,
+    )
+    return proc, root
+
+
+def report_dir(root: Path, case: str) -> Path:
+    return root / ".crawlmem" / f"test_suite.py__test_leak_{case}_"
+
+
+def result_of(root: Path, case: str) -> dict[str, Any]:
+    return json.loads((report_dir(root, case) / "report.json").read_text())["result"]  # type: ignore[no-any-return]
+
+
+def marked(case: str, what: str) -> tuple[str, str]:
+    """``("test_suite.py:N", source)`` of the line marked ``# KEEPS case`` / ``# ALLOCATES case``."""
+    number, text = next((i, t) for i, t in enumerate(SUITE.splitlines(), 1) if t.rstrip().endswith(f"# {what} {case}"))
+    return f"test_suite.py:{number}", text.strip()
+
+
+def failure_message(proc: subprocess.CompletedProcess[str], case: str) -> str:
+    block = proc.stdout.split(f"test_leak[{case}] _")[1]
+    return next(line for line in block.splitlines() if line.startswith("crawl_memory budget broken"))
+
+
+def test_every_holder_shape_is_flagged(inner):
+    proc, root = inner
+    assert "8 failed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    for case in CASES:
+        assert result_of(root, case)["verdict"] == "retained-objects", (case, result_of(root, case)["growth"]["reason"])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_first_line_the_failure_names_is_the_one_that_stores_into_the_holder(inner, case):
+    proc, root = inner
+    keeps, _ = marked(case, "KEEPS")
+    message = failure_message(proc, case)
+    assert LINE.findall(message)[0] == keeps, message
+    reason = result_of(root, case)["growth"]["reason"]
+    assert LINE.findall(reason)[0] == keeps, reason
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_report_json_leads_with_the_keeping_line_and_keeps_the_allocation_below_it(inner, case):
+    _, root = inner
+    keeps, _ = marked(case, "KEEPS")
+    allocates, _ = marked(case, "ALLOCATES")
+    result = result_of(root, case)
+    sites = [s["location"] for s in result["top_growth"]]
+    assert sites[0] == keeps, sites
+    assert result["holders"][0]["line"] == keeps, result["holders"]
+    if case != "cached_details":  # the allocating line there is the call, whose arguments the cache keeps
+        assert allocates in sites[1:], sites
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_request_creation_line_never_leads(inner, case):
+    _, root = inner
+    lines = SUITE.splitlines()
+    first = result_of(root, case)["top_growth"][0]["location"]
+    source = lines[int(first.rsplit(":", 1)[1]) - 1]
+    assert "follow" not in source and "Request(" not in source, (first, source)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_where_row_shows_the_users_frame_with_its_own_source_line(inner, case):
+    _, root = inner
+    keeps, source = marked(case, "KEEPS")
+    page = (report_dir(root, case) / "report.html").read_text()
+    row = page.split("<td>where</td>", 1)[1].split("</tr>", 1)[0]
+    assert f"<code>{keeps}</code>" in row, row
+    assert f'<code class="src">{html.escape(source, quote=True)}</code>' in row, row
+
+
+@pytest.mark.parametrize("case", ["component_dict", "stats_per_url", "deep_groups", "deeper_groups", "class_registry",
+                                  "cached_details"])
+def test_holders_at_any_depth_and_in_scrapy_components_are_named(inner, case):
+    _, root = inner
+    expected = {"component_dict": "downloader middleware PageStore.pages -> dict[", "stats_per_url": "stats._stats -> dict[",
+                "deep_groups": "spider.groups[…]['items'] -> ", "deeper_groups": "spider.shop['groups'][…]['items'] -> ",
+                "class_registry": "class test_suite.Page.registry -> dict[",
+                "cached_details": "spider.details -> _lru_cache_wrapper["}[case]
+    holders = result_of(root, case)["holders"]
+    assert holders and holders[0]["path"].startswith(expected), holders
+
+
+def test_native_growth_is_said_with_its_share_and_its_owners(inner):
+    _, root = inner
+    reason = result_of(root, "kept_elements")["growth"]["reason"]
+    share = re.search(r"(\d+)% of the growth is native: memory allocated by C extensions, invisible to tracemalloc", reason)
+    assert share and int(share.group(1)) >= 50, reason
+    keeps, _ = marked("kept_elements", "KEEPS")
+    assert "owned by lxml.html.HtmlElement" in reason and "held in spider.nodes -> list[" in reason, reason
+    assert reason.index(keeps) < reason.index("native"), reason
+
+
+@pytest.mark.parametrize("case", PYTHON_LEVEL)
+def test_python_level_leaks_are_not_called_native(inner, case):
+    _, root = inner
+    assert "native" not in result_of(root, case)["growth"]["reason"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_verbose_summary_row_names_the_keeping_line(inner, case):
+    proc, _ = inner
+    keeps, _ = marked(case, "KEEPS")
+    table = proc.stdout.split("crawl memory =", 1)[1]
+    header = next(line for line in table.splitlines() if line.startswith("test "))
+    row = next(line for line in table.splitlines() if line.startswith(f"test_suite.py::test_leak[{case}]"))
+    assert header.rstrip().endswith("where"), header
+    assert row.rstrip().endswith(keeps), row
