@@ -224,13 +224,12 @@ def run_one(workload: str, mode: str, base_url: str, scratch: Path) -> dict[str,
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The Markdown table of the runs, and per workload the best static setting that fits the budget."""
-    lines = ["| workload | mode | peak RSS | items | lost | items/s | finish | governor CPU (of which gc) |",
+    lines = ["| workload | mode | peak RSS | items | lost | items/s | finish | governor CPU |",
              "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         share = "-"
         if row.get("governor_cpu_seconds") and row.get("crawl_cpu_seconds"):
-            gc_share = 100 * float(row.get("governor_reclaim_seconds") or 0.0) / row["crawl_cpu_seconds"]
-            share = f"{100 * row['governor_cpu_seconds'] / row['crawl_cpu_seconds']:.1f}% ({gc_share:.1f}%)"
+            share = f"{100 * row['governor_cpu_seconds'] / row['crawl_cpu_seconds']:.1f}%"
         lines.append(f"| {row['workload']} | {row['mode']} | {row['peak_rss_bytes'] / 2**20:,.0f} MiB |"
                      f" {row['items']:,} | {row['expected'] - row['items']:,} | {rate(row):,.1f} |"
                      f" {row['finish_reason']} | {share} |")
