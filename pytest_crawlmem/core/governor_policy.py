@@ -219,6 +219,8 @@ class Policy:
         current = self.levers.concurrency
         if sample.in_flight < current // 2:  # not that much demand: nothing to learn from, nothing to gain
             return []
+        if self.model.body_bytes <= 0:  # no response held yet: downloads under way cost less than they will
+            return []
         cost_f, cost_q = self.model.costs()
         allowed = self._allowed(sample, cost_f, cost_q)
         concurrency = min(cfg.base_concurrency, 2 * current, allowed)
