@@ -166,7 +166,8 @@ def mode_settings(workload: str, mode: str) -> dict[str, Any]:
     if workload == "slow":
         settings["ITEM_PIPELINES"] = {"__main__.SlowPipeline": 100}
     if mode == "governed":
-        settings.update({"CRAWLMEM_BUDGET": f"{BUDGET_MIB} MiB", "ADDONS": {"pytest_crawlmem.governor.GovernorAddon": 0}})
+        settings.update({"CRAWLMEM_BUDGET": f"{BUDGET_MIB} MiB", "ADDONS": {"pytest_crawlmem.governor.GovernorAddon": 0},
+                         "CRAWLMEM_GOVERNOR_START_CONCURRENCY": 8})  # the default when docs/governor.md's table was run
     elif mode == "memusage":
         settings.update({"MEMUSAGE_ENABLED": True, "MEMUSAGE_LIMIT_MB": BUDGET_MIB, "MEMUSAGE_CHECK_INTERVAL_SECONDS": 1})
     elif mode == "crawlee":

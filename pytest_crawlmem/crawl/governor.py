@@ -115,7 +115,7 @@ class MemoryGovernor:
 
     def __init__(self, crawler: Any, *, budget_bytes: int, interval_seconds: float, min_concurrency: int = 1,
                  high_share: float = 0.85, low_share: float = 0.70, close_share: float = 0.95,
-                 start_concurrency: int = 8) -> None:
+                 start_concurrency: int = 0) -> None:
         self.crawler = crawler
         settings = crawler.settings
         self.config: PolicyConfig = PolicyConfig(
