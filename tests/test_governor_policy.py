@@ -186,3 +186,23 @@ def test_it_closes_only_after_staying_over_the_hard_share():
     for _ in range(cfg.close_ticks):
         decisions = policy.step(Sample(295 * MIB, 1, 0))
     assert decisions[-1].close and "memory_budget" in decisions[-1].message
+
+
+def test_it_ramps_up_from_the_start_concurrency_only_once_a_response_showed_its_size():
+    policy = Policy(config(start_concurrency=8))
+    assert policy.levers.concurrency == 8
+    assert policy.step(Sample(90 * MIB, 8, 500)) == []  # downloads under way, no body seen: hold
+    decisions = policy.step(Sample(90 * MIB, 8, 500, 50_000, 5))  # small pages
+    assert [d.kind for d in decisions] == [RESTORE] and policy.levers.concurrency == 16
+    policy.step(Sample(90 * MIB, 16, 500, 50_000, 5))
+    policy.step(Sample(90 * MIB, 32, 500, 50_000, 5))
+    assert policy.levers.concurrency == 64
+
+
+def test_the_ramp_stops_where_the_headroom_ends():
+    policy = Policy(config(start_concurrency=8))
+    for _ in range(10):
+        policy.step(Sample(100 * MIB + policy.levers.concurrency * 8 * MIB, policy.levers.concurrency, 0,
+                           8 * MIB, 2))  # pages of 4 MiB: 8 MiB each in flight
+    assert policy.levers.concurrency < 64
+    assert 100 * MIB + policy.levers.concurrency * 8 * MIB <= 0.85 * 300 * MIB

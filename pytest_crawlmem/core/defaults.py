@@ -116,10 +116,10 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_GOVERNOR_INTERVAL_SECONDS", 0.25, float, "seconds between the governor's decisions",
                 "a tick reads /proc/self/statm and the queues", minimum=0.01),
     SettingSpec("CRAWLMEM_GOVERNOR_MIN_CONCURRENCY", 1, int, "the least concurrency the governor sets", minimum=1),
-    SettingSpec("CRAWLMEM_GOVERNOR_START_CONCURRENCY", 8, int,
-                "the governed crawl starts at this concurrency and doubles it each tick while the requests in flight"
+    SettingSpec("CRAWLMEM_GOVERNOR_START_CONCURRENCY", 0, int,
+                "start the governed crawl at this concurrency and double it each tick while the requests in flight"
                 " say the budget has room, up to CONCURRENT_REQUESTS (0: start at CONCURRENT_REQUESTS)",
-                "small pages reach CONCURRENT_REQUESTS=64 in 3 ticks (0.75 s)", minimum=0),
+                "small pages reach CONCURRENT_REQUESTS=64 from 8 in 3 ticks (0.75 s)", minimum=0),
     SettingSpec("CRAWLMEM_GOVERNOR_HIGH_SHARE", 0.85, float, "share of the budget over which the governor lowers",
                 minimum=0.0001),
     SettingSpec("CRAWLMEM_GOVERNOR_LOW_SHARE", 0.70, float, "share of the budget under which it restores", minimum=0.0001),

@@ -219,6 +219,8 @@ class Policy:
         current = self.levers.concurrency
         if sample.in_flight < current // 2:  # not that much demand: nothing to learn from, nothing to gain
             return []
+        if self.model.body_bytes <= 0:  # no response held yet: downloads under way cost less than they will
+            return []
         cost_f, cost_q = self.model.costs()
         allowed = self._allowed(sample, cost_f, cost_q)
         concurrency = min(cfg.base_concurrency, 2 * current, allowed)
@@ -303,8 +305,9 @@ class Policy:
             return []
         grown = sample.rss_bytes - self.baseline_bytes
         unexplained = grown - cost_f * sample.in_flight - cost_q * sample.queued
-        at_floor = self.levers.concurrency <= self.config.min_concurrency or sample.in_flight <= 1
-        if grown <= 0 or unexplained < 0.5 * grown or not at_floor:
+        # only with (almost) nothing in flight: a response being parsed costs more than its learned cost says
+        few_in_flight = sample.in_flight <= 2 * self.config.min_concurrency
+        if grown <= 0 or unexplained < 0.5 * grown or not few_in_flight:
             return []
         self._retained_said = True
         return [Decision(

@@ -19,7 +19,6 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -116,10 +115,10 @@ class MemoryGovernor:
 
     def __init__(self, crawler: Any, *, budget_bytes: int, interval_seconds: float, min_concurrency: int = 1,
                  high_share: float = 0.85, low_share: float = 0.70, close_share: float = 0.95,
-                 start_concurrency: int = 8) -> None:
+                 start_concurrency: int = 0) -> None:
         self.crawler = crawler
         settings = crawler.settings
-        self.config = PolicyConfig(
+        self.config: PolicyConfig = PolicyConfig(
             budget_bytes=budget_bytes,
             base_concurrency=max(1, settings.getint("CONCURRENT_REQUESTS")),
             base_active_size=settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE"),
@@ -127,7 +126,7 @@ class MemoryGovernor:
             start_concurrency=start_concurrency or None,
             close_ticks=max(1, math.ceil(CLOSE_AFTER_SECONDS / interval_seconds)),
         )
-        self.policy = Policy(self.config)
+        self.policy: Policy = Policy(self.config)
         self.interval_seconds = interval_seconds
         self.jobdir = settings.get("JOBDIR") or None
         jsonl = settings.get("CRAWLMEM_JSONL")
@@ -373,13 +372,13 @@ class MemoryGovernor:
         rss = self._statm.rss_bytes()
         if rss - self._after_reclaim < RECLAIM_GROWTH * self.config.high_share * self.config.budget_bytes:
             return False
-        began = time.monotonic()
+        began = time.thread_time()
         gc.collect()
         probes.malloc_trim()
         self._last_trim = time.monotonic()
         self._after_reclaim = self._statm.rss_bytes()
         self.reclaims += 1
-        self.reclaim_seconds += self._last_trim - began
+        self.reclaim_seconds += time.thread_time() - began  # CPU of the collection and the trim
         self.reclaimed_bytes += max(0, rss - self._after_reclaim)
         stats = self.crawler.stats
         stats.set_value("crawlmem/governor/reclaims", self.reclaims)
@@ -399,6 +398,8 @@ class MemoryGovernor:
         for extension in getattr(getattr(self.crawler, "extensions", None), "middlewares", ()):
             registry = getattr(getattr(extension, "metrics", None), "registry", None)
             if registry is not None and not self._metrics_registered:
+                from .governor_metrics import GovernorCollector
+
                 registry.register(GovernorCollector(self, getattr(self.crawler.spider, "name", "?")))
                 self._metrics_registered = True
 
@@ -444,39 +445,3 @@ def add_components(settings: Any) -> None:
         settings.set(name, {**settings.getdict(name), path: order}, priority=max(priority, 20))
     if settings.get("SCHEDULER") in (DEFAULT_SCHEDULER, SCHEDULER_PATH):
         settings.set("SCHEDULER", SCHEDULER_PATH, priority=max(settings.getpriority("SCHEDULER") or 0, 20))
-
-
-#: (metric name, help, how to read it from the governor): the gauges of the governor's state.
-GAUGES: tuple[tuple[str, str, Callable[[MemoryGovernor], float]], ...] = (
-    ("crawlmem_governor_budget_bytes", "The memory governor's budget", lambda g: g.config.budget_bytes),
-    ("crawlmem_governor_concurrency", "Concurrency the governor set (downloader.total_concurrency)",
-     lambda g: g.policy.levers.concurrency),
-    ("crawlmem_governor_max_active_size_bytes", "Scraper active size limit the governor set",
-     lambda g: g.policy.levers.max_active_size),
-    ("crawlmem_governor_start_gated", "1 while the governor holds start requests back",
-     lambda g: int(g.policy.levers.gate_start)),
-    ("crawlmem_governor_spilling", "1 while new requests spill to disk", lambda g: int(g.policy.levers.spill)),
-    ("crawlmem_governor_decisions", "Decisions the governor took", lambda g: len(g.decisions)),
-    ("crawlmem_governor_cost_in_flight_bytes", "Learned memory cost of an in-flight request",
-     lambda g: g.policy.model.costs()[0]),
-    ("crawlmem_governor_cost_queued_bytes", "Learned memory cost of a queued request",
-     lambda g: g.policy.model.costs()[1]),
-)
-
-
-class GovernorCollector:
-    """A prometheus_client collector of the governor's gauges (metrics server thread; reads plain attributes)."""
-
-    def __init__(self, governor: MemoryGovernor, spider: str) -> None:
-        self.governor = governor
-        self.spider = spider
-
-    def collect(self) -> Any:
-        """Yield one gauge family per figure of :data:`GAUGES`."""
-        from prometheus_client.core import GaugeMetricFamily
-
-        for name, text, read in GAUGES:
-            family = GaugeMetricFamily(name, text, labels=["spider"])
-            family.add_metric([self.spider], float(read(self.governor)))
-            yield family
-
