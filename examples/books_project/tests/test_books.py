@@ -8,6 +8,8 @@ The recording (``recordings/books``: robots.txt, 6 listing pages, 60 books) was 
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,8 @@ def test_the_books_spider_replayed_is_steady(crawl):
     assert result.verdict == "steady", result.growth.reason
 
 
+@pytest.mark.skipif(shutil.which("redis-server") is None or importlib.util.find_spec("scrapy_redis") is None,
+                    reason="crawl_cluster needs the cluster extra (pip install -e '.[cluster]') and redis-server")
 @pytest.mark.crawl_memory(lost=0, cluster_rss="2 GiB", leak="fail", max_replay_misses=0, timeout=300)
 def test_the_books_spider_on_two_scrapy_redis_workers_loses_nothing(crawl_cluster):
     result = crawl_cluster("books-css", workers=2, replay=RECORDING, replay_copies=COPIES)
