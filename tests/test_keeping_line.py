@@ -32,7 +32,7 @@ def inner(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
     (root / "pytest.ini").write_text("[pytest]\n")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "-v", "test_suite.py"],
-        cwd=root, capture_output=True, text=True, timeout=900,
+        cwd=root, capture_output=True, text=True, timeout=2400,  # 8 crawls: ~3 min alone, 16 on a loaded machine
     )
     return proc, root
 

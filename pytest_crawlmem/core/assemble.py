@@ -190,16 +190,12 @@ def leak_evidence(
     line = holder.line if holder is not None else None
     if holder is not None:
         reason += f"; held by {holder.describe()}"
-        kept = next((s for s in sites if s.location == line), None)
-        if kept is not None and kept.size_diff_bytes > 0:
-            reason += f" (+{kept.size_diff_bytes / 1024:,.1f} KiB, {kept.bytes_per_response:,.0f} B/response kept)"
-    allocated = [s for s in sites if s.location != line]
-    if allocated:
-        top = allocated[0]
-        where = "" if top.in_user_code else " (no frame of your code on the allocating stack)"
-        label = "allocated at" if line else "top growth"
-        reason += (f"; {label} {top.location}{where} +{top.size_diff_bytes / 1024:,.1f} KiB"
-                   f" ({top.bytes_per_response:,.0f} B/response)")
+    named = [s for s in sites[:1] if s.size_diff_bytes > 0 or s.location != line]  # the keeping line's site leads
+    allocated = [s for s in sites[1:] if line is not None and s.location != line][:1]
+    for label, site in [("top growth", s) for s in named] + [("allocated at", s) for s in allocated]:
+        where = "" if site.in_user_code else " (no frame of your code on the allocating stack)"
+        reason += (f"; {label} {site.location}{where} +{site.size_diff_bytes / 1024:,.1f} KiB"
+                   f" ({site.bytes_per_response:,.0f} B/response)")
     held = next((r for r in retention if r.path), None)
     if held is not None:
         reason += f"; {held.describe()}"
