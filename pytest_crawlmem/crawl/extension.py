@@ -38,6 +38,7 @@ from .amplification import AmplificationMeter
 from .attribution import AttributionWindow
 from .browser import is_playwright_crawl
 from .danger import DangerWatch
+from .escalation import StopEscalation
 from .jobdir import JobdirMeter, jobdir_meter
 from .media import summarize_media, watch_media_failures
 from .meter import Ceiling, Sampler, drained_checkpoint
@@ -110,6 +111,7 @@ class CrawlMemExtension:
         self.kill_at_bytes = kill_at_bytes
         self.timeout_seconds = timeout_seconds
         self.stopped_because = ""  # why the harness stopped the crawl, if it did
+        self.escalation: StopEscalation | None = None  # the stop under way, carried through until the crawl ends
         self._timeout_call: Any = None
         self.leak_per_response = leak_per_response
         self._traced_whole = False
@@ -241,7 +243,7 @@ class CrawlMemExtension:
         """Count the response, its size and latency; start a drained checkpoint when one is due."""
         self.responses += 1
         if self.pages is not None:
-            self.pages.response_received(response)
+            self.pages.response_received(response, request, spider)
         self.response_sizes.add(len(response.body))
         latency = request.meta.get("download_latency")
         if latency is not None:
@@ -363,17 +365,23 @@ class CrawlMemExtension:
     # -- the browser (pages.py): pages left open stop the crawl before it hangs -----------
 
     def _check_stall(self, sample: Sample, pages: probes.PageReading) -> None:
-        """Stop a crawl that waits forever for page slots held by pages callbacks never closed (sampler thread)."""
+        """Stop a crawl that waits forever for page slots held by pages callbacks never closed; while a stop is
+        under way, close them again each time the stall comes back (sampler thread)."""
         assert self.pages is not None
-        message = self.pages.stall(sample.responses, sample.t_seconds, pages, stopping=bool(self.stopped_because))
+        message = self.pages.stall(sample.responses, sample.t_seconds, pages)
         if message is None:
             return
-        self.stopped_because = "pending"
+        if not self.stopped_because:
+            self.stopped_because = "pending"
         _reactor().callFromThread(self._stop_unclosed, message)
 
     def _stop_unclosed(self, message: str) -> None:
-        """Stop the crawl, closing the pages that block it so waiting downloads can finish."""
-        self._stop_crawl(stops.UNCLOSED_PAGES, message)
+        """Stop the crawl (or note the stall of a stop under way), closing the pages that block it so waiting
+        downloads can finish (reactor thread)."""
+        if self.stopped_because in ("", "pending"):
+            self._stop_crawl(stops.UNCLOSED_PAGES, message)
+        else:
+            self.recording.add_error(f"stop under way: stalled again: {message}")
         if self.pages is not None:
             self.pages.close_unclosed()
 
@@ -384,14 +392,26 @@ class CrawlMemExtension:
     # -- hard limits (reactor thread) ----------------------------------------------------
 
     def _stop_crawl(self, reason: str, message: str) -> None:
-        """Stop the crawl at once: no new downloads, close the spider with ``reason``."""
+        """Stop the crawl at once: no new downloads, close the spider with ``reason``; a stop already under way
+        escalates instead (escalation.py), so the timeout still ends a crawl whose first stop did not."""
         if self.stopped_because not in ("", "pending"):
+            if self.escalation is not None and self.crawler is not None:
+                self.escalation.escalate(message)
             return
         self.stopped_because = message
         self.recording.add_stop(reason, message)
         logger.warning("crawlmem: stopping the crawl: %s", message)
         probes.pause_engine(self.crawler)
         probes.close_spider(self.crawler, reason)
+        self.escalation = self._escalation()
+        self.escalation.start()
+
+    def _escalation(self) -> StopEscalation:
+        """The steps of this crawl's stop, should closing the spider not end it (a browser crawl's: pages,
+        contexts, the browser)."""
+        steps = self.pages.stop_steps(lambda: self.crawler) if self.pages is not None else []
+        return StopEscalation(steps, ended=lambda: probes.crawl_ended(self.crawler), call_later=_reactor().callLater,
+                              logger=logger, note=self.recording.add_error)
 
     # -- drained checkpoints (reactor thread) ------------------------------------------
 

@@ -336,21 +336,73 @@ def playwright_handlers(crawler: Any) -> list[Any]:
 
 @dataclass(frozen=True, slots=True)
 class PageReading:
-    """Open browser contexts and pages; ``full_contexts`` have no free page slot left."""
+    """Open browser contexts and pages; ``full_contexts`` have no free page slot left; ``waiting`` downloads wait
+    for a page slot (PLAYWRIGHT_MAX_PAGES_PER_CONTEXT) or a context (PLAYWRIGHT_MAX_CONTEXTS)."""
 
     contexts: int = 0
     pages: int = 0
     full_contexts: int = 0
+    waiting: int = 0
+
+
+def _waiters(semaphore: Any) -> list[Any]:
+    """The futures of the tasks waiting on an ``asyncio.Semaphore`` (its private ``_waiters``; empty if it moved)."""
+    return [future for future in list(getattr(semaphore, "_waiters", None) or ()) if not future.done()]
+
+
+def _slot_semaphores(handler: Any) -> list[Any]:
+    semaphores = [wrapper.semaphore for wrapper in list(handler.context_wrappers.values())]
+    if hasattr(handler, "context_semaphore"):
+        semaphores.append(handler.context_semaphore)
+    return semaphores
 
 
 def _read_pages(handlers: list[Any]) -> PageReading:
-    contexts = pages = full = 0
+    contexts = pages = full = waiting = 0
     for handler in handlers:
         for wrapper in list(handler.context_wrappers.values()):
             contexts += 1
             pages += len(wrapper.context.pages)
             full += bool(wrapper.semaphore.locked())
-    return PageReading(contexts, pages, full)
+        waiting += sum(len(_waiters(semaphore)) for semaphore in _slot_semaphores(handler))
+    return PageReading(contexts, pages, full, waiting)
+
+
+class SlotWaitReleased(Exception):
+    """A download waiting for a browser page slot was failed by crawlmem: its crawl is being stopped."""
+
+
+def release_slot_waiters(crawler: Any) -> int:
+    """Fail the downloads waiting for a page slot or a context of scrapy-playwright; return how many (reactor thread).
+
+    A waiter of a context that was closed is never woken (scrapy-playwright releases the slot of the context now
+    under that name). Its wait is failed with :class:`SlotWaitReleased`, an ``Exception``: the download fails, its
+    errback runs and it leaves the engine, so a closing spider can close. (Cancelling it would raise
+    ``CancelledError``, which Scrapy's downloader does not catch: the request would never leave.)
+    """
+    released = 0
+    for handler in _attempt(playwright_handlers, crawler) or []:
+        for future in _attempt(lambda h=handler: [f for s in _slot_semaphores(h) for f in _waiters(s)]) or []:
+            future.set_exception(SlotWaitReleased("the crawl is stopping: crawlmem failed this wait for a page slot"))
+            released += 1
+    return released
+
+
+def browser_contexts(crawler: Any) -> list[Any]:
+    """Every open Playwright browser context of the crawl's scrapy-playwright handlers (reactor thread)."""
+    contexts: list[Any] = []
+    for handler in _attempt(playwright_handlers, crawler) or []:
+        contexts.extend(wrapper.context for wrapper in list(handler.context_wrappers.values()))
+    return contexts
+
+
+def crawl_ended(crawler: Any) -> bool:
+    """Whether the crawl has ended: its engine stopped and let go of its caller (``True`` once the crawler is gone)."""
+    engine = _engine(crawler) if crawler is not None else None
+    if engine is None:
+        return True
+    closewait = getattr(engine, "_closewait", None)
+    return bool(getattr(closewait, "called", False))
 
 
 def read_pages(crawler: Any) -> PageReading | None:
