@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 #: Seconds a step is given to end the crawl before the next one runs.
-STEP_SECONDS = 2.0
+STEP_SECONDS = 1.5
 
 #: A step: a name and the action, which returns what it did (one clause: "closed 4 pages").
 Step = tuple[str, Callable[[], str]]

@@ -449,8 +449,10 @@ class CrawlMemExtension:
         browser = self.pages.checkpoint_fields(self.crawler) if self.pages is not None else {}  # read after the checkpoint's cost
         if browser:
             checkpoint = replace(checkpoint, **browser)
+        previous = self.recording.checkpoints[-1] if self.recording.checkpoints else None
         self.recording.add_checkpoint(checkpoint)
-        self._next_checkpoint = self.attribution.at_checkpoint(self.crawler, checkpoint, self._next_checkpoint)
+        if previous is None or previous.responses < checkpoint.responses:  # an interval of no response judges nothing
+            self._next_checkpoint = self.attribution.at_checkpoint(self.crawler, checkpoint, self._next_checkpoint)
 
     def _write_stats(self) -> None:
         stats = self.crawler.stats

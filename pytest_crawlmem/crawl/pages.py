@@ -17,6 +17,8 @@ from .recording import Recording
 
 #: How long a renderer GC may take before a checkpoint reads the browser anyway.
 GC_TIMEOUT_SECONDS = 5.0
+#: How long scrapy-playwright may wait for a download after a stop closed a page mid-navigation.
+ABORTED_DOWNLOAD_WAIT_SECONDS = 1.0
 
 
 async def collect_renderer_garbage(pages: Sequence[Any]) -> None:
@@ -146,14 +148,25 @@ class CrawlBrowser:
 
     def stop_steps(self, crawler: Callable[[], Any]) -> list[tuple[str, Callable[[], str]]]:
         """The browser's steps of a stop that does not end: every page, every context, the browser itself."""
-        return [
+        return [  # pages still navigating are let finish first: closed mid-navigation, scrapy-playwright waits for a
+            # download for DOWNLOAD_TIMEOUT (net::ERR_ABORTED); handed pages are idle, each round closes the new ones
+            ("close handed pages", lambda: self.close_handed_pages(crawler())),
+            ("close handed pages", lambda: self.close_handed_pages(crawler())),
             ("close pages", lambda: self.close_every_page(crawler())),
             ("close contexts", lambda: self.close_every_context(crawler())),
             ("kill the browser", self.kill_browser),
+            ("fail the browser's calls", lambda: self.fail_browser_calls(crawler())),
         ]
 
+    def close_handed_pages(self, crawler: Any) -> str:
+        """Close the pages callbacks were handed and left open, and fail the downloads waiting for a page slot."""
+        closed = self.close_unclosed()
+        waiting = probes.release_slot_waiters(crawler)
+        return f"{closed}, failed {waiting:,} download(s) waiting for a page slot"
+
     def close_every_page(self, crawler: Any) -> str:
-        """Close every open page and cancel the downloads waiting for a page slot."""
+        """Close every open page (those navigating too) and fail the downloads waiting for a page slot."""
+        probes.shorten_download_waits(crawler, ABORTED_DOWNLOAD_WAIT_SECONDS)
         pages = probes.open_pages(crawler)
         for page in pages:
             _quietly(page.close())
@@ -167,6 +180,10 @@ class CrawlBrowser:
             _quietly(context.close())
         waiting = probes.release_slot_waiters(crawler)
         return f"closed {len(contexts):,} browser context(s), failed {waiting:,} download(s) waiting for a page slot"
+
+    def fail_browser_calls(self, crawler: Any) -> str:
+        """Close Playwright's connection to the browser: every call still waiting fails, so its download ends."""
+        return f"closed Playwright's connection to the browser, failing {probes.close_browser_connection(crawler):,} call(s)"
 
     def kill_browser(self) -> str:
         """Kill the browser's processes (never Playwright's driver): its pending calls fail and the crawl can close."""

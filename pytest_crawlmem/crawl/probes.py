@@ -388,6 +388,32 @@ def release_slot_waiters(crawler: Any) -> int:
     return released
 
 
+def shorten_download_waits(crawler: Any, seconds: float) -> int:
+    """Make scrapy-playwright wait at most ``seconds`` for a download after an aborted navigation; return for how many
+    handlers (reactor thread). A page closed mid-navigation fails with ``net::ERR_ABORTED``, which scrapy-playwright
+    takes for a download starting and waits for it ``PLAYWRIGHT_DOWNLOAD_TIMEOUT`` (30 s by default)."""
+    shortened = 0
+    for handler in _attempt(playwright_handlers, crawler) or []:
+        config = getattr(handler, "config", None)
+        if config is not None and hasattr(config, "download_timeout_secs"):
+            config.download_timeout_secs = min(config.download_timeout_secs, seconds)
+            shortened += 1
+    return shortened
+
+
+def close_browser_connection(crawler: Any) -> int:
+    """Close Playwright's connection to the crawl's browser, failing every call still waiting for an answer; return
+    how many were (reactor thread). The last resort of a stop: a call to a killed browser may never be answered."""
+    failed = 0
+    for handler in _attempt(playwright_handlers, crawler) or []:
+        connection = getattr(getattr(handler, "browser", None), "_connection", None)
+        if connection is None or not hasattr(connection, "close"):
+            continue
+        failed += len(getattr(connection, "_callbacks", None) or {})
+        _attempt(connection.close, "crawlmem stopped the crawl: the browser no longer answered")
+    return failed
+
+
 def browser_contexts(crawler: Any) -> list[Any]:
     """Every open Playwright browser context of the crawl's scrapy-playwright handlers (reactor thread)."""
     contexts: list[Any] = []
