@@ -40,6 +40,7 @@ from .browser import is_playwright_crawl
 from .danger import DangerWatch
 from .escalation import StopEscalation
 from .jobdir import JobdirMeter, jobdir_meter
+from .leakwatch import LeakWatch
 from .media import summarize_media, watch_media_failures
 from .meter import Ceiling, Sampler, drained_checkpoint
 from .metrics import MetricsServer, require_prometheus
@@ -112,6 +113,9 @@ class CrawlMemExtension:
         self.timeout_seconds = timeout_seconds
         self.stopped_because = ""  # why the harness stopped the crawl, if it did
         self.escalation: StopEscalation | None = None  # the stop under way, carried through until the crawl ends
+        self.leaks = LeakWatch(logger, leak_per_response=leak_per_response, min_interval=checkpoint_min_responses)
+        self.undrained_checkpoints = 0
+        self.last_browser_pss_bytes: int | None = None  # the tree's last PSS reading (status line, metrics)
         self._timeout_call: Any = None
         self.leak_per_response = leak_per_response
         self._traced_whole = False
@@ -289,8 +293,21 @@ class CrawlMemExtension:
         self.attribution.end()
         if self._started_tracing and tracemalloc.is_tracing():
             tracemalloc.stop()
+        self._stream_finish(reason)
         self.recording.close()
         self._write_stats()
+
+    def _stream_finish(self, reason: str) -> None:
+        """The stream's last record: the finish reason, the traced window's growth sites, the browser's figures, the
+        verdict so far (what ``crawlmem report`` of a production stream names)."""
+        browser = self.browser_summary()
+        try:
+            self.recording.add_finish(
+                reason, growth_sites=[site.to_json() for site in self.attribution.growth_sites],
+                browser=browser.to_json() if browser is not None else None, verdict=self.leaks.verdict or None,
+            )
+        except Exception as exc:  # what cannot be streamed must not stop the close
+            self.recording.add_error(f"finish record failed: {exc!r}")
 
     # -- sampling (sampler thread) --------------------------------------------------
 
@@ -303,6 +320,8 @@ class CrawlMemExtension:
         queues = probes.read_queues(self.crawler)
         traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
         tree, pages = self.pages.sample(self.crawler) if self.pages is not None else (None, None)
+        if tree is not None and tree.pss_bytes is not None:
+            self.last_browser_pss_bytes = tree.pss_bytes
         sample = Sample(
             t_seconds=round(time.monotonic() - self.started_at, 4),
             responses=self.responses,
@@ -451,8 +470,19 @@ class CrawlMemExtension:
             checkpoint = replace(checkpoint, **browser)
         previous = self.recording.checkpoints[-1] if self.recording.checkpoints else None
         self.recording.add_checkpoint(checkpoint)
+        self.undrained_checkpoints += not drained
+        if previous is not None:  # the opening checkpoint has nothing to judge
+            self._judge_so_far()
         if previous is None or previous.responses < checkpoint.responses:  # an interval of no response judges nothing
             self._next_checkpoint = self.attribution.at_checkpoint(self.crawler, checkpoint, self._next_checkpoint)
+
+    def _judge_so_far(self) -> None:
+        """The verdict of the drained checkpoints so far, as stats, and a WARNING when it shows a leak (leakwatch.py)."""
+        self.leaks.judge(self.recording.checkpoints)
+        if self.leaks.verdict and self.crawler is not None:
+            self.crawler.stats.set_value("crawlmem/verdict", self.leaks.verdict)
+            if self.leaks.per_response_bytes is not None:
+                self.crawler.stats.set_value("crawlmem/growth_per_response", round(self.leaks.per_response_bytes, 1))
 
     def _write_stats(self) -> None:
         stats = self.crawler.stats
@@ -466,6 +496,8 @@ class CrawlMemExtension:
         if browser is not None:
             stats.set_value("crawlmem/browser_pss", browser.peak_pss_bytes)
             stats.set_value("crawlmem/browser_max_open_pages", browser.max_open_pages)
+            stats.set_value("crawlmem/browser_max_open_contexts", browser.max_open_contexts)
+        stats.set_value("crawlmem/undrained_checkpoints", self.undrained_checkpoints)
 
 
     # -- production: status, metrics and the extension's own costs (reactor thread) ---------
