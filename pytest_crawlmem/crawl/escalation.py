@@ -15,6 +15,8 @@ from typing import Any
 
 #: Seconds a step is given to end the crawl before the next one runs.
 STEP_SECONDS = 1.5
+#: Seconds between steps once the deadline (the timeout) has passed: the crawl is overdue, the steps hurry.
+OVERDUE_STEP_SECONDS = 0.5
 
 #: A step: a name and the action, which returns what it did (one clause: "closed 4 pages").
 Step = tuple[str, Callable[[], str]]
@@ -54,8 +56,10 @@ class StopEscalation:
             self._call = self.call_later(self.step_seconds, self.tick)
 
     def escalate(self, why: str) -> None:
-        """Run the next step now (``why``: what made the wait end early, e.g. the timeout)."""
+        """Run the next step now, and the ones after it every :data:`OVERDUE_STEP_SECONDS` (``why``: what made the
+        wait end early: the timeout, reached while the stop was under way)."""
         self.cancel()
+        self.step_seconds = min(self.step_seconds, OVERDUE_STEP_SECONDS)
         self.tick(why)
 
     def tick(self, why: str = "") -> None:

@@ -38,7 +38,7 @@ from .amplification import AmplificationMeter
 from .attribution import AttributionWindow
 from .browser import is_playwright_crawl
 from .danger import DangerWatch
-from .escalation import StopEscalation
+from .escalation import OVERDUE_STEP_SECONDS, STEP_SECONDS, StopEscalation
 from .jobdir import JobdirMeter, jobdir_meter
 from .leakwatch import LeakWatch
 from .media import summarize_media, watch_media_failures
@@ -422,15 +422,16 @@ class CrawlMemExtension:
         logger.warning("crawlmem: stopping the crawl: %s", message)
         probes.pause_engine(self.crawler)
         probes.close_spider(self.crawler, reason)
-        self.escalation = self._escalation()
+        self.escalation = self._escalation(overdue=reason == stops.TIMEOUT)
         self.escalation.start()
 
-    def _escalation(self) -> StopEscalation:
+    def _escalation(self, *, overdue: bool) -> StopEscalation:
         """The steps of this crawl's stop, should closing the spider not end it (a browser crawl's: pages,
-        contexts, the browser)."""
+        contexts, the browser); a stop at the timeout is overdue already: its steps hurry."""
         steps = self.pages.stop_steps(lambda: self.crawler) if self.pages is not None else []
         return StopEscalation(steps, ended=lambda: probes.crawl_ended(self.crawler), call_later=_reactor().callLater,
-                              logger=logger, note=self.recording.add_error)
+                              logger=logger, note=self.recording.add_error,
+                              step_seconds=OVERDUE_STEP_SECONDS if overdue else STEP_SECONDS)
 
     # -- drained checkpoints (reactor thread) ------------------------------------------
 
