@@ -94,3 +94,14 @@ def test_a_steady_crawl_never_warns(caplog):
             watch.judge(checkpoints(0, count))
     assert not caplog.records
     assert watch.verdict == "steady" and not watch.leak_suspected
+
+
+def test_the_ceiling_counts_the_browser_tree_with_the_crawl():
+    from pytest_crawlmem.crawl.meter import Ceiling
+
+    stops: list[tuple[str, str]] = []
+    ceiling = Ceiling(500 * MIB, lambda reason, message: stops.append((reason, message)))
+    assert not ceiling.check(100 * MIB, 1.0, 300 * MIB)
+    assert ceiling.check(100 * MIB, 2.0, 450 * MIB)
+    assert stops == [("crawlmem_kill_at", "RSS of the crawl (100.0 MiB) and PSS of its browser tree (450.0 MiB) reached"
+                      " 550.0 MiB at 2.0 s, the hard ceiling kill_at")]

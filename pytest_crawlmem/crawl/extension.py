@@ -37,6 +37,7 @@ from . import probes
 from .amplification import AmplificationMeter
 from .attribution import AttributionWindow
 from .browser import is_playwright_crawl
+from .browsertree import TreeReading
 from .danger import DangerWatch
 from .escalation import OVERDUE_STEP_SECONDS, STEP_SECONDS, StopEscalation
 from .jobdir import JobdirMeter, jobdir_meter
@@ -347,7 +348,13 @@ class CrawlMemExtension:
             self._watch_danger(sample)
         if pages is not None:
             self._check_stall(sample, pages)  # pages is read only for a browser crawl
-        self.ceiling.check(sample.rss_bytes, sample.t_seconds)
+        self.ceiling.check(sample.rss_bytes, sample.t_seconds, self._browser_footprint(tree))
+
+    def _browser_footprint(self, tree: TreeReading | None) -> int:
+        """The browser tree's PSS now: read on detail samples, estimated from RSS growth between them (kill_at)."""
+        if tree is None or self.pages is None or not tree.processes:
+            return 0
+        return tree.pss_bytes if tree.pss_bytes is not None else self.pages.watch.tree.estimate_pss_bytes(tree)
 
     def _request_stop(self, reason: str, message: str) -> None:
         """Ask the reactor thread to stop the crawl (sampler thread), unless a stop is already under way."""
