@@ -116,6 +116,7 @@ class CrawlMemExtension:
         self.escalation: StopEscalation | None = None  # the stop under way, carried through until the crawl ends
         self.leaks = LeakWatch(logger, leak_per_response=leak_per_response, min_interval=checkpoint_min_responses)
         self.undrained_checkpoints = 0
+        self._held_slots: list[tuple[Any, Any]] = []  # the browser's page slots a draining checkpoint holds
         self.last_browser_pss_bytes: int | None = None  # the tree's last PSS reading (status line, metrics)
         self._timeout_call: Any = None
         self.leak_per_response = leak_per_response
@@ -447,11 +448,16 @@ class CrawlMemExtension:
             return
         self._checkpointing = True
         started = time.monotonic()
+        if self.pages is not None:  # no new page opens while it drains: the downloads waiting for one stay parked
+            self._held_slots = probes.hold_page_slots(self.crawler)
         self._wait_for_drain(started)
 
     def _wait_for_drain(self, started: float) -> None:
-        drained = probes.is_drained(self.crawler)
+        parked = probes.parked_downloads(self.crawler) if self._held_slots else 0
+        drained = probes.is_drained(self.crawler, parked=parked)
         if drained or time.monotonic() - started > self.drain_timeout_seconds:
+            if not drained:
+                self._undrained(parked)
             if self.pages is not None:  # renderers collect their garbage first, so it is not counted as growth
                 self.pages.collect_garbage(self.crawler).addBoth(lambda _: self._finish_checkpoint(drained, started))
             else:
@@ -459,11 +465,28 @@ class CrawlMemExtension:
             return
         _reactor().callLater(_DRAIN_POLL_SECONDS, self._wait_for_drain, started)
 
+    def _undrained(self, parked: int) -> None:
+        """Say that a checkpoint did not drain and what would make it (recorded each time, logged once)."""
+        queues = probes.read_queues(self.crawler)
+        waiting = f", {parked:,} of them waiting for a page slot" if parked else ""
+        browser = " (or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT)" if self.pages is not None else ""
+        message = (
+            f"the checkpoint at {self.responses:,} responses did not drain within CRAWLMEM_DRAIN_TIMEOUT_SECONDS"
+            f" ({self.drain_timeout_seconds:g} s): {queues.inflight or 0:,} requests were still in flight{waiting};"
+            " it is not judged. Checkpoints drain when what is in flight finishes within the timeout: lower"
+            f" CONCURRENT_REQUESTS{browser} or raise CRAWLMEM_DRAIN_TIMEOUT_SECONDS"
+        )
+        self.recording.add_error(message)
+        if not self.undrained_checkpoints:
+            logger.warning("crawlmem: %s", message)
+
     def _finish_checkpoint(self, drained: bool, started: float) -> None:
         try:
             self._take_checkpoint(drained=drained, cost_started=started)
         finally:
             self._checkpointing = False
+            held, self._held_slots = self._held_slots, []
+            probes.release_page_slots(held)
             probes.resume_engine(self.crawler)
 
     def _take_checkpoint(self, *, drained: bool, cost_started: float) -> None:

@@ -4,6 +4,7 @@ when never closed (crawl process)."""
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -17,6 +18,9 @@ from .recording import Recording
 
 #: How long a renderer GC may take before a checkpoint reads the browser anyway.
 GC_TIMEOUT_SECONDS = 5.0
+#: Seconds between readings of the browser tree by the sampler (each reads /proc of every browser process: at a 0.1 s
+#: sample interval, reading it every sample cost a third of the crawl process's CPU).
+TREE_SAMPLE_SECONDS = 0.5
 #: How long scrapy-playwright may wait for a download after a stop closed a page mid-navigation.
 ABORTED_DOWNLOAD_WAIT_SECONDS = 1.0
 
@@ -100,6 +104,8 @@ class CrawlBrowser:
         self.watch = BrowserWatch(detail_seconds=detail_seconds)
         self.handed = HandedPages(stall_seconds)  # pages given to callbacks (playwright_include_page)
         self.unclosed_at_close = 0
+        self._last_tree: TreeReading | None = None
+        self._last_tree_at = 0.0
 
     def response_received(self, response: Any, request: Any = None, spider: Any = None) -> None:
         """Note the page a response hands to its callback, and which callback, if it does (reactor thread)."""
@@ -108,12 +114,15 @@ class CrawlBrowser:
             self.handed.add(page, callback_name(request or response.request, spider))
 
     def sample(self, crawler: Any) -> tuple[TreeReading, probes.PageReading | None]:
-        """Read the tree (PSS/USS on schedule, RSS otherwise) and the open pages; keep the most seen (sampler thread)."""
-        tree = self.watch.read()
+        """Read the tree (PSS/USS on schedule, RSS otherwise, at most every :data:`TREE_SAMPLE_SECONDS`: between
+        those the last reading stands) and the open pages; keep the most seen (sampler thread)."""
+        now = time.monotonic()
+        if self._last_tree is None or now - self._last_tree_at >= TREE_SAMPLE_SECONDS:
+            self._last_tree, self._last_tree_at = self.watch.read(), now
         pages = probes.read_pages(crawler)
         if pages is not None:
             self.watch.count(pages.pages, pages.contexts)
-        return tree, pages
+        return self._last_tree, pages
 
     def checkpoint_fields(self, crawler: Any) -> dict[str, Any]:
         """A checkpoint's browser fields, from a detailed reading of the tree (none when no browser runs yet)."""

@@ -7,10 +7,12 @@ Scrapy upgrade degrades a figure instead of breaking a crawl. Runs in the crawl 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,12 +182,13 @@ def read_queues(crawler: Any) -> QueueReading:
     )
 
 
-def is_drained(crawler: Any) -> bool:
+def is_drained(crawler: Any, parked: int = 0) -> bool:
     """Return whether no download is in flight and the scraper holds no response or item.
 
     Downloads the engine started for components (media pipelines' ``engine.download_async``) count too:
     they are in the engine slot's ``inprogress`` from before they reach the downloader until their
-    response (or a redirect's final one) is handed back.
+    response (or a redirect's final one) is handed back. ``parked`` downloads (a browser crawl's, waiting for a
+    page slot the checkpoint holds) hold no page and no response: they do not keep the crawl from draining.
     """
     engine = _engine(crawler)
     if engine is None:
@@ -193,7 +196,7 @@ def is_drained(crawler: Any) -> bool:
     scraper_slot = getattr(getattr(engine, "scraper", None), "slot", None)
     inflight = len(engine.downloader.active)
     inprogress = _attempt(lambda: len(engine._slot.inprogress)) or 0
-    return inflight == 0 and inprogress == 0 and (scraper_slot is None or scraper_slot.is_idle())
+    return inflight <= parked and inprogress <= parked and (scraper_slot is None or scraper_slot.is_idle())
 
 
 def pause_engine(crawler: Any) -> bool:
@@ -345,9 +348,60 @@ class PageReading:
     waiting: int = 0
 
 
+#: The futures :func:`hold_page_slots` queued: never a download's, never failed by :func:`release_slot_waiters`.
+_HOLDS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
 def _waiters(semaphore: Any) -> list[Any]:
-    """The futures of the tasks waiting on an ``asyncio.Semaphore`` (its private ``_waiters``; empty if it moved)."""
-    return [future for future in list(getattr(semaphore, "_waiters", None) or ()) if not future.done()]
+    """The futures of the downloads waiting on an ``asyncio.Semaphore`` (its private ``_waiters``; empty if it moved)."""
+    return [f for f in list(getattr(semaphore, "_waiters", None) or ()) if not f.done() and f not in _HOLDS]
+
+
+def hold_page_slots(crawler: Any) -> list[tuple[Any, Any]]:
+    """Take every page slot that frees up from now on, before any waiting download can (reactor thread).
+
+    For each context of scrapy-playwright, as many futures as it has page slots go to the front of its semaphore's
+    waiters: a page that closes wakes one of them, so no new page opens. A drained checkpoint holds the slots while
+    it drains, then gives them back with :func:`release_page_slots`. Returns ``(semaphore, future)`` pairs.
+    """
+    import asyncio
+    import collections
+
+    held: list[tuple[Any, Any]] = []
+    loop = asyncio.get_event_loop()
+    for handler in _attempt(playwright_handlers, crawler) or []:
+        slots = int(getattr(getattr(handler, "config", None), "max_pages_per_context", 0) or 0)
+        for wrapper in list(handler.context_wrappers.values()):
+            semaphore = wrapper.semaphore
+            if getattr(semaphore, "_waiters", None) is None:
+                semaphore._waiters = collections.deque()
+            for _ in range(slots):
+                future = loop.create_future()
+                _HOLDS.add(future)
+                semaphore._waiters.appendleft(future)
+                held.append((semaphore, future))
+    return held
+
+
+def release_page_slots(held: list[tuple[Any, Any]]) -> int:
+    """Give back the slots :func:`hold_page_slots` took, waking the downloads waiting for them; return how many."""
+    released = 0
+    for semaphore, future in held:  # each leaves the waiters first: a done one left there would lock it for good
+        with contextlib.suppress(ValueError, AttributeError):
+            semaphore._waiters.remove(future)
+    for semaphore, future in held:
+        if future.done() and not future.cancelled() and future.exception() is None:
+            semaphore.release()  # the slot it took goes to the next download waiting
+            released += 1
+        else:
+            future.cancel()
+    return released
+
+
+def parked_downloads(crawler: Any) -> int:
+    """Downloads waiting for a page slot or a context of scrapy-playwright (they hold no page)."""
+    reading = read_pages(crawler)
+    return reading.waiting if reading is not None else 0
 
 
 def _slot_semaphores(handler: Any) -> list[Any]:
