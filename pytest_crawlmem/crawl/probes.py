@@ -460,7 +460,10 @@ def close_browser_connection(crawler: Any) -> int:
     how many were (reactor thread). The last resort of a stop: a call to a killed browser may never be answered."""
     failed = 0
     for handler in _attempt(playwright_handlers, crawler) or []:
-        connection = getattr(getattr(handler, "browser", None), "_connection", None)
+        # the browser object is gone once it disconnected (PLAYWRIGHT_RESTART_DISCONNECTED_BROWSER): its Playwright's
+        # connection is the same one
+        owner = getattr(handler, "browser", None) or getattr(getattr(handler, "browser_provider", None), "playwright", None)
+        connection = getattr(getattr(owner, "_impl_obj", owner), "_connection", None)  # behind the async API's wrapper
         if connection is None or not hasattr(connection, "close"):
             continue
         failed += len(getattr(connection, "_callbacks", None) or {})
