@@ -57,3 +57,30 @@ class ClosesPages(KeepsPages):
         await page.close()
         yield {"title": title, "products": len(response.css("div.product"))}
 '''
+
+FORGETFUL_SPIDERS = '''
+import scrapy
+
+from pytest_crawlmem.crawl.browser import playwright_settings
+
+
+def forgetful_settings(concurrency):
+    """The issue's reproduction: more requests in flight than one context has page slots."""
+    return playwright_settings({"CONCURRENT_REQUESTS": concurrency, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": 4,
+                                "LOG_LEVEL": "INFO", "CRAWLMEM_STALL_SECONDS": 3})
+
+
+class ForgetsPages(scrapy.Spider):
+    """Opens /js/<id>?mode=render pages with playwright_include_page=True and never closes them."""
+
+    name = "forgets_pages"
+    pages = 40
+
+    async def start(self):
+        for number in range(int(self.pages)):
+            yield scrapy.Request(f"{self.base_url}/js/{number}?mode=render",
+                                 meta={"playwright": True, "playwright_include_page": True})
+
+    async def parse(self, response):
+        yield {"title": response.css("title::text").get()}
+'''

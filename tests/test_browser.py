@@ -192,3 +192,14 @@ def test_a_browser_job_too_short_to_judge_says_pages_and_what_the_job_must_do(py
                                   " about 160 pages*"])
     warning = next(line for line in outcome.stdout.lines if "could not judge" in line)
     assert "response" not in warning, warning
+
+
+def test_kill_at_covers_the_browser_tree_so_a_growing_browser_is_stopped(suite):
+    write_test(suite, '@pytest.mark.crawl_memory(kill_at="250 MiB", timeout=120)', """
+    result = crawl(ContextPerRequest, settings=SETTINGS, base_url=fixture_site.base_url, pages=60)
+""")
+    outcome = run(suite)
+    outcome.assert_outcomes(failed=1)
+    outcome.stdout.fnmatch_lines(["*RSS of the crawl (* MiB) and PSS of its browser tree (* MiB) reached * MiB at * s,"
+                                  " the hard ceiling kill_at*"])
+    assert report_of(suite)["result"]["finish_reason"] == "crawlmem_kill_at"

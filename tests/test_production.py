@@ -306,3 +306,64 @@ def test_a_metrics_port_in_use_is_logged_and_the_crawl_goes_on(tmp_path: Path):
     assert f"crawlmem: could not serve Prometheus metrics on 127.0.0.1:{port}:" in proc.stderr
     received = re.search(r"'response_received_count': (\d+)", proc.stderr)
     assert received and int(received.group(1)) >= 5, proc.stderr[-2000:]  # the 5 slow pages at least: the crawl ran
+
+
+LEAKY_SCRIPT = '''
+import sys
+import scrapy
+from scrapy.crawler import CrawlerProcess
+from pytest_crawlmem.harness.site import start_site
+
+KEPT = []
+
+
+class Hoarding(scrapy.Spider):
+    name = "hoarding"
+
+    def parse(self, response):
+        yield from response.follow_all(css="a.product", callback=self.parse_product)
+        yield from response.follow_all(css="a.next")
+
+    def parse_product(self, response):
+        KEPT.append(bytes(8192))  # 8 KiB kept per product: the leak
+        yield {"name": response.css("h1.name::text").get()}
+
+
+with start_site() as site:
+    process = CrawlerProcess({
+        "EXTENSIONS": {"pytest_crawlmem.extension.CrawlMemExtension": 0},
+        "CRAWLMEM_ENABLED": True,
+        "CRAWLMEM_JSONL": sys.argv[1],
+        "CRAWLMEM_LOG_INTERVAL_SECONDS": 0.5,
+        "LOG_LEVEL": "INFO",
+    })
+    process.crawl(Hoarding, start_urls=[site.url("/catalog/?pages=100&per_page=20")])
+    process.start()
+'''
+
+
+def test_a_production_crawl_that_leaks_warns_once_and_streams_its_verdict_sites_and_finish(tmp_path: Path):
+    script = tmp_path / "crawl.py"
+    script.write_text(LEAKY_SCRIPT)
+    stream = tmp_path / "crawlmem-samples.jsonl"
+    proc = subprocess.run([sys.executable, str(script), str(stream)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    warnings = [line for line in proc.stderr.splitlines() if "WARNING" in line and "crawlmem: leak suspected" in line]
+    assert len(warnings) == 1, proc.stderr[-5000:]
+    assert "retained-objects" in warnings[0], warnings[0]
+    assert "'crawlmem/verdict': 'retained-objects'" in proc.stderr, proc.stderr[-3000:]
+    per_response = re.search(r"'crawlmem/growth_per_response': ([\d.]+)", proc.stderr)
+    assert per_response and 4096 < float(per_response.group(1)) < 4 * 8192, proc.stderr[-3000:]
+    status = [line for line in proc.stderr.splitlines() if "crawlmem: rss=" in line]
+    assert re.search(r" active=([\d.]+KiB|-) ", status[-1]), status[-1]
+    assert "verdict=retained-objects" in status[-1], status[-1]
+    finish = [json.loads(line) for line in stream.read_text().splitlines() if '"finish"' in line]
+    assert finish and finish[-1]["reason"] == "finished" and finish[-1]["growth_sites"], finish
+
+    rendered = subprocess.run([sys.executable, "-m", "pytest_crawlmem", "report", str(stream)],
+                              capture_output=True, text=True, timeout=120)
+    assert rendered.returncode == 0, rendered.stderr
+    page = (tmp_path / "report.html").read_text()
+    assert "no allocation site recorded" not in page
+    assert "crawl.py" in page  # the growth site: the spider's own line
+    assert '<div class="label">finish reason</div><div class="value">finished</div>' in page

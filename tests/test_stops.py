@@ -85,16 +85,19 @@ class FakePage:
         return self.closed
 
 
-def test_unclosed_pages_that_fill_every_context_stall_the_crawl_only_after_stall_seconds():
+def test_unclosed_pages_that_fill_every_context_stall_the_crawl_after_stall_seconds_and_again_after_each_more():
     from pytest_crawlmem.crawl.pages import HandedPages
 
     pages = HandedPages(stall_seconds=5)
     page = FakePage()
-    pages.add(page)
-    assert pages.stall(10, 1.0, 1, stopping=False) is None  # progress: the clock restarts
-    assert pages.stall(10, 5.9, 1, stopping=False) is None  # not 5 s yet
-    assert pages.stall(10, 6.0, 0, stopping=False) is None  # a context has a free slot
-    assert pages.stall(10, 6.0, 1, stopping=True) is None  # another stop is under way
-    assert pages.stall(10, 6.0, 1, stopping=False).startswith("1 pages handed to callbacks")
+    pages.add(page, "Forgetful.parse")
+    assert pages.stall(10, 1.0, 1) is None  # progress: the clock restarts
+    assert pages.stall(10, 5.9, 1) is None  # not 5 s yet
+    assert pages.stall(10, 6.0, 0) is None  # a context has a free slot
+    message = pages.stall(10, 6.0, 1, waiting=3)
+    assert message is not None and message.startswith("1 pages handed to callbacks")
+    assert "never closed by Forgetful.parse" in message and "while 3 request(s) waited for one" in message
+    assert pages.stall(10, 7.0, 1) is None  # it fired: the next is due after another stall_seconds
+    assert pages.stall(10, 11.0, 1) is not None  # the same stall, still there: a stop under way hears of it again
     page.closed = True
-    assert pages.stall(10, 7.0, 1, stopping=False) is None and pages.open() == []
+    assert pages.stall(10, 17.0, 1) is None and pages.open() == []

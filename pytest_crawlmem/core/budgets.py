@@ -90,8 +90,8 @@ SPECS: dict[str, BudgetSpec] = {
              report=("browser", "max_open_pages")),
         _row("max_replay_misses", "count", "most requests a replayed crawl found nowhere in its recording (404)",
              "replay_misses", "replay misses"),
-        _row("kill_at", "size", "hard ceiling: RSS at which the crawl is stopped at once (the test fails)", "peak_rss",
-             "peak RSS"),
+        _row("kill_at", "size", "hard ceiling: RSS (in a browser crawl, plus the browser tree's PSS) at which the crawl"
+             " is stopped at once (the test fails)", "peak_rss", "peak RSS"),
         _row("timeout", "seconds", "seconds after which the crawl is stopped (the test fails)", "duration_seconds",
              "duration"),
         _row("min_responses", "count", "fewest responses a crawl must get (default 1: a crawl that measured"

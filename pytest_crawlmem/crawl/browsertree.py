@@ -237,6 +237,24 @@ def find_browser_tree(root_pid: int | None = None) -> list[int]:
     return list(discover_browser_tree(root_pid))
 
 
+def kill_browser(kinds: Mapping[int, str]) -> int:
+    """SIGKILL the browser processes of a tree (``{pid: kind}``), never Playwright's driver; return how many died.
+
+    The last step of a stop that nothing else could finish: Playwright's pending calls fail with the browser gone,
+    and the crawl can close.
+    """
+    killed = 0
+    for pid, kind in kinds.items():
+        if kind == "driver":
+            continue
+        try:
+            psutil.Process(pid).kill()
+            killed += 1
+        except psutil.Error:
+            continue
+    return killed
+
+
 @dataclass(frozen=True, slots=True)
 class RollupFigures:
     """RSS, PSS, USS and anonymous PSS (``None`` before Linux 5.8) of one process, in bytes."""

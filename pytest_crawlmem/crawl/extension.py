@@ -37,8 +37,11 @@ from . import probes
 from .amplification import AmplificationMeter
 from .attribution import AttributionWindow
 from .browser import is_playwright_crawl
+from .browsertree import TreeReading
 from .danger import DangerWatch
+from .escalation import OVERDUE_STEP_SECONDS, STEP_SECONDS, StopEscalation
 from .jobdir import JobdirMeter, jobdir_meter
+from .leakwatch import LeakWatch
 from .media import summarize_media, watch_media_failures
 from .meter import Ceiling, Sampler, drained_checkpoint
 from .metrics import MetricsServer, require_prometheus
@@ -112,6 +115,11 @@ class CrawlMemExtension:
         self.kill_at_bytes = kill_at_bytes
         self.timeout_seconds = timeout_seconds
         self.stopped_because = ""  # why the harness stopped the crawl, if it did
+        self.escalation: StopEscalation | None = None  # the stop under way, carried through until the crawl ends
+        self.leaks = LeakWatch(logger, leak_per_response=leak_per_response, min_interval=checkpoint_min_responses)
+        self.undrained_checkpoints = 0
+        self._held_slots: list[tuple[Any, Any]] = []  # the browser's page slots a draining checkpoint holds
+        self.last_browser_pss_bytes: int | None = None  # the tree's last PSS reading (status line, metrics)
         self._timeout_call: Any = None
         self.leak_per_response = leak_per_response
         self._traced_whole = False
@@ -243,7 +251,7 @@ class CrawlMemExtension:
         """Count the response, its size and latency; start a drained checkpoint when one is due."""
         self.responses += 1
         if self.pages is not None:
-            self.pages.response_received(response)
+            self.pages.response_received(response, request, spider)
         self.response_sizes.add(len(response.body))
         latency = request.meta.get("download_latency")
         if latency is not None:
@@ -290,8 +298,21 @@ class CrawlMemExtension:
         self.attribution.end()
         if self._started_tracing and tracemalloc.is_tracing():
             tracemalloc.stop()
+        self._stream_finish(reason)
         self.recording.close()
         self._write_stats()
+
+    def _stream_finish(self, reason: str) -> None:
+        """The stream's last record: the finish reason, the traced window's growth sites, the browser's figures, the
+        verdict so far (what ``crawlmem report`` of a production stream names)."""
+        browser = self.browser_summary()
+        try:
+            self.recording.add_finish(
+                reason, growth_sites=[site.to_json() for site in self.attribution.growth_sites],
+                browser=browser.to_json() if browser is not None else None, verdict=self.leaks.verdict or None,
+            )
+        except Exception as exc:  # what cannot be streamed must not stop the close
+            self.recording.add_error(f"finish record failed: {exc!r}")
 
     # -- sampling (sampler thread) --------------------------------------------------
 
@@ -304,6 +325,8 @@ class CrawlMemExtension:
         queues = probes.read_queues(self.crawler)
         traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else None
         tree, pages = self.pages.sample(self.crawler) if self.pages is not None else (None, None)
+        if tree is not None and tree.pss_bytes is not None:
+            self.last_browser_pss_bytes = tree.pss_bytes
         sample = Sample(
             t_seconds=round(time.monotonic() - self.started_at, 4),
             responses=self.responses,
@@ -329,7 +352,13 @@ class CrawlMemExtension:
             self._watch_danger(sample)
         if pages is not None:
             self._check_stall(sample, pages)  # pages is read only for a browser crawl
-        self.ceiling.check(sample.rss_bytes, sample.t_seconds)
+        self.ceiling.check(sample.rss_bytes, sample.t_seconds, self._browser_footprint(tree))
+
+    def _browser_footprint(self, tree: TreeReading | None) -> int:
+        """The browser tree's PSS now: read on detail samples, estimated from RSS growth between them (kill_at)."""
+        if tree is None or self.pages is None or not tree.processes:
+            return 0
+        return tree.pss_bytes if tree.pss_bytes is not None else self.pages.watch.tree.estimate_pss_bytes(tree)
 
     def _request_stop(self, reason: str, message: str) -> None:
         """Ask the reactor thread to stop the crawl (sampler thread), unless a stop is already under way."""
@@ -366,17 +395,23 @@ class CrawlMemExtension:
     # -- the browser (pages.py): pages left open stop the crawl before it hangs -----------
 
     def _check_stall(self, sample: Sample, pages: probes.PageReading) -> None:
-        """Stop a crawl that waits forever for page slots held by pages callbacks never closed (sampler thread)."""
+        """Stop a crawl that waits forever for page slots held by pages callbacks never closed; while a stop is
+        under way, close them again each time the stall comes back (sampler thread)."""
         assert self.pages is not None
-        message = self.pages.stall(sample.responses, sample.t_seconds, pages, stopping=bool(self.stopped_because))
+        message = self.pages.stall(sample.responses, sample.t_seconds, pages)
         if message is None:
             return
-        self.stopped_because = "pending"
+        if not self.stopped_because:
+            self.stopped_because = "pending"
         _reactor().callFromThread(self._stop_unclosed, message)
 
     def _stop_unclosed(self, message: str) -> None:
-        """Stop the crawl, closing the pages that block it so waiting downloads can finish."""
-        self._stop_crawl(stops.UNCLOSED_PAGES, message)
+        """Stop the crawl (or note the stall of a stop under way), closing the pages that block it so waiting
+        downloads can finish (reactor thread)."""
+        if self.stopped_because in ("", "pending"):
+            self._stop_crawl(stops.UNCLOSED_PAGES, message)
+        else:
+            self.recording.add_error(f"stop under way: stalled again: {message}")
         if self.pages is not None:
             self.pages.close_unclosed()
 
@@ -387,14 +422,27 @@ class CrawlMemExtension:
     # -- hard limits (reactor thread) ----------------------------------------------------
 
     def _stop_crawl(self, reason: str, message: str) -> None:
-        """Stop the crawl at once: no new downloads, close the spider with ``reason``."""
+        """Stop the crawl at once: no new downloads, close the spider with ``reason``; a stop already under way
+        escalates instead (escalation.py), so the timeout still ends a crawl whose first stop did not."""
         if self.stopped_because not in ("", "pending"):
+            if self.escalation is not None and self.crawler is not None:
+                self.escalation.escalate(message)
             return
         self.stopped_because = message
         self.recording.add_stop(reason, message)
         logger.warning("crawlmem: stopping the crawl: %s", message)
         probes.pause_engine(self.crawler)
         probes.close_spider(self.crawler, reason)
+        self.escalation = self._escalation(overdue=reason == stops.TIMEOUT)
+        self.escalation.start()
+
+    def _escalation(self, *, overdue: bool) -> StopEscalation:
+        """The steps of this crawl's stop, should closing the spider not end it (a browser crawl's: pages,
+        contexts, the browser); a stop at the timeout is overdue already: its steps hurry."""
+        steps = self.pages.stop_steps(lambda: self.crawler) if self.pages is not None else []
+        return StopEscalation(steps, ended=lambda: probes.crawl_ended(self.crawler), call_later=_reactor().callLater,
+                              logger=logger, note=self.recording.add_error,
+                              step_seconds=OVERDUE_STEP_SECONDS if overdue else STEP_SECONDS)
 
     # -- drained checkpoints (reactor thread) ------------------------------------------
 
@@ -403,11 +451,16 @@ class CrawlMemExtension:
             return
         self._checkpointing = True
         started = time.monotonic()
+        if self.pages is not None:  # no new page opens while it drains: the downloads waiting for one stay parked
+            self._held_slots = probes.hold_page_slots(self.crawler)
         self._wait_for_drain(started)
 
     def _wait_for_drain(self, started: float) -> None:
-        drained = probes.is_drained(self.crawler)
+        parked = probes.parked_downloads(self.crawler) if self._held_slots else 0
+        drained = probes.is_drained(self.crawler, parked=parked)
         if drained or time.monotonic() - started > self.drain_timeout_seconds:
+            if not drained:
+                self._undrained(parked)
             if self.pages is not None:  # renderers collect their garbage first, so it is not counted as growth
                 self.pages.collect_garbage(self.crawler).addBoth(lambda _: self._finish_checkpoint(drained, started))
             else:
@@ -415,11 +468,28 @@ class CrawlMemExtension:
             return
         _reactor().callLater(_DRAIN_POLL_SECONDS, self._wait_for_drain, started)
 
+    def _undrained(self, parked: int) -> None:
+        """Say that a checkpoint did not drain and what would make it (recorded each time, logged once)."""
+        queues = probes.read_queues(self.crawler)
+        waiting = f", {parked:,} of them waiting for a page slot" if parked else ""
+        browser = " (or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT)" if self.pages is not None else ""
+        message = (
+            f"the checkpoint at {self.responses:,} responses did not drain within CRAWLMEM_DRAIN_TIMEOUT_SECONDS"
+            f" ({self.drain_timeout_seconds:g} s): {queues.inflight or 0:,} requests were still in flight{waiting};"
+            " it is not judged. Checkpoints drain when what is in flight finishes within the timeout: lower"
+            f" CONCURRENT_REQUESTS{browser} or raise CRAWLMEM_DRAIN_TIMEOUT_SECONDS"
+        )
+        self.recording.add_error(message)
+        if not self.undrained_checkpoints:
+            logger.warning("crawlmem: %s", message)
+
     def _finish_checkpoint(self, drained: bool, started: float) -> None:
         try:
             self._take_checkpoint(drained=drained, cost_started=started)
         finally:
             self._checkpointing = False
+            held, self._held_slots = self._held_slots, []
+            probes.release_page_slots(held)
             probes.resume_engine(self.crawler)
 
     def _take_checkpoint(self, *, drained: bool, cost_started: float) -> None:
@@ -432,8 +502,13 @@ class CrawlMemExtension:
         browser = self.pages.checkpoint_fields(self.crawler) if self.pages is not None else {}  # read after the checkpoint's cost
         if browser:
             checkpoint = replace(checkpoint, **browser)
+        previous = self.recording.checkpoints[-1] if self.recording.checkpoints else None
         self.recording.add_checkpoint(checkpoint)
-        self._next_checkpoint = self._after_attribution(checkpoint)
+        self.undrained_checkpoints += not drained
+        if previous is not None:  # the opening checkpoint has nothing to judge
+            self._judge_so_far()
+        if previous is None or previous.responses < checkpoint.responses:  # an interval of no response judges nothing
+            self._next_checkpoint = self._after_attribution(checkpoint)
 
     def _after_attribution(self, checkpoint: Checkpoint) -> int:
         """Let the attribution window open or close here; return the next checkpoint.
@@ -445,6 +520,14 @@ class CrawlMemExtension:
         room = due if was_open else max(due, checkpoint.responses + WINDOW_ROOM_RESPONSES)
         after = self.attribution.at_checkpoint(self.crawler, checkpoint, room)
         return after if was_open or self.attribution.is_open else due
+
+    def _judge_so_far(self) -> None:
+        """The verdict of the drained checkpoints so far, as stats, and a WARNING when it shows a leak (leakwatch.py)."""
+        self.leaks.judge(self.recording.checkpoints)
+        if self.leaks.verdict and self.crawler is not None:
+            self.crawler.stats.set_value("crawlmem/verdict", self.leaks.verdict)
+            if self.leaks.per_response_bytes is not None:
+                self.crawler.stats.set_value("crawlmem/growth_per_response", round(self.leaks.per_response_bytes, 1))
 
     def _write_stats(self) -> None:
         stats = self.crawler.stats
@@ -458,6 +541,8 @@ class CrawlMemExtension:
         if browser is not None:
             stats.set_value("crawlmem/browser_pss", browser.peak_pss_bytes)
             stats.set_value("crawlmem/browser_max_open_pages", browser.max_open_pages)
+            stats.set_value("crawlmem/browser_max_open_contexts", browser.max_open_contexts)
+        stats.set_value("crawlmem/undrained_checkpoints", self.undrained_checkpoints)
 
 
     # -- production: status, metrics and the extension's own costs (reactor thread) ---------

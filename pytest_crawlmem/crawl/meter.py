@@ -65,12 +65,22 @@ class Ceiling:
         self._stop = stop
         self.fired = False
 
-    def check(self, rss_bytes: int, t_seconds: float) -> bool:
-        """Whether this reading reached the ceiling for the first time (and the stop was called)."""
-        if self.fired or not stops.over_kill_at(rss_bytes, self.kill_at_bytes):
+    def check(self, rss_bytes: int, t_seconds: float, browser_pss_bytes: int = 0) -> bool:
+        """Whether this reading reached the ceiling for the first time (and the stop was called).
+
+        A browser crawl's footprint is the crawl process's RSS plus the browser tree's PSS (``browser_pss_bytes``):
+        ``kill_at`` covers both, so a browser that grows without bound is stopped too.
+        """
+        total = rss_bytes + browser_pss_bytes
+        if self.fired or not stops.over_kill_at(total, self.kill_at_bytes):
             return False
         self.fired = True
-        self._stop(stops.KILL_AT, stops.kill_at_message(rss_bytes, t_seconds))
+        message = stops.kill_at_message(rss_bytes, t_seconds)
+        if browser_pss_bytes:
+            message = (f"RSS of the crawl ({rss_bytes / 2**20:,.1f} MiB) and PSS of its browser tree"
+                       f" ({browser_pss_bytes / 2**20:,.1f} MiB) reached {total / 2**20:,.1f} MiB at {t_seconds:.1f} s,"
+                       " the hard ceiling kill_at")
+        self._stop(stops.KILL_AT, message)
         return True
 
 

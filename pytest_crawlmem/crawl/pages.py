@@ -4,18 +4,25 @@ when never closed (crawl process)."""
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.models import BrowserSummary, Checkpoint
-from . import probes
+from . import browsertree, probes
 from .browsertree import TreeReading
 from .browserwatch import BrowserWatch
 from .recording import Recording
 
 #: How long a renderer GC may take before a checkpoint reads the browser anyway.
 GC_TIMEOUT_SECONDS = 5.0
+#: Seconds between readings of the browser tree by the sampler (each reads /proc of every browser process: at a 0.1 s
+#: sample interval, reading it every sample cost a third of the crawl process's CPU).
+TREE_SAMPLE_SECONDS = 0.5
+#: How long scrapy-playwright may wait for a download after a stop closed a page mid-navigation.
+ABORTED_DOWNLOAD_WAIT_SECONDS = 1.0
 
 
 async def collect_renderer_garbage(pages: Sequence[Any]) -> None:
@@ -25,40 +32,65 @@ async def collect_renderer_garbage(pages: Sequence[Any]) -> None:
 
 
 class HandedPages:
-    """Pages handed to callbacks (``playwright_include_page``), held weakly, and the crawl's progress in responses."""
+    """Pages handed to callbacks (``playwright_include_page``), held weakly with the callback each went to, and the
+    crawl's progress in responses."""
 
     def __init__(self, stall_seconds: float) -> None:
         self.stall_seconds = stall_seconds
-        self._refs: list[weakref.ref[Any]] = []
-        self._progress = (0, 0.0)  # (responses, when that count was first seen)
+        self._refs: list[tuple[weakref.ref[Any], str]] = []
+        self._progress = (0, 0.0)  # (responses, when that count was first seen, or when the stall last fired)
 
-    def add(self, page: Any) -> None:
-        """Note a page handed to a callback (reactor thread)."""
-        self._refs.append(weakref.ref(page))
+    def add(self, page: Any, callback: str = "") -> None:
+        """Note a page handed to ``callback`` (reactor thread)."""
+        self._refs.append((weakref.ref(page), callback))
 
     def open(self) -> list[Any]:
         """The handed pages still open."""
-        alive = [page for ref in self._refs if (page := ref()) is not None and not page.is_closed()]
-        self._refs = [weakref.ref(page) for page in alive]
+        return [page for page, _ in self._open()]
+
+    def _open(self) -> list[tuple[Any, str]]:
+        alive = [(page, name) for ref, name in self._refs if (page := ref()) is not None and not page.is_closed()]
+        self._refs = [(weakref.ref(page), name) for page, name in alive]
         return alive
 
-    def stall(self, responses: int, t_seconds: float, full_contexts: int, *, stopping: bool) -> str | None:
+    def keepers(self) -> Counter[str]:
+        """The callbacks holding the handed pages still open, with how many each holds."""
+        return Counter(name or "?" for _, name in self._open())
+
+    def stall(self, responses: int, t_seconds: float, full_contexts: int, waiting: int = 0) -> str | None:
         """Why the crawl would hang, when no response came for ``stall_seconds`` because unclosed pages fill every
-        context's slots (``None`` while it progresses, or when a stop is already under way) (sampler thread)."""
+        context's slots (``None`` while it progresses); it fires again after each further ``stall_seconds`` of the
+        same stall, so a stop under way hears of it too (sampler thread)."""
         if responses != self._progress[0]:
             self._progress = (responses, t_seconds)
             return None
-        if t_seconds - self._progress[1] < self.stall_seconds or not full_contexts or stopping:
+        if t_seconds - self._progress[1] < self.stall_seconds or not full_contexts:
             return None
-        unclosed = len(self.open())
+        keepers = self.keepers()
+        unclosed = sum(keepers.values())
         if not unclosed:
             return None
-        return (
-            f"{unclosed:,} pages handed to callbacks (playwright_include_page=True) were never closed, and no response"
-            f" came for {self.stall_seconds:g} s because {full_contexts} browser context(s) had no free page slot"
-            " (PLAYWRIGHT_MAX_PAGES_PER_CONTEXT): the crawl would hang. Close the page in the callback"
-            " (`await page.close()`) and in the errback"
-        )
+        self._progress = (responses, t_seconds)
+        return stall_message(unclosed, keepers, self.stall_seconds, full_contexts, waiting)
+
+
+def stall_message(unclosed: int, keepers: Counter[str], stall_seconds: float, full_contexts: int, waiting: int) -> str:
+    """The sentence of a crawl stopped because the pages its callbacks kept filled every page slot."""
+    who = ", ".join(f"{name} ({count:,})" if len(keepers) > 1 else name for name, count in keepers.most_common(3))
+    waited = f" while {waiting:,} request(s) waited for one" if waiting else ""
+    return (
+        f"{unclosed:,} pages handed to callbacks (playwright_include_page=True) were never closed by {who}, and no"
+        f" response came for {stall_seconds:g} s because {full_contexts} browser context(s) had no free page slot"
+        f" (PLAYWRIGHT_MAX_PAGES_PER_CONTEXT){waited}: the crawl would hang. Close the page in the callback"
+        " (`await page.close()`) and in the errback"
+    )
+
+
+def callback_name(request: Any, spider: Any) -> str:
+    """The callback a request's response goes to, as ``Class.method`` (the spider's ``parse`` when none is set)."""
+    callback = getattr(request, "callback", None) or getattr(spider, "parse", None)
+    func = getattr(callback, "__func__", callback)
+    return str(getattr(func, "__qualname__", None) or getattr(callback, "__name__", "") or repr(callback))
 
 
 class CrawlBrowser:
@@ -72,20 +104,25 @@ class CrawlBrowser:
         self.watch = BrowserWatch(detail_seconds=detail_seconds)
         self.handed = HandedPages(stall_seconds)  # pages given to callbacks (playwright_include_page)
         self.unclosed_at_close = 0
+        self._last_tree: TreeReading | None = None
+        self._last_tree_at = 0.0
 
-    def response_received(self, response: Any) -> None:
-        """Note the page a response hands to its callback, if it does (reactor thread)."""
+    def response_received(self, response: Any, request: Any = None, spider: Any = None) -> None:
+        """Note the page a response hands to its callback, and which callback, if it does (reactor thread)."""
         page = response.meta.get("playwright_page")
         if page is not None:
-            self.handed.add(page)
+            self.handed.add(page, callback_name(request or response.request, spider))
 
     def sample(self, crawler: Any) -> tuple[TreeReading, probes.PageReading | None]:
-        """Read the tree (PSS/USS on schedule, RSS otherwise) and the open pages; keep the most seen (sampler thread)."""
-        tree = self.watch.read()
+        """Read the tree (PSS/USS on schedule, RSS otherwise, at most every :data:`TREE_SAMPLE_SECONDS`: between
+        those the last reading stands) and the open pages; keep the most seen (sampler thread)."""
+        now = time.monotonic()
+        if self._last_tree is None or now - self._last_tree_at >= TREE_SAMPLE_SECONDS:
+            self._last_tree, self._last_tree_at = self.watch.read(), now
         pages = probes.read_pages(crawler)
         if pages is not None:
             self.watch.count(pages.pages, pages.contexts)
-        return tree, pages
+        return self._last_tree, pages
 
     def checkpoint_fields(self, crawler: Any) -> dict[str, Any]:
         """A checkpoint's browser fields, from a detailed reading of the tree (none when no browser runs yet)."""
@@ -105,14 +142,62 @@ class CrawlBrowser:
         """Pages handed to callbacks (``playwright_include_page``) that are still open."""
         return self.handed.open()
 
-    def stall(self, responses: int, t_seconds: float, pages: probes.PageReading, *, stopping: bool) -> str | None:
+    def stall(self, responses: int, t_seconds: float, pages: probes.PageReading) -> str | None:
         """Why the crawl would hang on pages callbacks never closed (``None`` while it progresses) (sampler thread)."""
-        return self.handed.stall(responses, t_seconds, pages.full_contexts, stopping=stopping)
+        return self.handed.stall(responses, t_seconds, pages.full_contexts, pages.waiting)
 
-    def close_unclosed(self) -> None:
+    def close_unclosed(self) -> str:
         """Close the handed pages still open, so downloads waiting for a page slot can finish (reactor thread)."""
-        for page in self.unclosed():
-            as_deferred(page.close()).addErrback(lambda _failure: None)
+        pages = self.unclosed()
+        for page in pages:
+            _quietly(page.close())
+        return f"closed {len(pages):,} page(s) handed to callbacks and left open"
+
+    # -- the steps of a stop under way (escalation.py), each a last resort after the one before (reactor thread) --
+
+    def stop_steps(self, crawler: Callable[[], Any]) -> list[tuple[str, Callable[[], str]]]:
+        """The browser's steps of a stop that does not end: every page, every context, the browser itself."""
+        return [  # pages still navigating are let finish first: closed mid-navigation, scrapy-playwright waits for a
+            # download for DOWNLOAD_TIMEOUT (net::ERR_ABORTED); handed pages are idle, each round closes the new ones
+            ("close handed pages", lambda: self.close_handed_pages(crawler())),
+            ("close handed pages", lambda: self.close_handed_pages(crawler())),
+            ("close pages", lambda: self.close_every_page(crawler())),
+            ("close contexts", lambda: self.close_every_context(crawler())),
+            ("kill the browser", self.kill_browser),
+            ("fail the browser's calls", lambda: self.fail_browser_calls(crawler())),
+        ]
+
+    def close_handed_pages(self, crawler: Any) -> str:
+        """Close the pages callbacks were handed and left open, and fail the downloads waiting for a page slot."""
+        closed = self.close_unclosed()
+        waiting = probes.release_slot_waiters(crawler)
+        return f"{closed}, failed {waiting:,} download(s) waiting for a page slot"
+
+    def close_every_page(self, crawler: Any) -> str:
+        """Close every open page (those navigating too) and fail the downloads waiting for a page slot."""
+        probes.shorten_download_waits(crawler, ABORTED_DOWNLOAD_WAIT_SECONDS)
+        pages = probes.open_pages(crawler)
+        for page in pages:
+            _quietly(page.close())
+        waiting = probes.release_slot_waiters(crawler)
+        return f"closed {len(pages):,} open page(s), failed {waiting:,} download(s) waiting for a page slot"
+
+    def close_every_context(self, crawler: Any) -> str:
+        """Close every browser context (their pages with them) and cancel the downloads still waiting for a slot."""
+        contexts = probes.browser_contexts(crawler)
+        for context in contexts:
+            _quietly(context.close())
+        waiting = probes.release_slot_waiters(crawler)
+        return f"closed {len(contexts):,} browser context(s), failed {waiting:,} download(s) waiting for a page slot"
+
+    def fail_browser_calls(self, crawler: Any) -> str:
+        """Close Playwright's connection to the browser: every call still waiting fails, so its download ends."""
+        return f"closed Playwright's connection to the browser, failing {probes.close_browser_connection(crawler):,} call(s)"
+
+    def kill_browser(self) -> str:
+        """Kill the browser's processes (never Playwright's driver): its pending calls fail and the crawl can close."""
+        killed = browsertree.kill_browser(browsertree.discover_browser_tree())
+        return f"killed the browser ({killed:,} process(es))"
 
     def collect_garbage(self, crawler: Any) -> Any:
         """Ask every open page's renderer to collect garbage (a Deferred; never fails) (reactor thread)."""
@@ -134,6 +219,11 @@ class CrawlBrowser:
     def summary(self, checkpoints: Sequence[Checkpoint]) -> BrowserSummary | None:
         """What the browser tree used during the crawl (``None`` when no browser process was ever read)."""
         return self.watch.summary(checkpoints, self.unclosed_at_close)
+
+
+def _quietly(coro: Any) -> None:
+    """Run a Playwright call whose failure does not matter (the page or context may be gone already)."""
+    as_deferred(coro).addErrback(lambda _failure: None)
 
 
 def as_deferred(coro: Any) -> Any:

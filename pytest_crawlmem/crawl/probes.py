@@ -7,11 +7,13 @@ Scrapy upgrade degrades a figure instead of breaking a crawl. Runs in the crawl 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
 import re
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -209,12 +211,13 @@ def read_queues(crawler: Any) -> QueueReading:
     )
 
 
-def is_drained(crawler: Any) -> bool:
+def is_drained(crawler: Any, parked: int = 0) -> bool:
     """Return whether no download is in flight and the scraper holds no response or item.
 
     Downloads the engine started for components (media pipelines' ``engine.download_async``) count too:
     they are in the engine slot's ``inprogress`` from before they reach the downloader until their
-    response (or a redirect's final one) is handed back.
+    response (or a redirect's final one) is handed back. ``parked`` downloads (a browser crawl's, waiting for a
+    page slot the checkpoint holds) hold no page and no response: they do not keep the crawl from draining.
     """
     engine = _engine(crawler)
     if engine is None:
@@ -222,7 +225,7 @@ def is_drained(crawler: Any) -> bool:
     scraper_slot = getattr(getattr(engine, "scraper", None), "slot", None)
     inflight = len(engine.downloader.active)
     inprogress = _attempt(lambda: len(engine._slot.inprogress)) or 0
-    return inflight == 0 and inprogress == 0 and (scraper_slot is None or scraper_slot.is_idle())
+    return inflight <= parked and inprogress <= parked and (scraper_slot is None or scraper_slot.is_idle())
 
 
 def pause_engine(crawler: Any) -> bool:
@@ -365,21 +368,153 @@ def playwright_handlers(crawler: Any) -> list[Any]:
 
 @dataclass(frozen=True, slots=True)
 class PageReading:
-    """Open browser contexts and pages; ``full_contexts`` have no free page slot left."""
+    """Open browser contexts and pages; ``full_contexts`` have no free page slot left; ``waiting`` downloads wait
+    for a page slot (PLAYWRIGHT_MAX_PAGES_PER_CONTEXT) or a context (PLAYWRIGHT_MAX_CONTEXTS)."""
 
     contexts: int = 0
     pages: int = 0
     full_contexts: int = 0
+    waiting: int = 0
+
+
+#: The futures :func:`hold_page_slots` queued: never a download's, never failed by :func:`release_slot_waiters`.
+_HOLDS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _waiters(semaphore: Any) -> list[Any]:
+    """The futures of the downloads waiting on an ``asyncio.Semaphore`` (its private ``_waiters``; empty if it moved)."""
+    return [f for f in list(getattr(semaphore, "_waiters", None) or ()) if not f.done() and f not in _HOLDS]
+
+
+def hold_page_slots(crawler: Any) -> list[tuple[Any, Any]]:
+    """Take every page slot that frees up from now on, before any waiting download can (reactor thread).
+
+    For each context of scrapy-playwright, as many futures as it has page slots go to the front of its semaphore's
+    waiters: a page that closes wakes one of them, so no new page opens. A drained checkpoint holds the slots while
+    it drains, then gives them back with :func:`release_page_slots`. Returns ``(semaphore, future)`` pairs.
+    """
+    import asyncio
+    import collections
+
+    held: list[tuple[Any, Any]] = []
+    loop = asyncio.get_event_loop()
+    for handler in _attempt(playwright_handlers, crawler) or []:
+        slots = int(getattr(getattr(handler, "config", None), "max_pages_per_context", 0) or 0)
+        for wrapper in list(handler.context_wrappers.values()):
+            semaphore = wrapper.semaphore
+            if getattr(semaphore, "_waiters", None) is None:
+                semaphore._waiters = collections.deque()
+            for _ in range(slots):
+                future = loop.create_future()
+                _HOLDS.add(future)
+                semaphore._waiters.appendleft(future)
+                held.append((semaphore, future))
+    return held
+
+
+def release_page_slots(held: list[tuple[Any, Any]]) -> int:
+    """Give back the slots :func:`hold_page_slots` took, waking the downloads waiting for them; return how many."""
+    released = 0
+    for semaphore, future in held:  # each leaves the waiters first: a done one left there would lock it for good
+        with contextlib.suppress(ValueError, AttributeError):
+            semaphore._waiters.remove(future)
+    for semaphore, future in held:
+        if future.done() and not future.cancelled() and future.exception() is None:
+            semaphore.release()  # the slot it took goes to the next download waiting
+            released += 1
+        else:
+            future.cancel()
+    return released
+
+
+def parked_downloads(crawler: Any) -> int:
+    """Downloads waiting for a page slot or a context of scrapy-playwright (they hold no page)."""
+    reading = read_pages(crawler)
+    return reading.waiting if reading is not None else 0
+
+
+def _slot_semaphores(handler: Any) -> list[Any]:
+    semaphores = [wrapper.semaphore for wrapper in list(handler.context_wrappers.values())]
+    if hasattr(handler, "context_semaphore"):
+        semaphores.append(handler.context_semaphore)
+    return semaphores
 
 
 def _read_pages(handlers: list[Any]) -> PageReading:
-    contexts = pages = full = 0
+    contexts = pages = full = waiting = 0
     for handler in handlers:
         for wrapper in list(handler.context_wrappers.values()):
             contexts += 1
             pages += len(wrapper.context.pages)
             full += bool(wrapper.semaphore.locked())
-    return PageReading(contexts, pages, full)
+        waiting += sum(len(_waiters(semaphore)) for semaphore in _slot_semaphores(handler))
+    return PageReading(contexts, pages, full, waiting)
+
+
+class SlotWaitReleased(Exception):
+    """A download waiting for a browser page slot was failed by crawlmem: its crawl is being stopped."""
+
+
+def release_slot_waiters(crawler: Any) -> int:
+    """Fail the downloads waiting for a page slot or a context of scrapy-playwright; return how many (reactor thread).
+
+    A waiter of a context that was closed is never woken (scrapy-playwright releases the slot of the context now
+    under that name). Its wait is failed with :class:`SlotWaitReleased`, an ``Exception``: the download fails, its
+    errback runs and it leaves the engine, so a closing spider can close. (Cancelling it would raise
+    ``CancelledError``, which Scrapy's downloader does not catch: the request would never leave.)
+    """
+    released = 0
+    for handler in _attempt(playwright_handlers, crawler) or []:
+        for future in _attempt(lambda h=handler: [f for s in _slot_semaphores(h) for f in _waiters(s)]) or []:
+            future.set_exception(SlotWaitReleased("the crawl is stopping: crawlmem failed this wait for a page slot"))
+            released += 1
+    return released
+
+
+def shorten_download_waits(crawler: Any, seconds: float) -> int:
+    """Make scrapy-playwright wait at most ``seconds`` for a download after an aborted navigation; return for how many
+    handlers (reactor thread). A page closed mid-navigation fails with ``net::ERR_ABORTED``, which scrapy-playwright
+    takes for a download starting and waits for it ``PLAYWRIGHT_DOWNLOAD_TIMEOUT`` (30 s by default)."""
+    shortened = 0
+    for handler in _attempt(playwright_handlers, crawler) or []:
+        config = getattr(handler, "config", None)
+        if config is not None and hasattr(config, "download_timeout_secs"):
+            config.download_timeout_secs = min(config.download_timeout_secs, seconds)
+            shortened += 1
+    return shortened
+
+
+def close_browser_connection(crawler: Any) -> int:
+    """Close Playwright's connection to the crawl's browser, failing every call still waiting for an answer; return
+    how many were (reactor thread). The last resort of a stop: a call to a killed browser may never be answered."""
+    failed = 0
+    for handler in _attempt(playwright_handlers, crawler) or []:
+        # the browser object is gone once it disconnected (PLAYWRIGHT_RESTART_DISCONNECTED_BROWSER): its Playwright's
+        # connection is the same one
+        owner = getattr(handler, "browser", None) or getattr(getattr(handler, "browser_provider", None), "playwright", None)
+        connection = getattr(getattr(owner, "_impl_obj", owner), "_connection", None)  # behind the async API's wrapper
+        if connection is None or not hasattr(connection, "close"):
+            continue
+        failed += len(getattr(connection, "_callbacks", None) or {})
+        _attempt(connection.close, "crawlmem stopped the crawl: the browser no longer answered")
+    return failed
+
+
+def browser_contexts(crawler: Any) -> list[Any]:
+    """Every open Playwright browser context of the crawl's scrapy-playwright handlers (reactor thread)."""
+    contexts: list[Any] = []
+    for handler in _attempt(playwright_handlers, crawler) or []:
+        contexts.extend(wrapper.context for wrapper in list(handler.context_wrappers.values()))
+    return contexts
+
+
+def crawl_ended(crawler: Any) -> bool:
+    """Whether the crawl has ended: its engine stopped and let go of its caller (``True`` once the crawler is gone)."""
+    engine = _engine(crawler) if crawler is not None else None
+    if engine is None:
+        return True
+    closewait = getattr(engine, "_closewait", None)
+    return bool(getattr(closewait, "called", False))
 
 
 def read_pages(crawler: Any) -> PageReading | None:

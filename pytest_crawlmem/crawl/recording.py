@@ -117,6 +117,11 @@ class Recording:
             self._write({"kind": "error", "message": f"stopped: {message}"})
             self._write({"kind": "stop", "reason": reason, "message": message})
 
+    def add_finish(self, reason: str, **fields: Any) -> None:
+        """Stream how the crawl ended: Scrapy's finish reason and what only the end knows (growth sites, the browser)."""
+        with self._lock:
+            self._write({"kind": "finish", "reason": reason, **fields})
+
     def _note(self, message: str) -> None:
         if len(self.errors) < MAX_ERRORS:
             self.errors.append(message)

@@ -53,13 +53,20 @@ class Status:
     timeline_span: int = 1
     self_cpu_seconds: float = 0.0
     process_cpu_seconds: float = 0.0
+    undrained_checkpoints: int = 0
+    verdict: str = ""  # the verdict of the drained checkpoints so far ("" before one was judged)
+    growth_per_response_bytes: float | None = None
+    leak_suspected: bool | None = None
+    browser_pss_bytes: int | None = None  # the last PSS reading of the browser tree (browser crawls)
+    open_pages: int | None = None
+    open_contexts: int | None = None
 
     def line(self) -> str:
         """The status as one log line (sizes in MiB/KiB, times in ms)."""
         codes = ",".join(f"{code}:{n}" for code, n in sorted(self.status_counts.items())) or "-"
         return (
             f"crawlmem: rss={self.rss_bytes / 2**20:.1f} MiB peak={self.peak_rss_bytes / 2**20:.1f} MiB"
-            f" scheduled={self.scheduled} inflight={self.inflight} active={self.active_size_bytes} B"
+            f" scheduled={self.scheduled} inflight={self.inflight} active={_kib(self.active_size_bytes)}"
             f" backout={self.backout} items={self.items} responses={self.responses} retries={self.retries}"
             f" status={codes} size_p50={_kib(self.response_p50_bytes)} size_p95={_kib(self.response_p95_bytes)}"
             f" size_max={_kib(self.response_max_bytes)} latency_p50={_ms(self.latency_p50_seconds)}"
@@ -67,7 +74,21 @@ class Status:
             f" stream={_kib(self.stream_bytes)} checkpoints={self.checkpoints}"
             f" pause_max={self.checkpoint_pause_max_seconds * 1000:.0f} ms"
             f" timeline={self.timeline_samples}x{self.timeline_span}"
+            + self._judged() + self._browser()
         )
+
+    def _judged(self) -> str:
+        if not self.verdict:
+            return ""
+        per_response = self.growth_per_response_bytes
+        growth = "" if per_response is None else f" growth={_kib(round(per_response))}/response"
+        return f" verdict={self.verdict}{growth}"
+
+    def _browser(self) -> str:
+        if self.browser_pss_bytes is None and self.open_pages is None:
+            return ""
+        pss = "-" if self.browser_pss_bytes is None else f"{self.browser_pss_bytes / 2**20:.1f} MiB"
+        return f" browser_pss={pss} pages={self.open_pages} contexts={self.open_contexts}"
 
     def stats(self) -> dict[str, int | float]:
         """The status as Scrapy stats (``crawlmem/status/<figure>``; unknown figures left out)."""
@@ -80,6 +101,7 @@ class Status:
             "jobdir_bytes": self.jobdir_bytes, "stream_bytes": self.stream_bytes,
             "timeline_samples": self.timeline_samples, "timeline_span": self.timeline_span,
             "self_cpu_seconds": round(self.self_cpu_seconds, 4), "process_cpu_seconds": round(self.process_cpu_seconds, 3),
+            "browser_pss_bytes": self.browser_pss_bytes, "open_pages": self.open_pages, "open_contexts": self.open_contexts,
         }
         return {STATUS_PREFIX + k: v for k, v in values.items() if v is not None and not isinstance(v, bool)}
 
@@ -132,6 +154,13 @@ def read_status(ext: Any) -> Status:
         timeline_span=recording.timeline.span,
         self_cpu_seconds=ext.sampler_cpu_seconds + (ext.ticker.cpu_seconds if ext.ticker is not None else 0.0),
         process_cpu_seconds=cpu.user + cpu.system,
+        undrained_checkpoints=ext.undrained_checkpoints,
+        verdict=ext.leaks.verdict,
+        growth_per_response_bytes=ext.leaks.per_response_bytes,
+        leak_suspected=ext.leaks.leak_suspected if ext.leaks.verdict else None,
+        browser_pss_bytes=ext.last_browser_pss_bytes,
+        open_pages=last.open_pages if last else None,
+        open_contexts=last.open_contexts if last else None,
     )
 
 

@@ -172,6 +172,8 @@ def result_from_stream(
     growth = judge(checkpoints, samples, leak_per_response=spec.options.leak_per_response) if checkpoints else (
         Growth(verdicts.INCONCLUSIVE, why))
     streamed = read_stop(stream_path) if stream is not None and stream_path is not None else None
+    if reason and streamed and streamed.get("message") and streamed["message"] not in why:
+        why = f"{why}; it had been stopping since: {streamed['message']}"  # the cause, not only the kill
     reason = reason or (streamed or {}).get("reason") or stops.KILLED
     facts = stream_facts(
         spec.spider_qualname, samples, checkpoints, finish_reason=reason, interval_seconds=spec.options.interval_seconds,

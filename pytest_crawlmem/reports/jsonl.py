@@ -217,6 +217,26 @@ def read_stop(path: Path) -> dict[str, Any] | None:
     return stop
 
 
+def read_finish(path: Path) -> dict[str, Any] | None:
+    """How the crawl's last run in ``path`` ended, from its ``finish`` record: ``reason`` (Scrapy's finish reason),
+    ``growth_sites`` and ``browser`` (as ``to_json`` wrote them). ``None`` when the crawl never finished (killed, or
+    still running) or the file cannot be read; a later header starts the crawl over."""
+    finish: dict[str, Any] | None = None
+    try:
+        lines = Path(path).read_bytes().split(b"\n")
+    except OSError:
+        return None
+    for raw in lines:
+        record, _ = _parse_line(raw) if raw.strip() else (None, "")
+        if record is None:
+            continue
+        if record.get("kind") == "header":
+            finish = None
+        elif record.get("kind") == "finish":
+            finish = dict(record)
+    return finish
+
+
 def checkpoint_from_json(record: Mapping[str, Any]) -> Checkpoint:
     """Build a :class:`Checkpoint` from a record read by :func:`read_samples_jsonl` (unknown keys ignored)."""
     return Checkpoint.from_json(record)

@@ -12,12 +12,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..core.assemble import assemble, judge, stream_facts
+from ..core.assemble import assemble, judge, leak_evidence, stream_facts
 from ..core.governor_policy import GOVERNOR_FILE
-from ..core.models import Checkpoint, CrawlResult, Sample
+from ..core.models import BrowserSummary, Checkpoint, CrawlResult, GrowthSite, Sample
 from .document import ReportDocument
 from .html import render_html
-from .jsonl import SamplesFile, read_samples_jsonl
+from .jsonl import SamplesFile, read_finish, read_samples_jsonl
 
 REPORT_FILES = ("report.json", "samples.jsonl", "tracemalloc-diff.txt", GOVERNOR_FILE)
 
@@ -52,8 +52,9 @@ def _loaded(source: Path, stream: SamplesFile, document_path: Path | None) -> Lo
     samples = tuple(Sample.from_json(s) for s in stream.samples)
     checkpoints = tuple(Checkpoint.from_json(c) for c in stream.checkpoints)
     if document_path is None:
-        document = _document_from_records(stream.header, samples, checkpoints,
-                                          source / "samples.jsonl" if source.is_dir() else source)
+        stream_path = source / "samples.jsonl" if source.is_dir() else source
+        document = _document_from_records(stream.header, samples, checkpoints, stream_path,
+                                          finish=read_finish(stream_path) or {})
     else:
         document = ReportDocument.from_json(_read_document(document_path), samples=samples)
     return LoadedReport(source, document, stream, samples, checkpoints)
@@ -99,23 +100,31 @@ def load_report(path: Path) -> LoadedReport:
 
 
 def document_from_samples(stream: SamplesFile, path: Path) -> ReportDocument:
-    """The report computed from samples and checkpoints alone (a production crawl's stream): no budgets, no test."""
+    """The report computed from samples and checkpoints alone (a production crawl's stream): no budgets, no test;
+    the finish reason, growth sites and browser figures come from the stream's ``finish`` record when it has one."""
+    stream_path = path / "samples.jsonl" if path.is_dir() else path
     return _document_from_records(stream.header, tuple(Sample.from_json(s) for s in stream.samples),
-                                  tuple(Checkpoint.from_json(c) for c in stream.checkpoints), path)
+                                  tuple(Checkpoint.from_json(c) for c in stream.checkpoints), path,
+                                  finish=read_finish(stream_path) or {})
 
 
 def _document_from_records(header: Mapping[str, Any], samples: Sequence[Sample], records: Sequence[Checkpoint],
-                           path: Path) -> ReportDocument:
+                           path: Path, finish: Mapping[str, Any] | None = None) -> ReportDocument:
     """:func:`document_from_samples` of records already read."""
+    finish = finish or {}
     checkpoints = sorted(records, key=lambda c: c.responses)
     interval = header.get("interval_seconds")
     seconds = float(interval) if isinstance(interval, (int, float)) else None
     spider = header.get("spider")
-    facts = stream_facts(str(spider) if spider is not None else "", samples, checkpoints, finish_reason="unknown",
-                         interval_seconds=seconds or 0.0)
-    result = assemble(facts, samples, checkpoints, judge(checkpoints, samples, leak_per_response=None))
+    sites = tuple(GrowthSite.from_json(site) for site in finish.get("growth_sites") or ())
+    browser = BrowserSummary.from_json(finish["browser"]) if isinstance(finish.get("browser"), Mapping) else None
+    facts = stream_facts(str(spider) if spider is not None else "", samples, checkpoints,
+                         finish_reason=str(finish.get("reason") or "unknown"), interval_seconds=seconds or 0.0)
+    growth = judge(checkpoints, samples, leak_per_response=None, evidence=leak_evidence(sites, ()))
+    result = assemble(facts, samples, checkpoints, growth, top_growth=sites, browser=browser)
     note = (
-        f"Built from {path.name} alone (no report.json): no budgets, allocation sites or live objects after close;"
+        f"Built from {path.name} alone (no report.json): no budgets or live objects after close"
+        + ("" if sites else ", no allocation sites") + ";"
         " peak RSS is the highest sample, not the exact peak, and the end figures are those of the last checkpoint"
         " recorded (not the closing one if the crawl was killed)."
     )

@@ -1,0 +1,100 @@
+"""Every Python snippet of docs/browser.md and docs/production.md runs as written.
+
+A snippet headed ``# test_<name>.py`` is a test file: pytester runs it (a subprocess). A snippet headed
+``# settings.py`` is a project's settings: a plain CrawlerProcess crawl of the fixture site runs with them
+(a browser crawl when they route downloads through scrapy-playwright). Skipped only where Chromium or
+Playwright is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
+
+pytest.importorskip("scrapy_playwright", reason="the browser extra is not installed: pip install -e '.[browser]'")
+try:
+    chromium_path()
+except BrowserNotFound as exc:  # pragma: no cover - CI installs chromium
+    pytest.skip(str(exc), allow_module_level=True)
+
+DOCS = Path(__file__).parents[1] / "docs"
+PAGES = ("browser.md", "production.md")
+
+
+def snippets(kind: str) -> list[tuple[str, str]]:
+    """(page:name, code) of every ```python block of the pages whose first line is ``# <kind>...``."""
+    found = []
+    for page in PAGES:
+        for code in re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(), flags=re.S):
+            first = code.splitlines()[0]
+            if first.startswith(f"# {kind}"):
+                found.append((f"{page}:{first[2:]}", code))
+    return found
+
+
+def test_the_pages_have_the_snippets_this_file_runs():
+    python_blocks = sum(len(re.findall(r"```python\n", (DOCS / page).read_text())) for page in PAGES)
+    assert python_blocks == len(snippets("test_")) + len(snippets("settings.py")), "a snippet no test runs"
+    assert len(snippets("test_")) == 2 and len(snippets("settings.py")) == 2
+
+
+@pytest.mark.parametrize(("name", "code"), snippets("test_"), ids=[n for n, _ in snippets("test_")])
+def test_a_test_snippet_passes_as_written(pytester: pytest.Pytester, name: str, code: str) -> None:
+    file_name = code.splitlines()[0][2:].removesuffix(".py")
+    pytester.makepyfile(**{file_name: code})
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=300)
+    outcome.assert_outcomes(passed=1)
+
+
+CRAWL = '''
+import runpy, sys
+import scrapy
+from scrapy.crawler import CrawlerProcess
+from pytest_crawlmem.harness.site import start_site
+
+settings = {k: v for k, v in runpy.run_path(sys.argv[1]).items() if k.isupper()}
+settings.update(CRAWLMEM_JSONL=sys.argv[2], LOG_LEVEL="INFO")
+browser = "DOWNLOAD_HANDLERS" in settings
+
+
+class Pages(scrapy.Spider):
+    name = "pages"
+
+    async def start(self):
+        for number in range(8):
+            meta = {"playwright": True, "playwright_include_page": True} if browser else {}
+            yield scrapy.Request(f"{self.base_url}/js/{number}", meta=meta)
+
+    async def parse(self, response):
+        if browser:
+            await response.meta["playwright_page"].close()
+        yield {"url": response.url}
+
+
+with start_site() as site:
+    process = CrawlerProcess(settings)
+    process.crawl(Pages, base_url=site.base_url)
+    process.start()
+'''
+
+
+@pytest.mark.parametrize(("name", "code"), snippets("settings.py"), ids=[n for n, _ in snippets("settings.py")])
+def test_a_settings_snippet_runs_a_crawl_as_written(tmp_path: Path, name: str, code: str) -> None:
+    (tmp_path / "settings.py").write_text(code)
+    (tmp_path / "crawl.py").write_text(CRAWL)
+    stream = tmp_path / "stream.jsonl"
+    proc = subprocess.run([sys.executable, str(tmp_path / "crawl.py"), str(tmp_path / "settings.py"), str(stream)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "'item_scraped_count': 8" in proc.stderr, proc.stderr[-3000:]
+    records = [json.loads(line) for line in stream.read_text().splitlines()]
+    assert records[-1]["kind"] == "finish" and records[-1]["reason"] == "finished", records[-1]
+    if "DOWNLOAD_HANDLERS" in code:  # the browser's settings: the pages were rendered in the installed Chromium
+        assert "'playwright/page_count': 8" in proc.stderr, proc.stderr[-3000:]

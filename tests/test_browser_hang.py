@@ -1,0 +1,126 @@
+"""Browser crawls that never hang: pages never closed end the crawl by its timeout or sooner, the cause named.
+
+Each test runs a real crawl in a pytester subprocess with a subprocess timeout, so a hang fails the test
+instead of the CI job. Skipped (with the reason) only where Chromium or Playwright is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from browser_source import FORGETFUL_SPIDERS
+
+from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
+
+pytest.importorskip("scrapy_playwright", reason="the browser extra is not installed: pip install -e '.[browser]'")
+try:
+    chromium_path()
+except BrowserNotFound as exc:  # pragma: no cover - CI installs chromium
+    pytest.skip(str(exc), allow_module_level=True)
+
+TIMEOUT_SECONDS = 25
+#: What the issue promises: the crawl ends within its timeout + 10 s; the rest is pytest's start and teardown.
+GUARD_SECONDS = TIMEOUT_SECONDS + 10 + 60
+
+
+BOOKS_SOURCE = (Path(__file__).parents[1] / "examples" / "playwright_books.py").read_text()
+
+
+def write_test(pytester: pytest.Pytester, call: str, *, isolate: bool = False) -> None:
+    pytester.makepyfile(forgetful=FORGETFUL_SPIDERS, playwright_books=BOOKS_SOURCE)
+    pytester.makepyfile(test_forgetful=f"""
+import time
+
+import pytest
+from forgetful import *
+from playwright_books import *
+
+
+@pytest.mark.crawl_memory(timeout={TIMEOUT_SECONDS})
+def test_it(crawl, fixture_site):
+    started = time.monotonic()
+    try:
+        {call}
+    finally:
+        print("CRAWL_SECONDS", round(time.monotonic() - started, 1))
+""")
+
+
+def forgets_pages(concurrency: int, isolate: bool = False) -> str:
+    """The issue's reproduction: /js/<id>?mode=render pages kept by the callback."""
+    return (f"crawl(ForgetsPages, settings=forgetful_settings({concurrency}), base_url=fixture_site.base_url,"
+            f" isolate={isolate})")
+
+
+def forgetful_books(concurrency: int) -> str:
+    """scrapy-playwright's published example (a context per listing page, a screenshot per book), pages kept."""
+    return (f"crawl(ForgetfulBooksSpider, settings=books_settings({concurrency}, CRAWLMEM_STALL_SECONDS=3),"
+            " base_url=fixture_site.base_url, pages=3)")
+
+
+def run(pytester: pytest.Pytester) -> tuple[pytest.RunResult, float]:
+    started = time.monotonic()
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=GUARD_SECONDS)
+    return outcome, time.monotonic() - started
+
+
+def crawl_seconds(outcome: pytest.RunResult) -> float:
+    found = re.search(r"CRAWL_SECONDS (\d+(?:\.\d+)?)", outcome.stdout.str())
+    assert found, outcome.stdout.str()
+    return float(found.group(1))
+
+
+def report_of(pytester: pytest.Pytester) -> dict:
+    return json.loads((pytester.path / ".crawlmem" / "test_forgetful.py__test_it" / "report.json").read_text())
+
+
+@pytest.mark.parametrize("concurrency", [4, 8, 32])
+def test_the_published_example_without_page_close_ends_by_its_timeout_and_names_the_callback(pytester, concurrency):
+    write_test(pytester, forgetful_books(concurrency))
+    outcome, _ = run(pytester)
+    outcome.assert_outcomes(failed=1)
+    assert crawl_seconds(outcome) <= TIMEOUT_SECONDS + 10
+    outcome.stdout.fnmatch_lines(["*pages handed to callbacks (playwright_include_page=True) were never closed by"
+                                  " ForgetfulBooksSpider.parse_book*"])
+    assert report_of(pytester)["result"]["finish_reason"] == "crawlmem_unclosed_pages"
+
+
+def test_a_crawl_that_never_closes_its_pages_ends_by_its_timeout_and_names_the_callback(pytester):
+    write_test(pytester, forgets_pages(8))
+    outcome, _ = run(pytester)
+    outcome.assert_outcomes(failed=1)
+    assert crawl_seconds(outcome) <= TIMEOUT_SECONDS + 10
+    outcome.stdout.fnmatch_lines(["*pages handed to callbacks (playwright_include_page=True) were never closed by"
+                                  " ForgetsPages.parse*request(s) waited for one*"])
+    assert report_of(pytester)["result"]["finish_reason"] == "crawlmem_unclosed_pages"
+
+
+def test_an_isolated_crawl_that_never_closes_its_pages_ends_by_its_timeout_and_names_the_callback(pytester):
+    write_test(pytester, forgets_pages(8, isolate=True))
+    outcome, _ = run(pytester)
+    outcome.assert_outcomes(failed=1)
+    assert crawl_seconds(outcome) <= TIMEOUT_SECONDS + 10
+    outcome.stdout.fnmatch_lines(["*pages handed to callbacks (playwright_include_page=True) were never closed by"
+                                  " ForgetsPages.parse*"])
+
+
+def test_a_killed_isolated_crawl_names_the_stop_it_was_carrying_out(tmp_path):
+    from pytest_crawlmem.core import stops
+    from pytest_crawlmem.crawl.recording import Recording
+    from pytest_crawlmem.crawl.runner import CrawlOptions
+    from pytest_crawlmem.harness.isolated import IsolatedSpec, result_from_stream
+
+    recording = Recording(tmp_path / "samples.jsonl")
+    recording.header(spider="forgets_pages", interval_seconds=0.1, crawl_id="x", started_at=0.0)
+    recording.add_stop(stops.UNCLOSED_PAGES, "4 pages handed to callbacks were never closed by ForgetsPages.parse")
+    recording.close()
+    spec = IsolatedSpec("forgetful", "ForgetsPages", None, None, {}, CrawlOptions(report_dir=tmp_path, timeout_seconds=25))
+    killed = stops.killed_at_timeout_message(25, 2)
+    result = result_from_stream(spec, killed, 27.0, (), stops.TIMEOUT)
+    assert result.finish_reason == stops.TIMEOUT
+    assert "killed at the budget timeout; it had been stopping since: 4 pages handed to callbacks" in result.stopped_because
+    assert "ForgetsPages.parse" in result.stopped_because
