@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from ..core import verdicts
 from ..core.growth import analyze
 from ..core.models import Checkpoint
 
 #: The verdicts that are the leak signature: memory the queues do not explain.
-LEAK_VERDICTS = frozenset({"retained-objects", "browser-state"})
+LEAK_VERDICTS = verdicts.LEAKS
 
 
 class LeakWatch:
@@ -50,7 +51,7 @@ class LeakWatch:
             self.warnings += 1
             self.logger.warning("crawlmem: leak suspected at %s responses: %s: %s", f"{drained[-1].responses:,}",
                                 growth.verdict, growth.reason)
-        elif growth.verdict not in LEAK_VERDICTS and self.warned and growth.verdict != "inconclusive":
+        elif growth.verdict not in LEAK_VERDICTS and self.warned and growth.verdict != verdicts.INCONCLUSIVE:
             self.logger.warning("crawlmem: the %s verdict no longer holds at %s responses: %s", self.warned,
                                 f"{drained[-1].responses:,}", growth.verdict)
             self.warned = ""
