@@ -292,7 +292,11 @@ def run_stability(site: RunningSite, reruns: int) -> dict[str, Any]:
     """``reruns`` crawls of the list keeper, 2 KiB per product over ~900 responses, 28 products a page (queue 2-30)."""
     url = site.url(catalog_path(900, per_page=28))
     spider, line = ALL_KEEPERS["list"]
-    runs = [_crawl(Crawl(spider, {"start_urls": [url], "leak": 2048}, {}), line) for _ in range(reruns)]
+    runs = []
+    for i in range(reruns):
+        runs.append(_crawl(Crawl(spider, {"start_urls": [url], "leak": 2048}, {}), line))
+        progress(f"  stability rerun {i + 1}: {runs[-1]['verdict']} at {runs[-1]['per_response_bytes'] or 0:.0f} B/response"
+                 f" (stated {runs[-1]['detectable_per_response_bytes']}), {runs[-1]['responses']} responses")
     verdicts = [r["verdict"] for r in runs]
     common = max(set(verdicts), key=verdicts.count)
     counts = ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))

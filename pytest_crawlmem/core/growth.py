@@ -417,7 +417,7 @@ class Evidence:
         power = self.power
         return Growth(
             verdict=verdict, reason=reason, rule=rule,
-            per_response_bytes=self.per_response if per_response is None else per_response,
+            per_response_bytes=(self.trend.net_slope if self.trend else None) if per_response is None else per_response,
             checkpoints=self.checkpoints, deltas_per_response=self.trend.deltas if self.trend else (),
             signal=self.signal, detectable_per_response_bytes=round(power.detectable, 1) if power else None,
         )

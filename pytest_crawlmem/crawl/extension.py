@@ -52,8 +52,8 @@ from .status import StatusTicker, read_status
 logger = logging.getLogger("pytest_crawlmem.extension")  # the documented logger name (docs/production.md), stable across moves
 
 _DRAIN_POLL_SECONDS = 0.005
-#: Responses an attribution window that opens is given room for (twice its shortest useful length, 20 responses).
-WINDOW_ROOM_RESPONSES = 80
+#: Room an attribution window that opens is given (it closes halfway: CRAWLMEM_ATTRIBUTION_RESPONSES, 100, at most).
+WINDOW_ROOM_RESPONSES = 200
 
 
 #: Crawls of this process being measured right now (what Ctrl-C closes).
