@@ -72,14 +72,18 @@ def test_the_window_opens_once_on_a_leaky_crawl_closes_halfway_and_the_schedule_
     out = run(WINDOW_SCRIPT)
     steps = out["steps"]
     opened = [s for s in steps if s["open"]]
-    assert len(opened) == 1, steps
+    # one window: its opening checkpoint and, at most, the middle one it takes to see a site grow in both halves
+    assert 1 <= len(opened) <= 2, steps
+    first = steps.index(opened[0])
+    assert steps[first:first + len(opened)] == opened, steps  # contiguous
     at, scheduled, extra = opened[0]["at"], opened[0]["scheduled"], opened[0]["next"]
     assert opened[0]["tracing"]  # the window started tracemalloc itself
     assert at < extra <= at + max(scheduled - at, 2) // 2 and extra - at <= 150
-    closing = steps[steps.index(opened[0]) + 1]
-    assert closing["at"] == extra and closing["next"] == scheduled  # the extra checkpoint does not shift the schedule
+    closing = steps[first + len(opened)]
+    assert closing["at"] - at <= 150  # the window's room
+    assert closing["next"] == scheduled  # the extra checkpoints do not shift the schedule
     assert not closing["open"] and not closing["tracing"]  # and it stopped the tracing it started
     # only an open window keeps tracing someone else started (the danger snapshot's): a closed one owns none
     assert [s["owns_tracing"] for s in steps] == [s["open"] for s in steps]
-    assert all(s["next"] == s["scheduled"] for s in steps if s is not opened[0] and s is not closing)
+    assert all(s["next"] == s["scheduled"] for s in steps if not s["open"] and s is not closing)
     assert out["errors"] == []

@@ -49,8 +49,6 @@ MIN_INTERVAL_RESPONSES = 20
 #: crawl's trend has leverage enough).
 CHECKPOINT_MIN_RESPONSES = 25
 DENSE_UNTIL_RESPONSES = 300
-#: A crawl sure to reach this many responses (received and queued) skips the checkpoints its warm-up would ignore.
-SKIP_FROM_RESPONSES = 600
 #: The trend after a short warm-up judges a leak this many times the threshold. Measured (benchmarks/checkpoint_noise.py):
 #: clean crawls grew at most 2.2 KiB/response in an interval starting at 50 responses or later (a bounded cache filling
 #: up), and 0.9 KiB/response after 150: 6 KiB is 2.7x the worst.
@@ -104,24 +102,17 @@ MEDIA_FAILURE_ALLOWANCE = 32 * 1024
 FIXES = {name: v.fix for name, v in V.VERDICTS.items() if v.fix and name != V.INCONCLUSIVE}
 
 
-def next_checkpoint_at(responses: int, min_interval: int = CHECKPOINT_MIN_RESPONSES, queued: int = 0) -> int:
-    """Return the response count of the checkpoint after one taken at ``responses`` with ``queued`` requests waiting.
+def next_checkpoint_at(responses: int, min_interval: int = CHECKPOINT_MIN_RESPONSES) -> int:
+    """Return the response count of the checkpoint after one taken at ``responses``.
 
     Every ``min_interval`` responses up to DENSE_UNTIL_RESPONSES (a short crawl gets the checkpoints a trend needs:
     a 300-response crawl has 9 after its warm-up), then a third of the responses so far apart, so a crawl of N responses
-    pays for O(log N) of them. A crawl with ``queued`` requests waiting has at least that many responses to come:
-    checkpoints that would fall before that longer crawl's warm-up (never judged) are skipped.
+    pays for O(log N) of them. The queue does not move it: requests waiting are no promise of responses to come
+    (CLOSESPIDER_*, a frontier cut short), and a checkpoint skipped for a warm-up the crawl never reached left a
+    1,505-response frontier crawl with 2 judged checkpoints.
     """
-    def step(at: int) -> int:
-        return min_interval if at < DENSE_UNTIL_RESPONSES else max(min_interval, at // 3)
-
-    at = responses + step(responses)
-    if responses + queued < SKIP_FROM_RESPONSES:  # it may end short: every checkpoint counts (the strong trend's too)
-        return at
-    warm = warmup_responses(responses + queued)
-    while at + step(at) <= warm:
-        at += step(at)
-    return at
+    step = min_interval if responses < DENSE_UNTIL_RESPONSES else max(min_interval, responses // 3)
+    return responses + step
 
 
 #: Responses after which a short crawl is assumed warm (a long one: after a quarter of it).

@@ -257,8 +257,7 @@ class CrawlMemExtension:
         if latency is not None:
             self.latency_us.add(int(latency * 1_000_000))
         if self.checkpoints_enabled and not self._checkpointing and self.responses >= self._next_checkpoint:
-            queued = probes.read_queues(self.crawler).scheduled or 0  # responses to come: none before their warm-up
-            self._next_checkpoint = next_checkpoint_at(self.responses, self.checkpoint_min_responses, queued)
+            self._next_checkpoint = next_checkpoint_at(self.responses, self.checkpoint_min_responses)
             self._begin_checkpoint()
 
     def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
