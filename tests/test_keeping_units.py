@@ -149,11 +149,14 @@ def test_a_request_creation_line_never_leads():
 
 
 @given(st.lists(st.tuples(st.integers(1, 10**6), st.booleans(), st.booleans()), min_size=1, max_size=8))
-def test_ranked_sites_put_request_creation_lines_last(specs):
+def test_ranked_sites_put_the_users_first_and_request_creation_lines_last_within_each(specs):
     sites = [site(f"s.py:{i}", size, "yield response.follow(url)" if follows else "x = y * 2", user)
              for i, (size, follows, user) in enumerate(specs)]
-    flags = [is_request_creation(s) for s in rank_sites(sites)]
-    assert flags == sorted(flags)
+    ranked = rank_sites(sites)
+    assert [s.in_user_code for s in ranked] == sorted((s.in_user_code for s in ranked), reverse=True)
+    for user in (True, False):
+        flags = [is_request_creation(s) for s in ranked if s.in_user_code is user]
+        assert flags == sorted(flags)
 
 
 def test_the_where_source_is_the_sites_own_frame_not_the_innermost():

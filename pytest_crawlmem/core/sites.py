@@ -71,8 +71,9 @@ def is_request_creation(site: GrowthSite) -> bool:
 
 
 def rank_sites(sites: Iterable[GrowthSite]) -> list[GrowthSite]:
-    """Allocation sites best first: the user's code before a library's, request-creation lines after both, by growth."""
-    return sorted(sites, key=lambda s: (not is_request_creation(s), s.in_user_code, s.size_diff_bytes), reverse=True)
+    """Allocation sites best first: the user's code before a library's, within each request-creation lines last, by
+    growth (a request-creation line leads only a crawl with no holder line and no other site of the user's code)."""
+    return sorted(sites, key=lambda s: (s.in_user_code, not is_request_creation(s), s.size_diff_bytes), reverse=True)
 
 
 def keeping_first(
