@@ -136,7 +136,8 @@ def test_in_a_400_mib_cgroup_the_auto_budget_keeps_the_crawl_alive_and_loses_not
     assert cgroup.oom_kills() == 0
     assert governed["budget"] == int(LIMIT_BYTES * 0.8)  # "auto": 80% of the cgroup's limit
     assert governed["items"] == PRODUCTS and governed["finish_reason"] == "finished"
-    assert governed["spilled"] > 0 and governed["peak_rss_bytes"] < LIMIT_BYTES
+    # how it stayed under (start gate, concurrency, spilling: governed["spilled"]) depends on the machine's pace
+    assert governed["peak_rss_bytes"] < LIMIT_BYTES
 
     code, ungoverned = crawl_in(cgroup, fixture_site.base_url, tmp_path, governed=False)
     assert code == -9 and cgroup.oom_kills() >= 1, "the limit did not bind: the governed run proved nothing"
