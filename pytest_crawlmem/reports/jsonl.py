@@ -201,15 +201,11 @@ def read_stop(path: Path) -> dict[str, Any] | None:
     ``None`` when the crawl was not stopped by the harness (or the file cannot be read). Lines that are not
     JSON are skipped, as :func:`read_samples_jsonl` does; a later header starts the crawl over.
     """
-    stop: dict[str, Any] | None = None
-    try:
-        lines = Path(path).read_bytes().split(b"\n")
-    except OSError:
+    records = _records(path)
+    if records is None:
         return None
-    for raw in lines:
-        record, _ = _parse_line(raw) if raw.strip() else (None, "")
-        if record is None:
-            continue
+    stop: dict[str, Any] | None = None
+    for record in records:
         if record.get("kind") == "header":
             stop = None
         elif record.get("kind") == "stop" and stop is None:
@@ -221,20 +217,26 @@ def read_finish(path: Path) -> dict[str, Any] | None:
     """How the crawl's last run in ``path`` ended, from its ``finish`` record: ``reason`` (Scrapy's finish reason),
     ``growth_sites`` and ``browser`` (as ``to_json`` wrote them). ``None`` when the crawl never finished (killed, or
     still running) or the file cannot be read; a later header starts the crawl over."""
-    finish: dict[str, Any] | None = None
-    try:
-        lines = Path(path).read_bytes().split(b"\n")
-    except OSError:
+    records = _records(path)
+    if records is None:
         return None
-    for raw in lines:
-        record, _ = _parse_line(raw) if raw.strip() else (None, "")
-        if record is None:
-            continue
+    finish: dict[str, Any] | None = None
+    for record in records:
         if record.get("kind") == "header":
             finish = None
         elif record.get("kind") == "finish":
             finish = dict(record)
     return finish
+
+
+def _records(path: Path) -> list[dict[str, Any]] | None:
+    """The JSON records of ``path`` in order, lines that are not JSON skipped; ``None`` when it cannot be read."""
+    try:
+        lines = Path(path).read_bytes().split(b"\n")
+    except OSError:
+        return None
+    parsed = (_parse_line(raw)[0] for raw in lines if raw.strip())
+    return [record for record in parsed if record is not None]
 
 
 def checkpoint_from_json(record: Mapping[str, Any]) -> Checkpoint:
