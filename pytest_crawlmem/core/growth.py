@@ -331,6 +331,7 @@ def suspicious(checkpoints: Sequence[Checkpoint], leak_per_response: int = DEFAU
     strong trend will judge in a short crawl).
     """
     drained = [c for c in checkpoints if c.drained and not c.tracer_bytes]
+    drained = list({c.responses: c for c in drained}.values())  # one point a count: the last reading of equal counts
     warm = [c for c in drained if c.responses >= 150]
     strong = len(warm) < TREND_MIN_POINTS
     points = [c for c in drained if c.responses >= STRONG_WARMUP_RESPONSES] if strong else warm
@@ -722,8 +723,23 @@ def analyze(
     for rule in RULES:
         growth = rule(ev)
         if growth is not None:
-            return growth
+            return _with_undrained(growth, ev)
     raise AssertionError("the last rule always decides")  # pragma: no cover
+
+
+def _with_undrained(growth: Growth, ev: Evidence) -> Growth:
+    """``growth`` whose reason says, unless it said so of them all, that mid-crawl checkpoints did not drain and what
+    would make them (the issue's 149-response browser crawl read only ``crawl at least ... responses``)."""
+    middle = ev.checkpoints[1:-1]  # the opening and closing checkpoints are always drained
+    undrained = sum(not c.drained for c in middle)
+    if not undrained or (ev.undrained_after_warmup() == undrained and "did not drain" in growth.reason):
+        return growth
+    browser = any(c.open_pages is not None or c.browser_uss_bytes is not None for c in ev.checkpoints)
+    fewer = "CONCURRENT_REQUESTS or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT" if browser else "CONCURRENT_REQUESTS"
+    return replace(growth, reason=(
+        f"{growth.reason}; the checkpoints did not drain: {undrained} of {len(middle)} hit the drain timeout"
+        " (CRAWLMEM_DRAIN_TIMEOUT_SECONDS) with downloads or callbacks still in progress and are not judged: they"
+        f" drain when what is in flight finishes within the timeout (lower {fewer}, or raise the timeout)"))
 
 
 def _with_power(ev: Evidence, growth: Growth | None) -> Growth | None:

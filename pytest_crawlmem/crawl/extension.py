@@ -118,7 +118,6 @@ class CrawlMemExtension:
         self.escalation: StopEscalation | None = None  # the stop under way, carried through until the crawl ends
         self.leaks = LeakWatch(logger, leak_per_response=leak_per_response, min_interval=checkpoint_min_responses)
         self.undrained_checkpoints = 0
-        self._held_slots: list[tuple[Any, Any]] = []  # the browser's page slots a draining checkpoint holds
         self.last_browser_pss_bytes: int | None = None  # the tree's last PSS reading (status line, metrics)
         self._timeout_call: Any = None
         self.leak_per_response = leak_per_response
@@ -451,11 +450,11 @@ class CrawlMemExtension:
         self._checkpointing = True
         started = time.monotonic()
         if self.pages is not None:  # no new page opens while it drains: the downloads waiting for one stay parked
-            self._held_slots = probes.hold_page_slots(self.crawler)
+            self.pages.gate.close(self.crawler)
         self._wait_for_drain(started)
 
     def _wait_for_drain(self, started: float) -> None:
-        parked = probes.parked_downloads(self.crawler) if self._held_slots else 0
+        parked = self.pages.gate.parked(self.crawler) if self.pages is not None and self.pages.gate.is_closed else 0
         drained = probes.is_drained(self.crawler, parked=parked)
         if drained or time.monotonic() - started > self.drain_timeout_seconds:
             if not drained:
@@ -487,8 +486,8 @@ class CrawlMemExtension:
             self._take_checkpoint(drained=drained, cost_started=started)
         finally:
             self._checkpointing = False
-            held, self._held_slots = self._held_slots, []
-            probes.release_page_slots(held)
+            if self.pages is not None:
+                self.pages.gate.open()
             probes.resume_engine(self.crawler)
 
     def _take_checkpoint(self, *, drained: bool, cost_started: float) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.models import BrowserSummary, Checkpoint
 from . import browsertree, probes
+from .browserslots import PageGate
 from .browsertree import TreeReading
 from .browserwatch import BrowserWatch
 from .recording import Recording
@@ -103,6 +104,7 @@ class CrawlBrowser:
         self.recording = recording
         self.watch = BrowserWatch(detail_seconds=detail_seconds)
         self.handed = HandedPages(stall_seconds)  # pages given to callbacks (playwright_include_page)
+        self.gate = PageGate()  # closed while a checkpoint drains: no page opens
         self.unclosed_at_close = 0
         self._last_tree: TreeReading | None = None
         self._last_tree_at = 0.0

@@ -666,7 +666,8 @@ def glance(doc: ReportDocument) -> Safe:
         changes = ["growth was not judged: " + ("render more pages, with `await job.checkpoint()` after each batch"
                                                 if unit == "page" else "crawl more responses") + " (what grew says how many)"]
     change = (Safe("<ul>" + "".join(f"<li>{esc(c)}</li>" for c in changes) + "</ul>") if changes
-              else Safe('<span class="muted">nothing: the budgets were kept and memory levelled off</span>'))
+              else Safe(f'<span class="muted">nothing: {"the budgets were kept" if checked else "no budget was set"}'
+                        ' and memory levelled off</span>'))
     rows = [["did it fail?", Safe(outcome)],
             ["what grew", Safe(_badge(verdict, _verdict_kind(verdict)) + " " + esc(_what_grew(doc)))],
             ["where", _where(doc)], [f"per {unit}", per_text], ["what to change", change]]
