@@ -1,82 +1,122 @@
-"""What measuring the browser tree costs a scrapy-playwright crawl, interleaved A/B/C in one process.
+"""The plugin's own CPU on a browser crawl, before and after a change, side by side in one run.
 
-    python benchmarks/browser_overhead.py [--pairs 3] [--pages 60] [--json out.json]
+    python benchmarks/browser_overhead.py [--rounds 3] [--pages 6] [--before DIR] [--json out.json]
 
-Modes: ``bare`` (scrapy-playwright with Scrapy's CrawlerRunner alone), ``python-only`` (the
-plugin with CRAWLMEM_BROWSER=False: the crawl process only) and ``browser`` (the plugin's
-default for browser crawls: the tree's RSS every sample, PSS/USS every 2 s and at every
-checkpoint, renderer GC before checkpoints). Prints median wall-time ratios to ``bare`` and
-the sampler's own CPU time for the tree.
+Each crawl is scrapy-playwright's published example (examples/playwright_books.py: 32 in flight, 4 page
+slots a context, a context per listing page, a screenshot per book) in a fresh process, in four modes
+interleaved round by round: ``before``/``after`` code x ``test`` (the plugin's runner, as the ``crawl``
+fixture runs it: a sample every 0.1 s asked) / ``production`` (Scrapy's CrawlerRunner with the extension
+enabled in settings and its production defaults). ``--before DIR`` is a copy of the package to compare
+with (``git archive <commit> pytest_crawlmem | tar -x -C DIR``); without it only ``after`` runs.
+
+The plugin's own CPU is what the extension counts as its own (sampler and status threads,
+``time.thread_time()``: ``crawlmem/status/self_cpu_seconds``), over the crawl process's CPU during the crawl
+(``os.times()``, this process only: the browser's processes are not in it). Checkpoints run on the reactor
+thread and are counted in their pauses (``crawlmem/checkpoint_pause_total_seconds``), not here.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-import harness
-import scrapy
-
-from pytest_crawlmem.crawl.browser import playwright_settings
-from pytest_crawlmem.crawl.runner import CrawlOptions
-from pytest_crawlmem.harness.site import start_site
+HERE = Path(__file__).resolve().parent
+MODES = ("before-test", "after-test", "before-production", "after-production")
 
 
-class JsPages(scrapy.Spider):
-    """Renders /js/ pages in Chromium (DOM built by script) and counts the products."""
+def child(mode: str, pages: int, code: str | None) -> dict[str, Any]:
+    """Run one crawl in this process (a fresh one) and return its figures."""
+    if code:  # the package copy first: leave out the editable install's finder, which would win over sys.path
+        sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in str(getattr(f, "__module__", ""))]
+        sys.path.insert(0, code)
+    sys.path[:0] = [str(HERE), str(HERE.parent / "examples")]
+    import harness
+    from playwright_books import BooksSpider, books_settings
+    from scrapy.crawler import CrawlerRunner
 
-    name = "js_pages"
+    import pytest_crawlmem
+    from pytest_crawlmem.crawl.runner import CrawlOptions
+    from pytest_crawlmem.harness.site import start_site
 
-    def __init__(self, base_url: str = "", pages: int = 60, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.base_url, self.pages = base_url, int(pages)
-
-    async def start(self):  # type: ignore[no-untyped-def]
-        for number in range(self.pages):
-            yield scrapy.Request(f"{self.base_url}/js/{number}", meta={"playwright": True})
-
-    def parse(self, response):  # type: ignore[no-untyped-def]
-        yield {"products": len(response.css("div.product"))}
+    assert not code or pytest_crawlmem.__file__.startswith(code), pytest_crawlmem.__file__
+    settings = books_settings(32, LOG_LEVEL="ERROR")
+    with start_site() as site, tempfile.TemporaryDirectory() as tmp:
+        kwargs = {"base_url": site.base_url, "pages": pages}
+        before, started = os.times(), time.perf_counter()
+        if mode.endswith("-test"):
+            result = harness.measured(harness.Crawl(BooksSpider, kwargs, settings),
+                                      CrawlOptions(report_dir=Path(tmp)), reports=False)
+            stats, items = result.stats, result.items_scraped
+        else:
+            runner = CrawlerRunner({**settings, "EXTENSIONS": {"pytest_crawlmem.extension.CrawlMemExtension": 0},
+                                    "CRAWLMEM_ENABLED": True, "CRAWLMEM_JSONL": str(Path(tmp) / "samples.jsonl")})
+            crawler = runner.create_crawler(BooksSpider)
+            harness.block_on(runner.crawl(crawler, **kwargs))
+            stats, items = crawler.stats.get_stats(), crawler.stats.get_value("item_scraped_count")
+        wall, after = time.perf_counter() - started, os.times()
+    harness.stop_reactor()
+    process_cpu = (after.user + after.system) - (before.user + before.system)
+    own = float(stats.get("crawlmem/status/self_cpu_seconds") or 0.0)
+    return {"mode": mode, "wall_seconds": round(wall, 2), "items": items, "process_cpu_seconds": round(process_cpu, 3),
+            "own_cpu_seconds": round(own, 4), "own_share": round(own / process_cpu, 4) if process_cpu else None,
+            "samples": stats.get("crawlmem/samples"), "checkpoints": stats.get("crawlmem/checkpoints"),
+            "undrained_checkpoints": stats.get("crawlmem/undrained_checkpoints"),
+            "checkpoint_pause_total_seconds": stats.get("crawlmem/checkpoint_pause_total_seconds"),
+            "checkpoint_pause_max_seconds": stats.get("crawlmem/checkpoint_pause_max_seconds")}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=3)
-    parser.add_argument("--pages", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--pages", type=int, default=6)
+    parser.add_argument("--before", help="a copy of the package to compare with (its parent directory)")
     parser.add_argument("--json")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    settings = playwright_settings({"CONCURRENT_REQUESTS": 4, "LOG_LEVEL": "ERROR"})
-    walls: dict[str, list[float]] = {"bare": [], "python-only": [], "browser": []}
-    tree_cpu: list[float] = []
-    with start_site() as site, tempfile.TemporaryDirectory() as tmp:
-        kwargs = {"base_url": site.base_url, "pages": args.pages}
-        for _, mode in harness.rounds(list(walls), args.pairs):
-            crawl = harness.Crawl(JsPages, kwargs, {**settings, "CRAWLMEM_BROWSER": mode == "browser"})
-            with harness.timed() as timing:
-                if mode == "bare":
-                    harness.bare(crawl)
-                    result = None
-                else:
-                    result = harness.measured(crawl, CrawlOptions(report_dir=Path(tempfile.mkdtemp(dir=tmp))))
-            walls[mode].append(timing.wall)
-            if result is not None and result.browser is not None:
-                tree_cpu.append(result.browser.cost_seconds / timing.wall)
-            print(f"{mode:12} {timing.wall:6.1f} s", flush=True)
-    harness.stop_reactor()
-    bare = harness.median(walls["bare"])
-    rows = {mode: {"median_wall_seconds": round(harness.median(w), 2), "wall_ratio": round(harness.median(w) / bare, 3)}
-            for mode, w in walls.items()}
-    figures = {"pages": args.pages, "pairs": args.pairs, "modes": rows,
-               "tree_sampler_cpu_share_of_one_core": round(harness.median(tree_cpu), 4),
-               "machine": harness.machine_info()}
-    for mode, row in rows.items():
-        print(f"{mode:12} median {row['median_wall_seconds']:6.1f} s  {row['wall_ratio']:.2f}x bare")
-    print(f"tree sampler CPU: {figures['tree_sampler_cpu_share_of_one_core']:.1%} of one core")
+    if args.child:
+        print("RESULT " + json.dumps(child(args.child, args.pages, args.code)), flush=True)
+        return
+    modes = [m for m in MODES if args.before or m.startswith("after")]
+    runs: list[dict[str, Any]] = []
+    for i in range(args.rounds):
+        k = i % len(modes)
+        for mode in modes[k:] + modes[:k]:
+            command = [sys.executable, __file__, "--child", mode, "--pages", str(args.pages)]
+            if mode.startswith("before"):
+                command += ["--code", str(Path(args.before).resolve())]
+            out = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+            lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+            if not lines:
+                print(f"{mode}: failed\n{out.stderr[-2000:]}", flush=True)
+                continue
+            run = json.loads(lines[-1][len("RESULT "):])
+            runs.append(run)
+            print(f"{mode:18} wall {run['wall_seconds']:6.1f} s  process CPU {run['process_cpu_seconds']:6.2f} s  own"
+                  f" {run['own_cpu_seconds']:6.3f} s ({run['own_share']:.1%})  checkpoints {run['checkpoints']}"
+                  f" (undrained {run['undrained_checkpoints']}, pauses {run['checkpoint_pause_total_seconds']} s)",
+                  flush=True)
+    summary = {}
+    for mode in modes:
+        mine = [r for r in runs if r["mode"] == mode]
+        if mine:
+            summary[mode] = {"runs": len(mine), "own_share_median": round(statistics.median(r["own_share"] for r in mine), 4),
+                             "own_share_max": max(r["own_share"] for r in mine),
+                             "wall_median_seconds": round(statistics.median(r["wall_seconds"] for r in mine), 1)}
+            print(f"{mode:18} own CPU {summary[mode]['own_share_median']:.1%} of the crawl process's (median of"
+                  f" {len(mine)}, max {summary[mode]['own_share_max']:.1%})")
     if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+        Path(args.json).write_text(json.dumps({"pages": args.pages, "rounds": args.rounds, "summary": summary,
+                                               "runs": runs, "load_average": [round(x, 2) for x in os.getloadavg()]},
+                                              indent=2))
 
 
 if __name__ == "__main__":

@@ -96,3 +96,22 @@ def test_playwright_settings_route_downloads_through_scrapy_playwright(monkeypat
     assert settings["PLAYWRIGHT_LAUNCH_OPTIONS"]["slow_mo"] == 1
     assert browser.is_playwright_crawl(settings)
     assert not browser.is_playwright_crawl({"DOWNLOAD_HANDLERS": {"s3": None}})
+
+
+def test_the_tree_is_read_within_its_share_of_the_crawl_process_cpu(monkeypatch, tmp_path):
+    from pytest_crawlmem.crawl import pages
+    from pytest_crawlmem.crawl.recording import Recording
+
+    cpu = [100.0]
+    monkeypatch.setattr(pages, "_process_cpu_seconds", lambda: cpu[0])
+    browser_pages = pages.CrawlBrowser(Recording(None), detail_seconds=2.0, stall_seconds=5.0)
+    tree = browser_pages.watch.tree
+    assert browser_pages.tree_due(0.0) is True  # the first reading
+    browser_pages._last_tree, browser_pages._last_tree_at = object(), 0.0  # type: ignore[assignment]
+    assert browser_pages.tree_due(0.5) is None  # sooner than TREE_SAMPLE_SECONDS
+    cpu[0], tree.cpu_seconds = 110.0, 0.05  # the tree took 0.5% of the process's 10 s: within its share
+    assert browser_pages.tree_due(1.0) is True
+    tree.cpu_seconds = 0.5  # 5%: past its share, nothing until TREE_MAX_AGE_SECONDS, then its RSS alone
+    assert browser_pages.tree_due(2.0) is None
+    assert browser_pages.tree_due(pages.TREE_MAX_AGE_SECONDS) is False
+    assert browser_pages.deferred_readings == 2

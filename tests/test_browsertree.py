@@ -23,7 +23,9 @@ from pytest_crawlmem.crawl.browsertree import (
     TreeSampler,
     classify,
     discover_browser_tree,
+    discover_with_psutil,
     find_browser_tree,
+    parse_cmdline,
     parse_smaps_rollup,
     parse_statm_rss,
     read_tree,
@@ -255,13 +257,14 @@ def test_tree_sampler_estimates_the_pss_peak_between_detail_reads() -> None:
     sampler = TreeSampler(discover=lambda root: {})
     sampler.record(_reading((1, 100 * MiB, 30 * MiB), (2, 100 * MiB, 30 * MiB)))
     assert (sampler.peak_pss_bytes, sampler.peak_pss_estimated) == (60 * MiB, False)
-    # Process 1 grows by 50 MiB of private memory, process 3 appears (counted at its RSS).
+    # Process 1 grows by 50 MiB of private memory, process 3 appears (a renderer: counted at the renderers' PSS/RSS
+    # ratio of the last detail reading, 0.3, when its own PSS is not read).
     sampler.record(_reading((1, 150 * MiB, None), (2, 100 * MiB, None), (3, 80 * MiB, None)))
-    assert (sampler.peak_pss_bytes, sampler.peak_pss_estimated) == ((80 + 30 + 80) * MiB, True)
+    assert (sampler.peak_pss_bytes, sampler.peak_pss_estimated) == ((80 + 30) * MiB + int(80 * MiB * 0.3), True)
     assert sampler.peak_rss_bytes == 330 * MiB
     # A lower measured PSS does not lower the peak; reset_peaks starts a new window.
     sampler.record(_reading((1, 150 * MiB, 70 * MiB), (2, 100 * MiB, 25 * MiB)))
-    assert sampler.peak_pss_bytes == 190 * MiB
+    assert sampler.peak_pss_bytes == (80 + 30) * MiB + int(80 * MiB * 0.3)
     sampler.reset_peaks()
     assert (sampler.peak_pss_bytes, sampler.peak_rss_bytes) == (0, 0)
 
@@ -324,6 +327,8 @@ class Scenario:
     pids: set[int] = field(default_factory=set)
     left_over: list[int] = field(default_factory=list)
     tree_after: list[int] = field(default_factory=list)
+    walks: tuple[dict[int, str], ...] = ()  # the tree walked down its children files, before and after psutil's
+    psutil_kinds: dict[int, str] = field(default_factory=dict)  # the same tree found through psutil's parent links
 
 
 def _detail(kinds: dict[int, str]) -> TreeReading:
@@ -355,7 +360,9 @@ async def _run_scenario() -> Scenario:
             sampler.sample()  # RSS only: the peak is estimated
             estimated = sampler.peak_pss_bytes
             loaded_kinds = discover_browser_tree()
-            pids |= _remember(loaded_kinds)
+            psutil_kinds = discover_with_psutil()
+            walked_after = discover_browser_tree()  # a renderer may come or go in between: one of the two walks agrees
+            pids |= _remember(loaded_kinds) | _remember(walked_after)
             loaded = _detail(loaded_kinds)
             for page in big_pages:
                 await page.close()
@@ -364,7 +371,9 @@ async def _run_scenario() -> Scenario:
         finally:
             await browser.close()
     _gone, alive = psutil.wait_procs([_PROCESSES[pid] for pid in pids], timeout=5)
-    return Scenario(base=base, base_kinds=base_kinds, loaded=loaded, closed=closed, sampler=sampler,
+    return Scenario(base=base, base_kinds=base_kinds, loaded=loaded, walks=(loaded_kinds, walked_after),
+                    psutil_kinds=psutil_kinds,
+                    closed=closed, sampler=sampler,
                     estimated_peak_pss_bytes=estimated, pids=pids, left_over=[p.pid for p in alive],
                     tree_after=find_browser_tree())
 
@@ -409,6 +418,19 @@ def scenario() -> Any:
     for pid in result.left_over:  # only browser processes this module started
         if _PROCESSES[pid].is_running():
             _PROCESSES[pid].kill()
+
+
+def test_walking_the_children_files_finds_the_tree_psutil_finds(scenario: Scenario) -> None:
+    assert scenario.psutil_kinds in scenario.walks, (scenario.psutil_kinds, scenario.walks)
+    assert "renderer" in scenario.psutil_kinds.values()
+
+
+def test_a_cmdline_rewritten_as_one_string_is_split_at_its_spaces_as_psutil_does() -> None:
+    assert parse_cmdline(b"/usr/lib/chromium/chromium --type=renderer --lang=en-US") == [
+        "/usr/lib/chromium/chromium", "--type=renderer", "--lang=en-US"]
+    assert parse_cmdline(b"node\0cli.js\0run-driver\0") == ["node", "cli.js", "run-driver"]
+    assert parse_cmdline(b"chromium --type=zygote\0") == ["chromium", "--type=zygote"]
+    assert parse_cmdline(b"") == []
 
 
 def test_real_tree_has_driver_browser_and_renderers(scenario: Scenario) -> None:

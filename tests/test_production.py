@@ -62,7 +62,7 @@ def test_a_production_crawl_logs_status_lines_and_streams_samples_that_crawlmem_
               "size_p95", "latency_p50", "latency_p95", "jobdir", "stream", "checkpoints", "pause_max", "timeline")
     assert all(f" {field}=" in status[-1] for field in fields), status[-1]
     assert re.search(r"status=200:\d+,404:1 ", status[-1]), status[-1]
-    assert re.search(r"latency_p50=\d+ms", status[-1]) and re.search(r"size_p95=[\d.]+KiB", status[-1]), status[-1]
+    assert re.search(r"latency_p50=\d+ms", status[-1]) and re.search(r"size_p95=[\d.]+(B|KiB|MiB) ", status[-1]), status[-1]
     for key in ("crawlmem/peak_rss", "crawlmem/status/rss_bytes", "crawlmem/status/response_p95_bytes",
                 "crawlmem/status/latency_p95_seconds", "crawlmem/status/stream_bytes", "crawlmem/status/self_cpu_seconds",
                 "crawlmem/checkpoint_pause_max_seconds", "crawlmem/checkpoint_pause_total_seconds"):
@@ -355,7 +355,7 @@ def test_a_production_crawl_that_leaks_warns_once_and_streams_its_verdict_sites_
     per_response = re.search(r"'crawlmem/growth_per_response': ([\d.]+)", proc.stderr)
     assert per_response and 4096 < float(per_response.group(1)) < 4 * 8192, proc.stderr[-3000:]
     status = [line for line in proc.stderr.splitlines() if "crawlmem: rss=" in line]
-    assert re.search(r" active=([\d.]+KiB|-) ", status[-1]), status[-1]
+    assert re.search(r" active=([\d.]+(B|KiB|MiB)|-) ", status[-1]), status[-1]
     assert "verdict=retained-objects" in status[-1], status[-1]
     finish = [json.loads(line) for line in stream.read_text().splitlines() if '"finish"' in line]
     assert finish and finish[-1]["reason"] == "finished" and finish[-1]["growth_sites"], finish

@@ -199,14 +199,25 @@ def _process_kind(process: psutil.Process) -> str | None:
         return None
 
 
-def discover_browser_tree(root_pid: int | None = None) -> dict[int, str]:
+def discover_browser_tree(root_pid: int | None = None, known: dict[int, str | None] | None = None) -> dict[int, str]:
     """Return ``{pid: kind}`` for the browser processes below ``root_pid`` (default: this process).
 
     A process is taken when ``classify`` accepts it, and so is every descendant of a taken
     process (as ``"other"`` when ``classify`` does not know it); the root itself is taken
-    when it is a browser process. Parents come before their children. Reads /proc of every
-    process on the machine (for the parent links): call it every few seconds, not per sample.
+    when it is a browser process. Parents come before their children. Walks the tree down from
+    the root through ``/proc/<pid>/task/<tid>/children`` (the children of Chromium's leaf kinds,
+    renderers, GPU and utility processes, are not read: they start none); without those files,
+    reads /proc of every process on the machine (psutil). ``known`` (``{pid: kind or None}``),
+    kept by the caller from one call to the next, spares classifying a process again; it is
+    updated in place (processes gone are dropped).
     """
+    if _HAVE_CHILDREN:
+        return _walk_tree(os.getpid() if root_pid is None else root_pid, root_pid is not None, known)
+    return discover_with_psutil(root_pid)
+
+
+def discover_with_psutil(root_pid: int | None = None) -> dict[int, str]:
+    """:func:`discover_browser_tree` through psutil: reads /proc of every process on the machine for the parent links."""
     try:
         root = psutil.Process(root_pid) if root_pid is not None else psutil.Process()
         descendants = root.children(recursive=True)
@@ -222,6 +233,60 @@ def discover_browser_tree(root_pid: int | None = None) -> dict[int, str]:
             kind = OTHER_KIND
         if kind is not None:
             found[process.pid] = kind
+    return found
+
+
+#: Whether this kernel lists each thread's children (CONFIG_PROC_CHILDREN, Linux 3.5+).
+_HAVE_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+#: Kinds of Chromium process that start no process of their own: their children are not read.
+_LEAF_KINDS = frozenset({"renderer", "gpu", "utility"})
+
+
+def _children_of(pid: int) -> list[int]:
+    """The children of ``pid`` (those of every thread of it); empty when it is gone."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    children: list[int] = []
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb", buffering=0) as file:
+                children.extend(int(field) for field in file.read().split())
+        except (OSError, ValueError):
+            continue  # the thread exited
+    return children
+
+
+def _kind_of(pid: int, known: dict[int, str | None] | None) -> str | None:
+    """The kind of ``pid``; a leaf kind once read is final (a forked zygote reads ``zygote`` until it is a renderer,
+    a process not yet exec'd as its parent's: those are read again each time)."""
+    if known is not None and pid in known:
+        return known[pid]
+    kind = _kind_of_pid(pid)
+    if known is not None and kind in _LEAF_KINDS:
+        known[pid] = kind
+    return None if kind == OTHER_KIND else kind
+
+
+def _walk_tree(root: int, take_root: bool, known: dict[int, str | None] | None) -> dict[int, str]:
+    """:func:`discover_browser_tree` through the children files, breadth first from ``root``."""
+    found: dict[int, str] = {}
+    seen: set[int] = set()
+    pending = [(root, False)]  # (pid, under a taken process)
+    while pending:
+        pid, under_taken = pending.pop(0)
+        seen.add(pid)
+        kind = _kind_of(pid, known) if pid != root or take_root else None
+        if kind is None and under_taken:
+            kind = OTHER_KIND
+        if kind is not None:
+            found[pid] = kind
+        if kind not in _LEAF_KINDS:
+            pending.extend((child, kind is not None) for child in _children_of(pid))
+    if known is not None:
+        for pid in [pid for pid in known if pid not in seen]:
+            del known[pid]
     return found
 
 
@@ -310,6 +375,26 @@ def _read_proc(pid: int, name: str) -> bytes | None:
         with open(f"/proc/{pid}/{name}", "rb", buffering=0) as file:
             return file.read()
     except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def parse_cmdline(data: bytes) -> list[str]:
+    """Parse ``/proc/<pid>/cmdline`` as psutil does: NUL-separated, or space-separated when the process rewrote its
+    argument vector as one string (Chromium's children do: ``chromium --type=renderer ...``)."""
+    if not data:
+        return []
+    sep = b"\0" if data.endswith(b"\0") else b" "
+    args = data.removesuffix(sep).split(sep)
+    if sep == b"\0" and len(args) == 1 and b" " in args[0]:
+        args = args[0].split(b" ")
+    return [arg.decode(errors="replace") for arg in args]
+
+
+def _read_proc_quietly(pid: int, name: str) -> bytes | None:
+    """Read /proc/<pid>/<name>; ``None`` when it cannot be read (gone, not allowed)."""
+    try:
+        return _read_proc(pid, name)
+    except OSError:
         return None
 
 
@@ -410,7 +495,23 @@ def read_tree(pids: Iterable[int], *, detail: bool = True, kinds: Mapping[int, s
     )
 
 
+def _pss_ratios(reading: TreeReading) -> dict[str, float]:
+    """Per kind, summed PSS over summed RSS of a detail reading (what a new process of that kind is counted at)."""
+    rss: dict[str, int] = {}
+    pss: dict[str, int] = {}
+    for process in reading.processes:
+        if process.pss_bytes is not None and process.rss_bytes:
+            rss[process.kind] = rss.get(process.kind, 0) + process.rss_bytes
+            pss[process.kind] = pss.get(process.kind, 0) + process.pss_bytes
+    return {kind: pss[kind] / rss[kind] for kind in rss if rss[kind]}
+
+
 def _kind_of_pid(pid: int) -> str:
+    if _HAVE_PROC:  # two reads of /proc (psutil's Process reads more and costs ~6x the CPU)
+        comm, cmdline = _read_proc_quietly(pid, "comm"), _read_proc_quietly(pid, "cmdline")
+        if comm is not None and cmdline is not None:
+            kind = classify(comm.decode(errors="replace").strip(), parse_cmdline(cmdline))
+            return kind if kind is not None else OTHER_KIND
     try:
         kind = _process_kind(psutil.Process(pid))
     except psutil.Error:
@@ -440,7 +541,7 @@ class TreeSampler:
         rescan_seconds: float = 2.0,
         detail_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
-        discover: Callable[[int | None], dict[int, str]] = discover_browser_tree,
+        discover: Callable[[int | None], dict[int, str]] | None = None,
     ) -> None:
         if rescan_seconds < 0 or detail_seconds < 0:
             raise ValueError(f"rescan_seconds ({rescan_seconds}) and detail_seconds ({detail_seconds}) must be >= 0")
@@ -448,11 +549,13 @@ class TreeSampler:
         self.rescan_seconds = rescan_seconds
         self.detail_seconds = detail_seconds
         self._clock = clock
-        self._discover = discover
+        self._known: dict[int, str | None] = {}  # kinds read once and final, across rediscoveries
+        self._discover = discover or (lambda root: discover_browser_tree(root, self._known))
         self._kinds: dict[int, str] = {}
         self._next_rescan = float("-inf")
         self._next_detail = float("-inf")
         self._base: dict[int, tuple[int, int]] = {}  # pid -> (rss, pss) of the last detail read
+        self._ratios: dict[str, float] = {}  # kind -> summed PSS / summed RSS of its processes at the last detail read
         self.last: TreeReading | None = None
         self.last_detail: TreeReading | None = None
         self.peak_rss_bytes = 0
@@ -482,8 +585,10 @@ class TreeSampler:
         self.cpu_seconds += time.thread_time() - started_cpu
         return self.kinds
 
-    def sample(self, *, detail: bool | None = None) -> TreeReading:
-        """Take one reading (detail as scheduled unless forced), update the peaks and return it."""
+    def sample(self, *, detail: bool | None = None, read_new: bool = True) -> TreeReading:
+        """Take one reading (detail as scheduled unless forced), update the peaks and return it; ``read_new=False``
+        spares reading the PSS of processes new since the last detail reading (they count at the PSS/RSS ratio of
+        their kind at that reading)."""
         now = self._clock()
         if now >= self._next_rescan:
             self.rescan()
@@ -494,7 +599,7 @@ class TreeSampler:
         reading = read_tree(list(self._kinds), detail=detail, kinds=self._kinds)
         if len(reading.processes) < len(self._kinds):
             self._next_rescan = now  # a process exited: the tree changed
-        if not detail and self._base:
+        if not detail and self._base and read_new:
             self._read_new_processes(reading)
         self.record(reading)
         return reading
@@ -523,6 +628,7 @@ class TreeSampler:
             self.detail_samples += 1
             self._base = {p.pid: (p.rss_bytes, p.pss_bytes if p.pss_bytes is not None else p.rss_bytes)
                           for p in reading.processes}
+            self._ratios = _pss_ratios(reading)
             self._raise_pss_peak(reading.pss_bytes, estimated=False)
             self.peak_uss_bytes = max(self.peak_uss_bytes, reading.uss_bytes or 0)
             self.peak_pss_anon_bytes = max(self.peak_pss_anon_bytes, reading.pss_anon_bytes or 0)
@@ -540,7 +646,7 @@ class TreeSampler:
         for process in reading.processes:
             base = self._base.get(process.pid)
             if base is None:
-                total += process.rss_bytes
+                total += int(process.rss_bytes * self._ratios.get(process.kind, 1.0))
             else:
                 base_rss, base_pss = base
                 total += max(0, base_pss + process.rss_bytes - base_rss)

@@ -18,9 +18,10 @@ class BrowserWatch:
         self.max_contexts = 0
         self.max_processes = 0
 
-    def read(self, *, detail: bool | None = None) -> TreeReading:
-        """Read the tree (PSS/USS on schedule or when ``detail``; RSS otherwise) and keep the peak reading."""
-        reading = self.tree.sample(detail=detail)
+    def read(self, *, detail: bool | None = None, read_new: bool = True) -> TreeReading:
+        """Read the tree (PSS/USS on schedule or when ``detail``; RSS otherwise) and keep the peak reading
+        (``read_new``: see :meth:`TreeSampler.sample`)."""
+        reading = self.tree.sample(detail=detail, read_new=read_new)
         self.max_processes = max(self.max_processes, len(reading.processes))
         if reading.pss_bytes is not None and (self.peak is None or reading.pss_bytes > (self.peak.pss_bytes or 0)):
             self.peak = reading

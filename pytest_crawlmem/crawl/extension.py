@@ -45,7 +45,7 @@ from .leakwatch import LeakWatch
 from .media import summarize_media, watch_media_failures
 from .meter import Ceiling, Sampler, drained_checkpoint
 from .metrics import MetricsServer, require_prometheus
-from .pages import CrawlBrowser
+from .pages import BROWSER_MIN_INTERVAL_SECONDS, CrawlBrowser
 from .recording import Recording
 from .status import StatusTicker, read_status
 
@@ -106,6 +106,8 @@ class CrawlMemExtension:
         danger_window_seconds: float = _DEFAULT["CRAWLMEM_DANGER_WINDOW_SECONDS"],
     ) -> None:
         self.crawler = crawler
+        if browser:  # a page takes about a second: sampling faster only costs CPU (pages.py)
+            interval_seconds = max(interval_seconds, BROWSER_MIN_INTERVAL_SECONDS)
         self.interval_seconds = interval_seconds
         self.checkpoints_enabled = checkpoints
         self.checkpoint_min_responses = checkpoint_min_responses

@@ -4,6 +4,7 @@ when never closed (crawl process)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import weakref
 from collections import Counter
@@ -19,9 +20,18 @@ from .recording import Recording
 
 #: How long a renderer GC may take before a checkpoint reads the browser anyway.
 GC_TIMEOUT_SECONDS = 5.0
-#: Seconds between readings of the browser tree by the sampler (each reads /proc of every browser process: at a 0.1 s
-#: sample interval, reading it every sample cost a third of the crawl process's CPU).
-TREE_SAMPLE_SECONDS = 0.5
+#: Seconds between readings of the browser tree by the sampler, at least (each reads /proc of every browser process: at
+#: a 0.1 s sample interval, reading it every sample cost a third of the crawl process's CPU).
+TREE_SAMPLE_SECONDS = 1.0
+#: The tree's readings (RSS, PSS, rediscovering the tree) take at most this share of the crawl process's CPU: a reading
+#: due while they took more waits (measured: one PSS reading of a 30-process tree took 75 ms of CPU; the sampler and
+#: status took 34% of the crawl process's CPU when nothing bounded them).
+TREE_CPU_SHARE = 0.01
+#: ...but its RSS is read at least this often, whatever it costs (kill_at and the PSS peak see the browser this late).
+TREE_MAX_AGE_SECONDS = 5.0
+#: Browser crawls are sampled at most this often (CRAWLMEM_INTERVAL_SECONDS below it is raised to it): a page takes
+#: about a second, and at 0.1 s the samples alone (queues, pages, the stream) took 7% of the crawl process's CPU.
+BROWSER_MIN_INTERVAL_SECONDS = 0.5
 #: How long scrapy-playwright may wait for a download after a stop closed a page mid-navigation.
 ABORTED_DOWNLOAD_WAIT_SECONDS = 1.0
 
@@ -108,6 +118,8 @@ class CrawlBrowser:
         self.unclosed_at_close = 0
         self._last_tree: TreeReading | None = None
         self._last_tree_at = 0.0
+        self._cpu_at_start = _process_cpu_seconds()
+        self.deferred_readings = 0  # tree readings put off because the tree's readings had taken their share of CPU
 
     def response_received(self, response: Any, request: Any = None, spider: Any = None) -> None:
         """Note the page a response hands to its callback, and which callback, if it does (reactor thread)."""
@@ -116,15 +128,37 @@ class CrawlBrowser:
             self.handed.add(page, callback_name(request or response.request, spider))
 
     def sample(self, crawler: Any) -> tuple[TreeReading, probes.PageReading | None]:
-        """Read the tree (PSS/USS on schedule, RSS otherwise, at most every :data:`TREE_SAMPLE_SECONDS`: between
-        those the last reading stands) and the open pages; keep the most seen (sampler thread)."""
+        """Read the tree (PSS/USS on schedule, RSS otherwise, when :meth:`tree_due`: between readings the last one
+        stands) and the open pages; keep the most seen (sampler thread)."""
         now = time.monotonic()
-        if self._last_tree is None or now - self._last_tree_at >= TREE_SAMPLE_SECONDS:
-            self._last_tree, self._last_tree_at = self.watch.read(), now
+        due = self.tree_due(now)
+        if due is not None:  # past its share of CPU, the tree's RSS alone (cheap), never a PSS
+            self._last_tree = self.watch.read(detail=None, read_new=True) if due else self.watch.read(detail=False,
+                                                                                                    read_new=False)
+            self._last_tree_at = now
+        assert self._last_tree is not None
         pages = probes.read_pages(crawler)
         if pages is not None:
             self.watch.count(pages.pages, pages.contexts)
         return self._last_tree, pages
+
+    def tree_due(self, now: float) -> bool | None:
+        """Whether the tree is to be read now (``None``: not): :data:`TREE_SAMPLE_SECONDS` after the last reading while
+        its readings took at most :data:`TREE_CPU_SHARE` of the crawl process's CPU (``True``: its PSS when scheduled);
+        past that share, its RSS alone every :data:`TREE_MAX_AGE_SECONDS` (``False``)."""
+        if self._last_tree is None:
+            return True
+        age = now - self._last_tree_at
+        if age < TREE_SAMPLE_SECONDS:
+            return None
+        if self.watch.tree.cpu_seconds <= TREE_CPU_SHARE * self.process_cpu_seconds():
+            return True
+        self.deferred_readings += 1
+        return False if age >= TREE_MAX_AGE_SECONDS else None
+
+    def process_cpu_seconds(self) -> float:
+        """The crawl process's CPU time since the browser was first watched."""
+        return _process_cpu_seconds() - self._cpu_at_start
 
     def checkpoint_fields(self, crawler: Any) -> dict[str, Any]:
         """A checkpoint's browser fields, from a detailed reading of the tree (none when no browser runs yet)."""
@@ -221,6 +255,11 @@ class CrawlBrowser:
     def summary(self, checkpoints: Sequence[Checkpoint]) -> BrowserSummary | None:
         """What the browser tree used during the crawl (``None`` when no browser process was ever read)."""
         return self.watch.summary(checkpoints, self.unclosed_at_close)
+
+
+def _process_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 def _quietly(coro: Any) -> None:

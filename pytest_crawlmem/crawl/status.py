@@ -18,6 +18,7 @@ from typing import Any
 
 from ..core.assemble import status_counts
 from ..core.distribution import Histogram
+from ..core.units import format_size
 
 logger = logging.getLogger("pytest_crawlmem.extension")
 
@@ -62,17 +63,17 @@ class Status:
     open_contexts: int | None = None
 
     def line(self) -> str:
-        """The status as one log line (sizes in MiB/KiB, times in ms)."""
+        """The status as one log line of ``name=value`` tokens (sizes in core.units' units, times in ms)."""
         codes = ",".join(f"{code}:{n}" for code, n in sorted(self.status_counts.items())) or "-"
         return (
-            f"crawlmem: rss={self.rss_bytes / 2**20:.1f} MiB peak={self.peak_rss_bytes / 2**20:.1f} MiB"
-            f" scheduled={self.scheduled} inflight={self.inflight} active={_kib(self.active_size_bytes)}"
+            f"crawlmem: rss={_size(self.rss_bytes)} peak={_size(self.peak_rss_bytes)}"
+            f" scheduled={self.scheduled} inflight={self.inflight} active={_size(self.active_size_bytes)}"
             f" backout={self.backout} items={self.items} responses={self.responses} retries={self.retries}"
-            f" status={codes} size_p50={_kib(self.response_p50_bytes)} size_p95={_kib(self.response_p95_bytes)}"
-            f" size_max={_kib(self.response_max_bytes)} latency_p50={_ms(self.latency_p50_seconds)}"
-            f" latency_p95={_ms(self.latency_p95_seconds)} jobdir={_kib(self.jobdir_bytes)}"
-            f" stream={_kib(self.stream_bytes)} checkpoints={self.checkpoints}"
-            f" pause_max={self.checkpoint_pause_max_seconds * 1000:.0f} ms"
+            f" status={codes} size_p50={_size(self.response_p50_bytes)} size_p95={_size(self.response_p95_bytes)}"
+            f" size_max={_size(self.response_max_bytes)} latency_p50={_ms(self.latency_p50_seconds)}"
+            f" latency_p95={_ms(self.latency_p95_seconds)} jobdir={_size(self.jobdir_bytes)}"
+            f" stream={_size(self.stream_bytes)} checkpoints={self.checkpoints}"
+            f" pause_max={self.checkpoint_pause_max_seconds * 1000:.0f}ms"
             f" timeline={self.timeline_samples}x{self.timeline_span}"
             + self._judged() + self._browser()
         )
@@ -81,13 +82,13 @@ class Status:
         if not self.verdict:
             return ""
         per_response = self.growth_per_response_bytes
-        growth = "" if per_response is None else f" growth={_kib(round(per_response))}/response"
+        growth = "" if per_response is None else f" growth={_size(round(per_response))}/response"
         return f" verdict={self.verdict}{growth}"
 
     def _browser(self) -> str:
         if self.browser_pss_bytes is None and self.open_pages is None:
             return ""
-        pss = "-" if self.browser_pss_bytes is None else f"{self.browser_pss_bytes / 2**20:.1f} MiB"
+        pss = _size(self.browser_pss_bytes)
         return f" browser_pss={pss} pages={self.open_pages} contexts={self.open_contexts}"
 
     def stats(self) -> dict[str, int | float]:
@@ -106,8 +107,9 @@ class Status:
         return {STATUS_PREFIX + k: v for k, v in values.items() if v is not None and not isinstance(v, bool)}
 
 
-def _kib(value: int | None) -> str:
-    return "-" if value is None else f"{value / 1024:.1f}KiB"
+def _size(value: int | None) -> str:
+    """A size in the status line: ``15.0KiB``, ``512B``, ``1.2GiB`` (core.units' units, one token: no space)."""
+    return "-" if value is None else format_size(value).replace(" ", "")
 
 
 def _ms(value: float | None) -> str:

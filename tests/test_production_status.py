@@ -1,0 +1,30 @@
+"""The status line of a production crawl: one ``name=value`` token a figure, sizes in core.units' units."""
+
+from __future__ import annotations
+
+import re
+
+from pytest_crawlmem.crawl.status import Status
+
+MIB = 2**20
+
+
+def status(**figures: object) -> Status:
+    values: dict[str, object] = {"t_seconds": 1.0, "rss_bytes": 102 * MIB, "peak_rss_bytes": 110 * MIB, "scheduled": 0,
+                                 "inflight": 3, "active_size_bytes": 15360, "backout": False, "responses": 5, "items": 2,
+                                 "retries": 0}
+    return Status(**{**values, **figures})  # type: ignore[arg-type]
+
+
+def test_sizes_use_the_units_helper_and_every_figure_is_one_token():
+    line = status(browser_pss_bytes=3 * 2**30, open_pages=3, open_contexts=1, stream_bytes=512,
+                  verdict="steady", growth_per_response_bytes=12.3).line()
+    assert " active=15.0KiB " in line and "rss=102.0MiB peak=110.0MiB " in line, line
+    assert " stream=512B " in line and " browser_pss=3.0GiB " in line and " growth=12B/response" in line, line
+    tokens = line.removeprefix("crawlmem: ").split(" ")
+    assert all(re.fullmatch(r"[a-z_0-9]+=\S+", token) for token in tokens), tokens
+
+
+def test_unknown_figures_read_as_a_dash():
+    line = status(active_size_bytes=None).line()
+    assert " active=- " in line and " jobdir=- " in line, line
