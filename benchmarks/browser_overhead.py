@@ -18,6 +18,7 @@ thread and are counted in their pauses (``crawlmem/checkpoint_pause_total_second
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -30,6 +31,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 MODES = ("before-test", "after-test", "before-production", "after-production")
+#: A crawl still running after this long is stopped (its finish reason says so): main's held page slots could hang one.
+TIMEOUT_SECONDS = 240
 
 
 def child(mode: str, pages: int, code: str | None) -> dict[str, Any]:
@@ -38,6 +41,7 @@ def child(mode: str, pages: int, code: str | None) -> dict[str, Any]:
         sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in str(getattr(f, "__module__", ""))]
         sys.path.insert(0, code)
     sys.path[:0] = [str(HERE), str(HERE.parent / "examples")]
+    importlib.import_module("pytest_crawlmem")  # before harness, which puts this checkout first on sys.path
     import harness
     from playwright_books import BooksSpider, books_settings
     from scrapy.crawler import CrawlerRunner
@@ -53,11 +57,12 @@ def child(mode: str, pages: int, code: str | None) -> dict[str, Any]:
         before, started = os.times(), time.perf_counter()
         if mode.endswith("-test"):
             result = harness.measured(harness.Crawl(BooksSpider, kwargs, settings),
-                                      CrawlOptions(report_dir=Path(tmp)), reports=False)
+                                      CrawlOptions(report_dir=Path(tmp), timeout_seconds=TIMEOUT_SECONDS), reports=False)
             stats, items = result.stats, result.items_scraped
         else:
             runner = CrawlerRunner({**settings, "EXTENSIONS": {"pytest_crawlmem.extension.CrawlMemExtension": 0},
-                                    "CRAWLMEM_ENABLED": True, "CRAWLMEM_JSONL": str(Path(tmp) / "samples.jsonl")})
+                                    "CRAWLMEM_ENABLED": True, "CRAWLMEM_JSONL": str(Path(tmp) / "samples.jsonl"),
+                                    "CRAWLMEM_TIMEOUT_SECONDS": TIMEOUT_SECONDS})
             crawler = runner.create_crawler(BooksSpider)
             harness.block_on(runner.crawl(crawler, **kwargs))
             stats, items = crawler.stats.get_stats(), crawler.stats.get_value("item_scraped_count")
@@ -65,7 +70,7 @@ def child(mode: str, pages: int, code: str | None) -> dict[str, Any]:
     harness.stop_reactor()
     process_cpu = (after.user + after.system) - (before.user + before.system)
     own = float(stats.get("crawlmem/status/self_cpu_seconds") or 0.0)
-    return {"mode": mode, "wall_seconds": round(wall, 2), "items": items, "process_cpu_seconds": round(process_cpu, 3),
+    return {"mode": mode, "finish_reason": stats.get("finish_reason"), "wall_seconds": round(wall, 2), "items": items, "process_cpu_seconds": round(process_cpu, 3),
             "own_cpu_seconds": round(own, 4), "own_share": round(own / process_cpu, 4) if process_cpu else None,
             "samples": stats.get("crawlmem/samples"), "checkpoints": stats.get("crawlmem/checkpoints"),
             "undrained_checkpoints": stats.get("crawlmem/undrained_checkpoints"),
@@ -102,7 +107,8 @@ def main() -> None:
             runs.append(run)
             print(f"{mode:18} wall {run['wall_seconds']:6.1f} s  process CPU {run['process_cpu_seconds']:6.2f} s  own"
                   f" {run['own_cpu_seconds']:6.3f} s ({run['own_share']:.1%})  checkpoints {run['checkpoints']}"
-                  f" (undrained {run['undrained_checkpoints']}, pauses {run['checkpoint_pause_total_seconds']} s)",
+                  f" (undrained {run['undrained_checkpoints']}, pauses {run['checkpoint_pause_total_seconds']} s)"
+                  f" items {run['items']} {run['finish_reason']}",
                   flush=True)
     summary = {}
     for mode in modes:

@@ -89,7 +89,7 @@ with start_site() as site:
 def test_a_settings_snippet_runs_a_crawl_as_written(tmp_path: Path, name: str, code: str) -> None:
     (tmp_path / "settings.py").write_text(code)
     (tmp_path / "crawl.py").write_text(CRAWL)
-    stream = tmp_path / "stream.jsonl"
+    stream = tmp_path / "crawlmem-samples.jsonl"  # what production.md's settings name it
     proc = subprocess.run([sys.executable, str(tmp_path / "crawl.py"), str(tmp_path / "settings.py"), str(stream)],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -98,3 +98,19 @@ def test_a_settings_snippet_runs_a_crawl_as_written(tmp_path: Path, name: str, c
     assert records[-1]["kind"] == "finish" and records[-1]["reason"] == "finished", records[-1]
     if "DOWNLOAD_HANDLERS" in code:  # the browser's settings: the pages were rendered in the installed Chromium
         assert "'playwright/page_count': 8" in proc.stderr, proc.stderr[-3000:]
+    for command in commands(name.split(":")[0]):  # the page's shell commands of the stream, as written
+        report = subprocess.run([str(Path(sys.executable).parent / command[0]), *command[1:]], capture_output=True,
+                                text=True, timeout=120, cwd=tmp_path)
+        assert report.returncode == 0, report.stderr[-3000:]
+        assert (tmp_path / "report.html").exists(), report.stdout
+
+
+def commands(page: str) -> list[list[str]]:
+    """The ``crawlmem ...`` command lines of a page's plain ``` blocks (the comment after ``#`` left out)."""
+    blocks = re.findall(r"```\n(.*?)```", (DOCS / page).read_text(), flags=re.S)
+    lines = [line.split("#")[0].split() for block in blocks for line in block.splitlines()]
+    return [line for line in lines if line[:1] == ["crawlmem"]]
+
+
+def test_the_production_page_has_the_report_command_its_settings_test_runs():
+    assert commands("production.md") == [["crawlmem", "report", "crawlmem-samples.jsonl"]]

@@ -115,3 +115,76 @@ def test_the_tree_is_read_within_its_share_of_the_crawl_process_cpu(monkeypatch,
     assert browser_pages.tree_due(2.0) is None
     assert browser_pages.tree_due(pages.TREE_MAX_AGE_SECONDS) is False
     assert browser_pages.deferred_readings == 2
+
+
+class _FakeHandler:
+    """What PageGate reads of scrapy-playwright's download handler: its contexts' page-slot semaphores, its config and
+    its page creation."""
+
+    def __init__(self, semaphore, slots: int) -> None:
+        from types import SimpleNamespace
+
+        self.config = SimpleNamespace(max_pages_per_context=slots)
+        self.context_wrappers = {"default": SimpleNamespace(semaphore=semaphore, context=SimpleNamespace(pages=[]))}
+        self.created = 0
+
+    async def _create_page(self, request=None, spider=None):
+        self.created += 1
+        return object()
+
+
+def _crawler_with(handler):
+    from types import SimpleNamespace
+
+    downloader = SimpleNamespace(handlers=SimpleNamespace(_handlers={"http": handler}), active=set(), slots={})
+    return SimpleNamespace(_engine=SimpleNamespace(downloader=downloader))
+
+
+def _run(main):  # type: ignore[no-untyped-def]
+    """asyncio.run in a thread: pytest-twisted already runs an asyncio loop here."""
+    import asyncio
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, main()).result(timeout=30)
+
+
+def test_a_download_that_waited_on_a_free_slot_while_the_gate_held_it_gets_it_when_the_gate_opens():
+    import asyncio
+
+    from pytest_crawlmem.crawl.browserslots import PageGate
+
+    async def scenario() -> bool:
+        semaphore = asyncio.Semaphore(4)
+        await semaphore.acquire()  # one page open: three slots free
+        handler = _FakeHandler(semaphore, 4)
+        gate = PageGate()
+        gate.close(_crawler_with(handler))
+        waiter = asyncio.ensure_future(semaphore.acquire())  # a download past the gate, queued behind the holds
+        await asyncio.sleep(0.01)
+        assert not waiter.done()  # no page opens while the checkpoint drains
+        gate.open()  # nothing else will ever release a slot: the free ones must go to it now
+        await asyncio.wait_for(waiter, 1.0)
+        return waiter.result()
+
+    assert _run(scenario) is True
+
+
+def test_page_creation_waits_at_the_closed_gate_and_is_counted_parked():
+    import asyncio
+
+    from pytest_crawlmem.crawl.browserslots import PageGate
+
+    async def scenario() -> tuple[int, int, int]:
+        handler = _FakeHandler(asyncio.Semaphore(4), 4)
+        crawler = _crawler_with(handler)
+        gate = PageGate()
+        gate.close(crawler)
+        creating = asyncio.ensure_future(handler._create_page())
+        await asyncio.sleep(0.01)
+        parked, created_while_closed = gate.parked(crawler), handler.created
+        gate.open()
+        await asyncio.wait_for(creating, 1.0)
+        return parked, created_while_closed, handler.created
+
+    assert _run(scenario) == (1, 0, 1)

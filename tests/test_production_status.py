@@ -28,3 +28,17 @@ def test_sizes_use_the_units_helper_and_every_figure_is_one_token():
 def test_unknown_figures_read_as_a_dash():
     line = status(active_size_bytes=None).line()
     assert " active=- " in line and " jobdir=- " in line, line
+
+
+def test_the_checkpoints_metric_counts_what_its_description_says():
+    from pytest_crawlmem.core.models import Checkpoint
+    from pytest_crawlmem.crawl.metrics import FIGURES
+    from pytest_crawlmem.crawl.recording import Recording
+
+    recording = Recording(None)
+    for responses, drained in ((0, True), (20, False), (40, True), (41, True)):  # opening, undrained, drained, closing
+        recording.add_checkpoint(Checkpoint(responses=responses, t_seconds=responses / 10, rss_bytes=80 * MIB,
+                                            heap_bytes=40 * MIB, traced_bytes=None, scheduled=0, drained=drained))
+    (description,) = [m[2] for m in FIGURES if m[0] == "crawlmem_checkpoints"]
+    assert "drained or not" in description and "opening and closing" in description
+    assert recording.timeline.checkpoints_added == 4

@@ -7,8 +7,8 @@ free. Measured at 32 in flight on scrapy-playwright's published example, every c
 timeout: the requests left in the downloader's slot queues (13-21 of them) sat behind the ones waiting for a page
 slot, and counted as in flight. :class:`PageGate` closes three ways while a checkpoint drains:
 
-- every context's page slot that frees up is held (:func:`pytest_crawlmem.crawl.probes.hold_page_slots`), and so
-  are those of a context created meanwhile;
+- every context's page slot that frees up is held (a future at the front of its semaphore's waiters, as
+  :func:`pytest_crawlmem.crawl.probes.hold_page_slots` does), and so are those of a context created meanwhile;
 - the handler's page creation (``_create_page``, where a new context is created too) waits at a gate;
 - what waits (for a slot, at the gate, in the downloader's slot queues) is *parked*: it holds no page and no
   response, so it does not keep the crawl from draining.
@@ -74,6 +74,19 @@ def _semaphores(crawler: Any) -> list[tuple[Any, int]]:
     return found
 
 
+def _wake_waiters(semaphore: Any) -> None:
+    """Give a semaphore's free slots to the downloads that queued behind the holds while slots were free.
+
+    A download that asked for a slot while the holds stood in front waited although a slot was free; once the holds
+    leave, nothing wakes it unless a page closes: in a context with no page open, never (the crawl hung, open_pages=0,
+    32 requests in flight). ``asyncio.Semaphore.release`` wakes the next waiter, so each free slot is taken back and
+    given again, until none is free or none waits.
+    """
+    while getattr(semaphore, "_value", 0) > 0 and any(not f.done() for f in getattr(semaphore, "_waiters", None) or ()):
+        semaphore._value -= 1
+        semaphore.release()
+
+
 class PageGate:
     """Closed while a checkpoint drains: no page opens; :meth:`parked` counts what waits (reactor thread)."""
 
@@ -122,6 +135,8 @@ class PageGate:
         held, self._held, self._held_ids = self._held, [], set()
         gates, self._gates = self._gates, []
         released = probes.release_page_slots(held)
+        for semaphore in {id(semaphore): semaphore for semaphore, _ in held}.values():
+            _wake_waiters(semaphore)
         for gate in gates:
             gate.opened.set()
         return released

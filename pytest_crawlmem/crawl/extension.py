@@ -471,7 +471,7 @@ class CrawlMemExtension:
     def _undrained(self, parked: int) -> None:
         """Say that a checkpoint did not drain and what would make it (recorded each time, logged once)."""
         queues = probes.read_queues(self.crawler)
-        waiting = f", {parked:,} of them waiting for a page slot" if parked else ""
+        waiting = f", {parked:,} of them parked (waiting for a page or to start)" if parked else ""
         browser = " (or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT)" if self.pages is not None else ""
         message = (
             f"the checkpoint at {self.responses:,} responses did not drain within CRAWLMEM_DRAIN_TIMEOUT_SECONDS"

@@ -35,8 +35,9 @@ FIGURES = (
     ("crawlmem_latency_p95_seconds", "latency_p95_seconds", "95th percentile of download latency", "gauge"),
     ("crawlmem_jobdir_bytes", "jobdir_bytes", "Bytes under JOBDIR", "gauge"),
     ("crawlmem_stream_bytes", "stream_bytes", "Bytes of the samples.jsonl stream on disk", "gauge"),
-    ("crawlmem_checkpoints", "checkpoints", "Checkpoints taken, drained or not (see crawlmem_undrained_checkpoints)",
-     "counter"),
+    ("crawlmem_checkpoints", "checkpoints",
+     "Checkpoints taken, drained or not, the crawl's opening and closing ones included (see"
+     " crawlmem_undrained_checkpoints)", "counter"),
     ("crawlmem_undrained_checkpoints", "undrained_checkpoints",
      "Checkpoints that hit CRAWLMEM_DRAIN_TIMEOUT_SECONDS before the crawl drained (not judged)", "counter"),
     ("crawlmem_leak_suspected", "leak_suspected",

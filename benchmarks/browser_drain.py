@@ -1,0 +1,96 @@
+"""How long a browser checkpoint takes to drain at 32 in flight (scrapy-playwright's published example).
+
+    python benchmarks/browser_drain.py [--runs 3] [--pages 6] [--json out.json]
+
+Each run crawls examples/playwright_books.py (32 in flight, 4 page slots a context, a context per listing
+page, a full-page screenshot per book) through the plugin's runner in a fresh process. For every mid-crawl
+checkpoint it records the drain (from the pause to the moment nothing that holds a page or a response is in
+flight, or the drain timeout) and the whole pause (the drain, the renderers' GC, the readings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+
+def child(pages: int) -> dict[str, Any]:
+    """One crawl in this (fresh) process: its checkpoints' drain and pause seconds."""
+    sys.path[:0] = [str(HERE), str(HERE.parent / "examples")]
+    import harness
+    from playwright_books import BooksSpider, books_settings
+
+    from pytest_crawlmem.crawl.extension import CrawlMemExtension
+    from pytest_crawlmem.crawl.pages import CrawlBrowser
+    from pytest_crawlmem.crawl.runner import CrawlOptions
+    from pytest_crawlmem.harness.site import start_site
+
+    begun: list[float] = []
+    drained_at: list[float] = []
+    begin, collect = CrawlMemExtension._begin_checkpoint, CrawlBrowser.collect_garbage
+
+    def timed_begin(self: Any) -> None:
+        begun.append(time.monotonic())
+        begin(self)
+
+    def timed_collect(self: Any, crawler: Any) -> Any:
+        drained_at.append(time.monotonic())  # called once the drain ended (drained, or at the drain timeout)
+        return collect(self, crawler)
+
+    CrawlMemExtension._begin_checkpoint = timed_begin  # type: ignore[method-assign]
+    CrawlBrowser.collect_garbage = timed_collect  # type: ignore[method-assign]
+    with start_site() as site, tempfile.TemporaryDirectory() as tmp:
+        crawl = harness.Crawl(BooksSpider, {"base_url": site.base_url, "pages": pages}, books_settings(32, LOG_LEVEL="ERROR"))
+        started = time.perf_counter()
+        result = harness.measured(crawl, CrawlOptions(report_dir=Path(tmp)), reports=False)
+        wall = time.perf_counter() - started
+    harness.stop_reactor()
+    middle = result.growth.checkpoints[1:-1]
+    drains = [round(end - start, 3) for start, end in zip(begun, drained_at, strict=False)]
+    return {"items": result.items_scraped, "wall_seconds": round(wall, 1), "checkpoints": len(middle),
+            "undrained": sum(not c.drained for c in middle), "drain_seconds": drains,
+            "pause_seconds": [round(c.cost_seconds, 3) for c in middle]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--pages", type=int, default=6)
+    parser.add_argument("--json")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print("RESULT " + json.dumps(child(args.pages)), flush=True)
+        return
+    runs = []
+    for _ in range(args.runs):
+        out = subprocess.run([sys.executable, __file__, "--child", "--pages", str(args.pages)], capture_output=True,
+                             text=True, timeout=900, check=False)
+        lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+        if not lines:
+            print(f"failed\n{out.stderr[-2000:]}", flush=True)
+            continue
+        run = json.loads(lines[-1][len("RESULT "):])
+        runs.append(run)
+        print(f"{run['checkpoints']} checkpoints, {run['undrained']} undrained; drains {run['drain_seconds']} s;"
+              f" pauses {run['pause_seconds']} s; crawl {run['wall_seconds']} s", flush=True)
+    drains = sorted(d for run in runs for d in run["drain_seconds"])
+    if drains:
+        within = sum(d <= 1.0 for d in drains)
+        print(f"{within} of {len(drains)} drains within 1 s (max {drains[-1]} s, median {drains[len(drains) // 2]} s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"pages": args.pages, "runs": runs,
+                                               "load_average": [round(x, 2) for x in os.getloadavg()]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
