@@ -70,7 +70,8 @@ def child(mode: str, pages: int, code: str | None) -> dict[str, Any]:
     harness.stop_reactor()
     process_cpu = (after.user + after.system) - (before.user + before.system)
     own = float(stats.get("crawlmem/status/self_cpu_seconds") or 0.0)
-    return {"mode": mode, "finish_reason": stats.get("finish_reason"), "wall_seconds": round(wall, 2), "items": items, "process_cpu_seconds": round(process_cpu, 3),
+    return {"mode": mode, "finish_reason": stats.get("finish_reason"), "wall_seconds": round(wall, 2),
+            "items": items, "process_cpu_seconds": round(process_cpu, 3),
             "own_cpu_seconds": round(own, 4), "own_share": round(own / process_cpu, 4) if process_cpu else None,
             "samples": stats.get("crawlmem/samples"), "checkpoints": stats.get("crawlmem/checkpoints"),
             "undrained_checkpoints": stats.get("crawlmem/undrained_checkpoints"),
