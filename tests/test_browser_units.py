@@ -188,3 +188,23 @@ def test_page_creation_waits_at_the_closed_gate_and_is_counted_parked():
         return parked, created_while_closed, handler.created
 
     assert _run(scenario) == (1, 0, 1)
+
+
+class _Page:
+    def is_closed(self) -> bool:
+        return False
+
+
+def test_a_checkpoint_that_holds_the_page_slots_is_not_a_stall():
+    # a checkpoint holds every page slot while it drains (contexts read full) and no response comes: under load it
+    # outlasted CRAWLMEM_STALL_SECONDS and a crawl that closes its pages was stopped as one that never does
+    from pytest_crawlmem.crawl.pages import HandedPages
+
+    handed, page = HandedPages(stall_seconds=5.0), _Page()
+    handed.add(page, "BooksSpider.parse_book")  # its callback is still taking the screenshot
+    assert handed.stall(10, 0.0, full_contexts=1) is None
+    handed.pause()
+    assert handed.stall(10, 9.0, full_contexts=1) is None  # the checkpoint drains: 9 s without a response
+    handed.resume(9.0)
+    assert handed.stall(10, 13.0, full_contexts=1) is None  # the stall clock starts again when it ends
+    assert "were never closed by BooksSpider.parse_book" in (handed.stall(10, 14.5, full_contexts=1) or "")

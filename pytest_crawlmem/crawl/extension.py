@@ -453,6 +453,7 @@ class CrawlMemExtension:
         started = time.monotonic()
         if self.pages is not None:  # no new page opens while it drains: the downloads waiting for one stay parked
             self.pages.gate.close(self.crawler)
+            self.pages.handed.pause()  # full contexts and no response while it drains: no stall
         self._wait_for_drain(started)
 
     def _wait_for_drain(self, started: float) -> None:
@@ -490,6 +491,7 @@ class CrawlMemExtension:
             self._checkpointing = False
             if self.pages is not None:
                 self.pages.gate.open()
+                self.pages.handed.resume(time.monotonic() - self.started_at)
             probes.resume_engine(self.crawler)
 
     def _take_checkpoint(self, *, drained: bool, cost_started: float) -> None:

@@ -50,6 +50,7 @@ class HandedPages:
         self.stall_seconds = stall_seconds
         self._refs: list[tuple[weakref.ref[Any], str]] = []
         self._progress = (0, 0.0)  # (responses, when that count was first seen, or when the stall last fired)
+        self._paused = False  # a checkpoint holds the page slots: no response comes, and that is no stall
 
     def add(self, page: Any, callback: str = "") -> None:
         """Note a page handed to ``callback`` (reactor thread)."""
@@ -68,10 +69,21 @@ class HandedPages:
         """The callbacks holding the handed pages still open, with how many each holds."""
         return Counter(name or "?" for _, name in self._open())
 
+    def pause(self) -> None:
+        """A checkpoint holds the page slots from now on: no stall until :meth:`resume` (reactor thread)."""
+        self._paused = True
+
+    def resume(self, t_seconds: float) -> None:
+        """The checkpoint gave the slots back at ``t_seconds``: the stall clock starts again from there."""
+        self._progress = (self._progress[0], t_seconds)
+        self._paused = False
+
     def stall(self, responses: int, t_seconds: float, full_contexts: int, waiting: int = 0) -> str | None:
         """Why the crawl would hang, when no response came for ``stall_seconds`` because unclosed pages fill every
-        context's slots (``None`` while it progresses); it fires again after each further ``stall_seconds`` of the
-        same stall, so a stop under way hears of it too (sampler thread)."""
+        context's slots (``None`` while it progresses, or while a checkpoint holds the slots); it fires again after
+        each further ``stall_seconds`` of the same stall, so a stop under way hears of it too (sampler thread)."""
+        if self._paused:
+            return None
         if responses != self._progress[0]:
             self._progress = (responses, t_seconds)
             return None
