@@ -107,8 +107,12 @@ def test_a_settings_snippet_runs_a_crawl_as_written(tmp_path: Path, name: str, c
 
 def commands(page: str) -> list[list[str]]:
     """The ``crawlmem ...`` command lines of a page's plain ``` blocks (the comment after ``#`` left out)."""
-    blocks = re.findall(r"```\n(.*?)```", (DOCS / page).read_text(), flags=re.S)
-    lines = [line.split("#")[0].split() for block in blocks for line in block.splitlines()]
+    lines, fence = [], None  # fence: the language of the block the line is in ("" for a plain one), None outside
+    for line in (DOCS / page).read_text().splitlines():
+        if line.startswith("```"):
+            fence = line[3:].strip() if fence is None else None
+        elif fence == "":
+            lines.append(line.split("#")[0].split())
     return [line for line in lines if line[:1] == ["crawlmem"]]
 
 
