@@ -199,7 +199,9 @@ def _process_kind(process: psutil.Process) -> str | None:
         return None
 
 
-def discover_browser_tree(root_pid: int | None = None, known: dict[int, str | None] | None = None) -> dict[int, str]:
+def discover_browser_tree(
+    root_pid: int | None = None, known: dict[int, tuple[bytes, str | None]] | None = None,
+) -> dict[int, str]:
     """Return ``{pid: kind}`` for the browser processes below ``root_pid`` (default: this process).
 
     A process is taken when ``classify`` accepts it, and so is every descendant of a taken
@@ -207,9 +209,9 @@ def discover_browser_tree(root_pid: int | None = None, known: dict[int, str | No
     when it is a browser process. Parents come before their children. Walks the tree down from
     the root through ``/proc/<pid>/task/<tid>/children`` (the children of Chromium's leaf kinds,
     renderers, GPU and utility processes, are not read: they start none); without those files,
-    reads /proc of every process on the machine (psutil). ``known`` (``{pid: kind or None}``),
-    kept by the caller from one call to the next, spares classifying a process again; it is
-    updated in place (processes gone are dropped).
+    reads /proc of every process on the machine (psutil). ``known`` (``{pid: (comm, kind or None)}``),
+    kept by the caller from one call to the next, spares classifying a process again while its name
+    is unchanged; it is updated in place (processes gone are dropped).
     """
     if _HAVE_CHILDREN:
         return _walk_tree(os.getpid() if root_pid is None else root_pid, root_pid is not None, known)
@@ -258,18 +260,27 @@ def _children_of(pid: int) -> list[int]:
     return children
 
 
-def _kind_of(pid: int, known: dict[int, str | None] | None) -> str | None:
-    """The kind of ``pid``; a leaf kind once read is final (a forked zygote reads ``zygote`` until it is a renderer,
-    a process not yet exec'd as its parent's: those are read again each time)."""
-    if known is not None and pid in known:
-        return known[pid]
+#: Kinds a process can read as before it is what it becomes: the browser forks its children (read as ``browser``
+#: until they exec), a zygote forks renderers (read as ``zygote`` until they rename themselves); read each time.
+_PASSING_KINDS = frozenset({"browser", "zygote"})
+
+
+def _kind_of(pid: int, known: dict[int, tuple[bytes, str | None]] | None) -> str | None:
+    """The kind of ``pid``, kept in ``known`` with its name (``comm``): a process whose name is unchanged keeps its
+    kind (an exec renames it: a forked Python becoming Playwright's driver), except the kinds that pass."""
+    comm = _read_proc_quietly(pid, "comm") if known is not None and _HAVE_PROC else None
+    if known is not None and comm is not None:
+        cached = known.get(pid)
+        if cached is not None and cached[0] == comm:
+            return cached[1]
     kind = _kind_of_pid(pid)
-    if known is not None and kind in _LEAF_KINDS:
-        known[pid] = kind
-    return None if kind == OTHER_KIND else kind
+    found = None if kind == OTHER_KIND else kind
+    if known is not None and comm is not None and found not in _PASSING_KINDS:
+        known[pid] = (comm, found)
+    return found
 
 
-def _walk_tree(root: int, take_root: bool, known: dict[int, str | None] | None) -> dict[int, str]:
+def _walk_tree(root: int, take_root: bool, known: dict[int, tuple[bytes, str | None]] | None) -> dict[int, str]:
     """:func:`discover_browser_tree` through the children files, breadth first from ``root``."""
     found: dict[int, str] = {}
     seen: set[int] = set()
@@ -549,7 +560,7 @@ class TreeSampler:
         self.rescan_seconds = rescan_seconds
         self.detail_seconds = detail_seconds
         self._clock = clock
-        self._known: dict[int, str | None] = {}  # kinds read once and final, across rediscoveries
+        self._known: dict[int, tuple[bytes, str | None]] = {}  # kinds by name, across rediscoveries
         self._discover = discover or (lambda root: discover_browser_tree(root, self._known))
         self._kinds: dict[int, str] = {}
         self._next_rescan = float("-inf")
