@@ -208,3 +208,25 @@ def test_a_checkpoint_that_holds_the_page_slots_is_not_a_stall():
     handed.resume(9.0)
     assert handed.stall(10, 13.0, full_contexts=1) is None  # the stall clock starts again when it ends
     assert "were never closed by BooksSpider.parse_book" in (handed.stall(10, 14.5, full_contexts=1) or "")
+
+
+class _ContextPage(_Page):
+    def __init__(self, context: object) -> None:
+        self.context = context
+
+
+def test_a_full_context_whose_pages_still_work_is_not_a_stall():
+    # under load a crawl that closes its pages went 5 s without a response, its contexts full of pages still
+    # navigating or in callbacks: only a context whose every slot a handed page holds can never progress
+    from pytest_crawlmem.crawl.pages import HandedPages
+
+    handed, context = HandedPages(stall_seconds=5.0), object()
+    pages = [_ContextPage(context) for _ in range(4)]
+    for page in pages[:3]:  # the fourth slot's page is still navigating: not handed yet
+        handed.add(page, "BooksSpider.parse_book")
+    assert handed.stall(10, 0.0, full_contexts=1, slots=4) is None
+    assert handed.stall(10, 6.0, full_contexts=1, slots=4) is None
+    handed.add(pages[3], "BooksSpider.parse_book")
+    assert handed.held_contexts(4) == 1
+    message = handed.stall(10, 12.0, full_contexts=1, slots=4) or ""
+    assert "4 pages handed to callbacks" in message and "1 browser context(s) had no free page slot" in message

@@ -87,6 +87,14 @@ def _wake_waiters(semaphore: Any) -> None:
         semaphore.release()
 
 
+def page_slots(crawler: Any) -> int:
+    """The page slots of a context (scrapy-playwright's PLAYWRIGHT_MAX_PAGES_PER_CONTEXT, else CONCURRENT_REQUESTS);
+    0 when no handler is loaded or it moved."""
+    for handler in probes._attempt(probes.playwright_handlers, crawler) or []:
+        return int(getattr(getattr(handler, "config", None), "max_pages_per_context", 0) or 0)
+    return 0
+
+
 class PageGate:
     """Closed while a checkpoint drains: no page opens; :meth:`parked` counts what waits (reactor thread)."""
 

@@ -37,6 +37,7 @@ from . import probes
 from .amplification import AmplificationMeter
 from .attribution import AttributionWindow
 from .browser import is_playwright_crawl
+from .browserslots import page_slots
 from .browsertree import TreeReading
 from .danger import DangerWatch
 from .escalation import OVERDUE_STEP_SECONDS, STEP_SECONDS, StopEscalation
@@ -398,7 +399,7 @@ class CrawlMemExtension:
         """Stop a crawl that waits forever for page slots held by pages callbacks never closed; while a stop is
         under way, close them again each time the stall comes back (sampler thread)."""
         assert self.pages is not None
-        message = self.pages.stall(sample.responses, sample.t_seconds, pages)
+        message = self.pages.stall(sample.responses, sample.t_seconds, pages, page_slots(self.crawler))
         if message is None:
             return
         if not self.stopped_because:

@@ -78,10 +78,19 @@ class HandedPages:
         self._progress = (self._progress[0], t_seconds)
         self._paused = False
 
-    def stall(self, responses: int, t_seconds: float, full_contexts: int, waiting: int = 0) -> str | None:
+    def held_contexts(self, slots: int) -> int:
+        """Browser contexts whose ``slots`` page slots (PLAYWRIGHT_MAX_PAGES_PER_CONTEXT) are all held by handed pages
+        still open: nothing in them can progress until a callback closes one."""
+        per_context = Counter(id(getattr(page, "context", None)) for page, _ in self._open())
+        return sum(1 for count in per_context.values() if count >= slots)
+
+    def stall(self, responses: int, t_seconds: float, full_contexts: int, waiting: int = 0,
+              slots: int = 0) -> str | None:
         """Why the crawl would hang, when no response came for ``stall_seconds`` because unclosed pages fill every
         context's slots (``None`` while it progresses, or while a checkpoint holds the slots); it fires again after
-        each further ``stall_seconds`` of the same stall, so a stop under way hears of it too (sampler thread)."""
+        each further ``stall_seconds`` of the same stall, so a stop under way hears of it too (sampler thread).
+        With ``slots`` known, a context counts as full only when handed pages hold all of its slots (under load, a
+        crawl that closes its pages went 5 s without a response while its full contexts' pages still worked)."""
         if self._paused:
             return None
         if responses != self._progress[0]:
@@ -93,6 +102,10 @@ class HandedPages:
         unclosed = sum(keepers.values())
         if not unclosed:
             return None
+        if slots:  # the contexts whose every slot a handed page holds: a full context of pages still working waits
+            full_contexts = self.held_contexts(slots)
+            if not full_contexts:
+                return None
         self._progress = (responses, t_seconds)
         return stall_message(unclosed, keepers, self.stall_seconds, full_contexts, waiting)
 
@@ -190,9 +203,9 @@ class CrawlBrowser:
         """Pages handed to callbacks (``playwright_include_page``) that are still open."""
         return self.handed.open()
 
-    def stall(self, responses: int, t_seconds: float, pages: probes.PageReading) -> str | None:
+    def stall(self, responses: int, t_seconds: float, pages: probes.PageReading, slots: int = 0) -> str | None:
         """Why the crawl would hang on pages callbacks never closed (``None`` while it progresses) (sampler thread)."""
-        return self.handed.stall(responses, t_seconds, pages.full_contexts, pages.waiting)
+        return self.handed.stall(responses, t_seconds, pages.full_contexts, pages.waiting, slots)
 
     def close_unclosed(self) -> str:
         """Close the handed pages still open, so downloads waiting for a page slot can finish (reactor thread)."""
