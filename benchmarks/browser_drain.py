@@ -56,7 +56,8 @@ def child(pages: int) -> dict[str, Any]:
     harness.stop_reactor()
     middle = result.growth.checkpoints[1:-1]
     drains = [round(end - start, 3) for start, end in zip(begun, drained_at, strict=False)]
-    return {"items": result.items_scraped, "wall_seconds": round(wall, 1), "checkpoints": len(middle),
+    return {"items": result.items_scraped, "finish_reason": result.finish_reason, "errors": list(result.errors)[:5],
+            "wall_seconds": round(wall, 1), "checkpoints": len(middle),
             "undrained": sum(not c.drained for c in middle), "drain_seconds": drains,
             "pause_seconds": [round(c.cost_seconds, 3) for c in middle]}
 
@@ -82,7 +83,8 @@ def main() -> None:
         run = json.loads(lines[-1][len("RESULT "):])
         runs.append(run)
         print(f"{run['checkpoints']} checkpoints, {run['undrained']} undrained; drains {run['drain_seconds']} s;"
-              f" pauses {run['pause_seconds']} s; crawl {run['wall_seconds']} s", flush=True)
+              f" pauses {run['pause_seconds']} s; crawl {run['wall_seconds']} s, {run['items']} items,"
+              f" {run['finish_reason']}", flush=True)
     drains = sorted(d for run in runs for d in run["drain_seconds"])
     if drains:
         within = sum(d <= 1.0 for d in drains)

@@ -27,8 +27,9 @@ TREE_SAMPLE_SECONDS = 1.0
 #: due while they took more waits (measured: one PSS reading of a 30-process tree took 75 ms of CPU; the sampler and
 #: status took 34% of the crawl process's CPU when nothing bounded them).
 TREE_CPU_SHARE = 0.01
-#: ...but its RSS is read at least this often, whatever it costs (kill_at and the PSS peak see the browser this late).
-TREE_MAX_AGE_SECONDS = 5.0
+#: ...but its RSS is read at least this often, whatever it costs (kill_at and the PSS peak see the browser this late;
+#: at 5 s these readings alone were half of the extension's CPU in production on a loaded machine).
+TREE_MAX_AGE_SECONDS = 10.0
 #: Browser crawls are sampled at most this often (CRAWLMEM_INTERVAL_SECONDS below it is raised to it): a page takes
 #: about a second, and at 0.1 s the samples alone (queues, pages, the stream) took 7% of the crawl process's CPU.
 BROWSER_MIN_INTERVAL_SECONDS = 0.5
