@@ -137,6 +137,9 @@ def main() -> None:
             runs[shape] = []
             for i in range(args.runs):
                 runs[shape].append(one_run(shape, url, CrawlOptions()))
+                if args.json:  # after every run: a cut-off benchmark keeps what it measured
+                    args.json.write_text(json.dumps({"machine": machine_info(), "runs": runs, "verify": verify,
+                                                     "table": summarize(runs, verify)}, indent=1, default=str))
                 progress(f"    {shape} run {i + 1}: {runs[shape][-1]['verdict']}, named {runs[shape][-1]['named']},"
                          f" native {runs[shape][-1]['stated_native']}, {runs[shape][-1]['seconds']:.0f} s")
             checked = args.verify if args.verify_shapes is None or shape in args.verify_shapes else 0
