@@ -11,7 +11,7 @@ first growth site and report.html's "where" row all read it), runs in which a re
 and the native share the reason states beside the measured one: ``--verify`` more crawls of the shape with tracemalloc
 on for the whole crawl (``tracemalloc_frames=1``), where glibc's heap (mallinfo2, less tracemalloc's own tables) and
 tracemalloc's total are both read at every drained checkpoint after the warm-up: measured native share = 1 - traced
-growth / heap growth. The Pillow shape runs only when Pillow is importable (it says so otherwise).
+growth / heap growth. The Pillow and numpy shapes run only when their package is importable (it says so otherwise).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 
 from bench_spiders import catalog_path
 from harness import Crawl, machine_info, measured, progress, stop_reactor
-from keeping_spiders import NATIVE, SHAPES, marked
+from keeping_spiders import NATIVE, NEEDS, SHAPES, marked
 
 from pytest_crawlmem.core.growth import heap_estimate
 from pytest_crawlmem.core.models import CrawlResult
@@ -81,6 +81,7 @@ def one_run(shape: str, url: str, options: CrawlOptions) -> dict[str, Any]:
         "stated_native": stated_share(result), "measured_native": measured_share(result),
         "per_response_bytes": result.growth.per_response_bytes, "responses": result.responses,
         "holder": result.holders[0].path if result.holders else "", "seconds": result.duration_seconds,
+        "reason": result.growth.reason, "sites": [s.location for s in result.top_growth[:3]],
     }
 
 
@@ -101,7 +102,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]], verify: dict[str, list[dict
     return table
 
 
-def format_markdown(table: dict[str, Any], pillow: bool) -> str:
+def format_markdown(table: dict[str, Any], missing: list[str]) -> str:
     """The table of docs/verdicts.md."""
     lines = ["| shape | flagged | named line is the keeping line | request-creation line leads | native share stated"
              " (runs saying so; median) | native share measured (heap - traced, whole-crawl tracing) |",
@@ -112,9 +113,8 @@ def format_markdown(table: dict[str, Any], pillow: bool) -> str:
         truth = "-" if row["measured_native_median"] is None else f"{row['measured_native_median']:.0%}"
         lines.append(f"| {shape} | {row['flagged']}/{row['runs']} | {row['keeping']}/{row['flagged']} |"
                      f" {row['request_leads']} | {stated} | {truth} |")
-    if not pillow:
-        lines.append("\nPillow is not importable here: its shape did not run (the rule is not lxml's: any object whose"
-                     " type is implemented in a C extension is named).")
+    if missing:
+        lines.append(f"\nNot importable here, so not run: {', '.join(missing)} (the `test` extra installs them).")
     return "\n".join(lines)
 
 
@@ -127,8 +127,8 @@ def main() -> None:
     parser.add_argument("--verify-shapes", nargs="*", default=None, help="shapes given --verify runs (default: all)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    pillow = importlib.util.find_spec("PIL") is not None
-    shapes = [s for s in args.shapes if s != "pillow" or pillow]
+    missing = [s for s in args.shapes if s in NEEDS and importlib.util.find_spec(NEEDS[s]) is None]
+    shapes = [s for s in args.shapes if s not in missing]
     runs: dict[str, list[dict[str, Any]]] = {}
     verify: dict[str, list[dict[str, Any]]] = {}
     with start_site() as site:
@@ -137,6 +137,9 @@ def main() -> None:
             runs[shape] = []
             for i in range(args.runs):
                 runs[shape].append(one_run(shape, url, CrawlOptions()))
+                if args.json:  # after every run: a cut-off benchmark keeps what it measured
+                    args.json.write_text(json.dumps({"machine": machine_info(), "runs": runs, "verify": verify,
+                                                     "table": summarize(runs, verify)}, indent=1, default=str))
                 progress(f"    {shape} run {i + 1}: {runs[shape][-1]['verdict']}, named {runs[shape][-1]['named']},"
                          f" native {runs[shape][-1]['stated_native']}, {runs[shape][-1]['seconds']:.0f} s")
             checked = args.verify if args.verify_shapes is None or shape in args.verify_shapes else 0
@@ -150,7 +153,7 @@ def main() -> None:
                                                  "table": summarize(runs, verify)}, indent=1, default=str))
     stop_reactor()
     table = summarize(runs, verify)
-    print(format_markdown(table, pillow))
+    print(format_markdown(table, missing))
 
 
 if __name__ == "__main__":

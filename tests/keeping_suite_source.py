@@ -1,13 +1,14 @@
 """An inner test suite of leaks whose holder is not a list on the spider (run by test_keeping_line.py, issue 27).
 
 Each keeper allocates what it keeps on one line (``# ALLOCATES``) and stores it on another (``# KEEPS``): the
-line the verdict must name first is the storing one.
+line the verdict must name first is the storing one. Pillow (the ``test`` extra) decodes the pipeline's thumbnails.
 """
 
 from spiders_source import CATALOG_SPIDER
 
 SUITE = '''
 import functools
+import io
 
 import pytest
 import scrapy
@@ -143,6 +144,30 @@ class KeptElements(Catalog):
         yield from super().parse_product(response)
 
 
+def product_png():
+    """The PNG a product image download would return (made once)."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (128, 128), (200, 30, 30)).save(out, format="PNG")
+    return out.getvalue()
+
+
+class Thumbnails:
+    """An item pipeline keeping a decoded Pillow thumbnail per item: Pillow's pixels are native memory."""
+
+    def __init__(self):
+        self.thumbnails = {}
+        self.png = product_png()
+
+    def process_item(self, item, spider=None):
+        from PIL import Image
+
+        thumbnail = Image.open(io.BytesIO(self.png)).resize((64, 64))  # ALLOCATES kept_thumbnails
+        self.thumbnails[f"{item['name']}-{len(self.thumbnails)}"] = thumbnail  # KEEPS kept_thumbnails
+        return item
+
+
 CATALOG = "/catalog/?pages=40&per_page=20"
 LEAKS = {
     "deep_groups": (DeepGroups, {}),
@@ -153,6 +178,7 @@ LEAKS = {
     "component_dict": (Catalog, {"DOWNLOADER_MIDDLEWARES": {"test_suite.PageStore": 950}}),
     "stats_per_url": (StatsPerUrl, {}),
     "kept_elements": (KeptElements, {}),
+    "kept_thumbnails": (Catalog, {"ITEM_PIPELINES": {"test_suite.Thumbnails": 300}}),
 }
 
 

@@ -2,7 +2,8 @@
 
 One inner pytest session (a subprocess, real crawls of the fixture site) runs one spider per holder shape: a dict two
 and three levels below the spider, a class-level registry, an ``lru_cache`` on a method, a signal receiver's module
-list, a downloader middleware's dict, a stats key per URL, lxml elements (native memory). Each allocates what it keeps
+list, a downloader middleware's dict, a stats key per URL, lxml elements and a pipeline's Pillow thumbnails (native
+memory). Each allocates what it keeps
 on one line and stores it on another; the tests read the inner session's output and reports.
 """
 
@@ -20,8 +21,11 @@ import pytest
 from keeping_suite_source import SUITE
 
 CASES = ["cached_details", "class_registry", "component_dict", "deep_groups", "deeper_groups", "kept_elements",
-         "signal_list", "stats_per_url"]
-PYTHON_LEVEL = [c for c in CASES if c != "kept_elements"]
+         "kept_thumbnails", "signal_list", "stats_per_url"]
+#: Leaks of C-extension objects: the reason names them as the owners of the native growth.
+NATIVE = {"kept_elements": ("lxml.html.HtmlElement", "spider.nodes -> list["),
+          "kept_thumbnails": ("PIL.Image.Image", "pipeline Thumbnails.thumbnails -> dict[")}
+PYTHON_LEVEL = [c for c in CASES if c not in NATIVE]
 LINE = re.compile(r"test_suite\.py:\d+")
 
 
@@ -32,7 +36,7 @@ def inner(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Complete
     (root / "pytest.ini").write_text("[pytest]\n")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "-v", "test_suite.py"],
-        cwd=root, capture_output=True, text=True, timeout=2400,  # 8 crawls: ~3 min alone, 16 on a loaded machine
+        cwd=root, capture_output=True, text=True, timeout=2700,  # 9 crawls: ~3 min alone, 16 on a loaded machine
     )
     return proc, root
 
@@ -58,7 +62,7 @@ def failure_message(proc: subprocess.CompletedProcess[str], case: str) -> str:
 
 def test_every_holder_shape_is_flagged(inner):
     proc, root = inner
-    assert "8 failed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert f"{len(CASES)} failed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
     for case in CASES:
         assert result_of(root, case)["verdict"] == "retained-objects", (case, result_of(root, case)["growth"]["reason"])
 
@@ -106,24 +110,27 @@ def test_the_where_row_shows_the_users_frame_with_its_own_source_line(inner, cas
 
 
 @pytest.mark.parametrize("case", ["component_dict", "stats_per_url", "deep_groups", "deeper_groups", "class_registry",
-                                  "cached_details"])
+                                  "cached_details", "kept_thumbnails"])
 def test_holders_at_any_depth_and_in_scrapy_components_are_named(inner, case):
     _, root = inner
     expected = {"component_dict": "downloader middleware PageStore.pages -> dict[", "stats_per_url": "stats._stats -> dict[",
                 "deep_groups": "spider.groups[…]['items'] -> ", "deeper_groups": "spider.shop['groups'][…]['items'] -> ",
                 "class_registry": "class test_suite.Page.registry -> dict[",
-                "cached_details": "spider.details -> _lru_cache_wrapper["}[case]
+                "cached_details": "spider.details -> _lru_cache_wrapper[",
+                "kept_thumbnails": "pipeline Thumbnails.thumbnails -> dict["}[case]
     holders = result_of(root, case)["holders"]
     assert holders and holders[0]["path"].startswith(expected), holders
 
 
-def test_native_growth_is_said_with_its_share_and_its_owners(inner):
+@pytest.mark.parametrize("case", sorted(NATIVE))
+def test_native_growth_is_said_with_its_share_and_its_owners(inner, case):
     _, root = inner
-    reason = result_of(root, "kept_elements")["growth"]["reason"]
+    reason = result_of(root, case)["growth"]["reason"]
     share = re.search(r"(\d+)% of the growth is native: memory allocated by C extensions, invisible to tracemalloc", reason)
     assert share and int(share.group(1)) >= 50, reason
-    keeps, _ = marked("kept_elements", "KEEPS")
-    assert "owned by lxml.html.HtmlElement" in reason and "held in spider.nodes -> list[" in reason, reason
+    keeps, _ = marked(case, "KEEPS")
+    owner, holder = NATIVE[case]
+    assert f"owned by {owner}" in reason and f"held in {holder}" in reason, reason
     assert reason.index(keeps) < reason.index("native"), reason
 
 

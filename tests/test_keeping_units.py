@@ -122,17 +122,32 @@ def test_holders_are_found_at_depth_with_their_lines(shop):
     assert found["spider.details"].path.startswith("spider.details -> _lru_cache_wrapper[")
 
 
-def test_c_extension_types_own_native_memory_python_and_builtin_ones_do_not():
-    assert keeping.is_native_type(type(zlib.decompressobj()))
+def test_c_extension_types_own_native_memory_python_builtin_and_standard_library_ones_do_not():
+    assert not keeping.is_native_type(type(zlib.decompressobj()))  # its state comes from PyMem_RawMalloc: traced
     assert not keeping.is_native_type(dict)
+    assert not keeping.is_native_type(type(iter([])))
     assert not keeping.is_native_type(GrowthSite)
     lxml = pytest.importorskip("lxml.html")
     assert keeping.is_native_type(type(lxml.fromstring("<p>x</p>")))  # Python's HtmlElement over a C base
 
 
-def test_the_entries_evidence_names_their_c_types():
-    evidence = keeping.entry_evidence([[zlib.decompressobj() for _ in range(5)]])
-    assert evidence.sampled == 5 and evidence.owners["zlib.Decompress"] == 5
+def test_a_c_type_is_native_even_when_its_name_says_builtins():
+    image = pytest.importorskip("PIL.Image").new("RGB", (4, 4))
+    core = type(image.im)
+    assert core.__module__ == "builtins"  # Pillow's ImagingCore has no module in its name
+    assert keeping.is_native_type(core)
+    numpy = pytest.importorskip("numpy")
+    assert keeping.is_native_type(numpy.ndarray)
+
+
+def test_the_entries_evidence_names_the_python_objects_that_own_c_memory():
+    assert not keeping.entry_evidence([[zlib.decompressobj() for _ in range(5)]]).owners
+    image = pytest.importorskip("PIL.Image")
+    images = [image.new("RGB", (8, 8)) for _ in range(5)]
+    evidence = keeping.entry_evidence([{f"p{i}": im for i, im in enumerate(images)}])
+    assert evidence.owners == {"PIL.Image.Image": 5}, evidence.owners  # the image, not its ImagingCore
+    numpy = pytest.importorskip("numpy")
+    assert keeping.entry_evidence([[(i, numpy.zeros(4)) for i in range(3)]]).owners == {"numpy.ndarray": 3}
 
 
 def site(location: str, size: int, source: str = "", user: bool = True, trace: tuple[str, ...] = ()) -> GrowthSite:

@@ -12,7 +12,7 @@ objects among the holder's entries.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from .models import GrowthSite, Holder
@@ -23,6 +23,8 @@ REQUEST_CREATION = re.compile(r"\.(follow|follow_all)\s*\(|\b(Request|FormReques
 REQUEST_FILES = ("scrapy/http/request/", "scrapy/http/response/__init__.py")
 #: The heap grew at least this share beyond what tracemalloc saw: the verdict says the growth is native.
 NATIVE_SHARE = 0.5
+#: A site is the scheduler's when the requests queued at the window's close hold at least this share of its growth.
+QUEUED_SITE_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,26 @@ def is_request_creation(site: GrowthSite) -> bool:
         return True
     return any(part in str(line) for line in site.traceback if str(line).lstrip().startswith("File ")
                for part in REQUEST_FILES)
+
+
+def is_queued_growth(site: GrowthSite, queued_bytes: int) -> bool:
+    """Whether a site's growth is requests waiting in the scheduler (freed as they are crawled), not a leak.
+
+    ``site`` is net of the queue (``queued_bytes``: what the requests queued at the window's close hold of it). A
+    request-creation line is the queue's as soon as the queue holds any of it (what is left is what hangs on requests
+    being crawled); any other line when the queue held at least :data:`QUEUED_SITE_SHARE` of its growth.
+    """
+    if queued_bytes <= 0:
+        return False
+    if is_request_creation(site):
+        return True
+    return queued_bytes >= QUEUED_SITE_SHARE * (max(site.size_diff_bytes, 0) + queued_bytes)
+
+
+def net_of_queue(sites: Iterable[GrowthSite], queued: Mapping[str, int]) -> tuple[GrowthSite, ...]:
+    """The growth sites without those whose growth is the scheduler's queue (:func:`is_queued_growth`): they are left
+    out, not ranked last, so a line whose growth is queued requests never leads."""
+    return tuple(s for s in sites if not is_queued_growth(s, queued.get(s.location, 0)))
 
 
 def rank_sites(sites: Iterable[GrowthSite]) -> list[GrowthSite]:

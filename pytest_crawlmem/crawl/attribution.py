@@ -21,7 +21,7 @@ from typing import Any
 
 from ..core.growth import BLOCK_BYTES, suspicious, window_residue
 from ..core.models import Checkpoint, GrowthSite, Holder
-from ..core.sites import KeptEvidence, keeping_first
+from ..core.sites import KeptEvidence, keeping_first, net_of_queue
 from . import probes
 from .holders import Lengths, container_lengths, find_keepers, user_classes, user_modules
 from .keeping import same_function
@@ -167,10 +167,12 @@ class AttributionWindow:
             self.plugin_bytes = window_residue(self._opening, after, traced, responses - self._opening[-1].responses)
 
     def _sites(self) -> None:
-        """The sites that grew in every traced interval (once, while the snapshots are there)."""
+        """The sites that grew in every traced interval (once, while the snapshots are there), less those whose growth is
+        the scheduler's queue; what a drained checkpoint inside the window freed never grew in every interval."""
         if len(self._snapshots) >= 2 and not self.growth_sites:
-            self.growth_sites, grew = site_growth(self._snapshots, self._responses, queued=self._queued,
-                                                  queued_before=self._queued_middle if self._middle else None)
+            sites, grew = site_growth(self._snapshots, self._responses, queued=self._queued,
+                                      queued_before=self._queued_middle if self._middle else None)
+            self.growth_sites = list(net_of_queue(sites, self._queued))  # the scheduler's lines never lead
             self._last_interval_bytes = grew if len(self._snapshots) > 2 else None
 
     def _find_holders(self, crawler: Any, responses: int, traced: int | None) -> None:

@@ -14,9 +14,11 @@ numpy arrays, zlib decompressors, Pillow's image cores).
 from __future__ import annotations
 
 import ast
+import functools
 import gc
 import os
 import sys
+import sysconfig
 import tokenize
 import tracemalloc
 import types
@@ -267,18 +269,49 @@ def same_function(line: str, sites: Iterable[str]) -> list[str]:
 
 
 def is_native_type(kind: type) -> bool:
-    """Whether instances of ``kind`` are implemented in a C extension (outside the builtins): they can own native memory."""
+    """Whether instances of ``kind`` can own memory tracemalloc cannot see: the type (or a base) is implemented in a C
+    extension outside the interpreter and its standard library (lxml, Pillow, numpy, a third-party decompressor).
+
+    The standard library's C types allocate through Python's allocators (zlib's and bz2's state included), which
+    tracemalloc traces; a C extension's own ``malloc`` it does not.
+    """
     return any(_is_c_type(klass) for klass in kind.__mro__)  # lxml.html.HtmlElement is Python over etree.ElementBase
 
 
+@functools.lru_cache(maxsize=512)
 def _is_c_type(kind: type) -> bool:
     module = getattr(kind, "__module__", "builtins") or "builtins"
+    if not kind.__flags__ & _HEAPTYPE:  # a static type, written in C: where its type object lives says whose it is
+        library = _mapped_file(id(kind))
+        if library is not None:
+            return _is_extension_file(library)
+        return module != "builtins"  # no /proc/self/maps: an extension's types are named after their module
     if module == "builtins":
         return False
-    if not kind.__flags__ & _HEAPTYPE:
-        return True  # a static type: written in C (lxml, numpy)
-    path = getattr(sys.modules.get(module), "__file__", "") or ""
-    return path.endswith((".so", ".pyd"))
+    return _is_extension_file(getattr(sys.modules.get(module), "__file__", "") or "")
+
+
+def _is_extension_file(path: str) -> bool:
+    """A C extension's shared object outside the interpreter and its standard library."""
+    if not path.endswith((".so", ".pyd")) and ".so." not in os.path.basename(path):
+        return False
+    real = os.path.realpath(path)
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    return not real.startswith(stdlib + os.sep) and "libpython" not in os.path.basename(real)
+
+
+def _mapped_file(address: int) -> str | None:
+    """The file mapped at ``address`` in this process ('' for an anonymous mapping), ``None`` without /proc."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                parts = line.split(maxsplit=5)
+                start, _, end = parts[0].partition("-")
+                if int(start, 16) <= address < int(end, 16):
+                    return parts[5].strip() if len(parts) == 6 else ""
+    except (OSError, ValueError, IndexError):
+        return None
+    return ""
 
 
 def _newest(container: Any, limit: int) -> list[Any]:
@@ -322,8 +355,10 @@ def entry_evidence(containers: Sequence[Any], limit: int = 64) -> Evidence:
                 site = site_of(traceback) if traceback is not None else None
                 if site is not None:
                     evidence.sites[site[0]] += 1
-                kind = type(obj)
-                if is_native_type(kind):
+                if is_native_type(type(obj)):
+                    # the Python object that owns it: the entry itself (an lxml element), or the entry whose attribute
+                    # is the C object (a Pillow image and its ImagingCore), or a record's field (a tuple's array)
+                    kind = type(entry if obj is not entry and not isinstance(entry, (tuple, list, dict)) else obj)
                     evidence.owners[f"{kind.__module__}.{kind.__qualname__}"] += 1
                     break  # the entry (or the first part of it) that owns native memory
     return evidence
