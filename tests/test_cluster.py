@@ -434,3 +434,17 @@ def test_leak_not_judged_is_one_cluster_warning_not_one_per_idle_worker():
         (False, 'leak="fail" could not judge any worker\'s memory; no worker crawled long enough of its own to judge its'
                 " growth: the busiest, worker 0 (10 responses): r")]
     assert check_cluster(Budgets(), _cluster([_worker("steady"), idle])) == []
+
+
+def test_the_cluster_summary_takes_each_peak_from_its_workers_and_the_scheduled_one_from_the_shared_queue():
+    """A field of Peaks is never silently 0 in the summary row (it was rebuilt from two fields by hand)."""
+    from types import SimpleNamespace
+
+    from pytest_crawlmem.core.models import Peaks
+    from pytest_crawlmem.harness.cluster_fixture import cluster_peaks
+
+    workers = [SimpleNamespace(peaks=Peaks(max_scheduled=0, max_inflight=3, max_active_size_bytes=10, backout_seconds=1.5)),
+               SimpleNamespace(peaks=Peaks(max_inflight=5, max_disk_scheduled=4, max_jobdir_bytes=7))]
+    peaks = cluster_peaks(SimpleNamespace(workers=workers, max_queue=42))  # type: ignore[arg-type]
+    assert peaks == Peaks(max_scheduled=42, max_inflight=5, max_active_size_bytes=10, backout_seconds=1.5,
+                          max_disk_scheduled=4, max_jobdir_bytes=7, max_media_cached=None)
