@@ -21,7 +21,7 @@ def inner_session(
     A run that raised (its timeout) raises again for every later test instead of being run again.
     """
     if suite not in _RUNS:
-        pytester.makepyfile(test_suite=suite)
+        (pytester.path / "test_suite.py").write_text(suite)  # as written: makepyfile strips it, moving every line up
         pytester.makeini(ini)
         try:
             outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist", *args, "test_suite.py",

@@ -199,7 +199,7 @@ def test_cookiejar_per_request(crawl, fixture_site):
 def test_a_growing_queue_does_not_outrank_the_cookie_jars_that_keep_the_leak(pytester: pytest.Pytester) -> None:
     """Issue 14 item 4: the queue grows while the window traces (40 products per page, LIFO), and each queued
     request carries its own 8 KiB session cookie; the leak is the jar kept per processed request."""
-    pytester.makepyfile(test_cookiejar=COOKIEJAR_SUITE)
+    (pytester.path / "test_cookiejar.py").write_text(COOKIEJAR_SUITE)  # as written: its line numbers are asserted
     outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist", "test_cookiejar.py", timeout=1800)
     outcome.assert_outcomes(passed=1)
     report_dir = pytester.path / ".crawlmem" / "test_cookiejar.py__test_cookiejar_per_request"
