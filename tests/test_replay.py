@@ -449,7 +449,7 @@ from shop_spider import KEPT, LeakyShop, Shop
 def test_it(crawl):
 {body}
 """)
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=300)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=900)  # 300 s ran out at load 48
 
 
 def test_a_replayed_crawl_follows_redirects_cookies_and_relative_links_and_counts_misses(shop):
