@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -39,9 +40,14 @@ PROCESS_FIXTURES = frozenset({
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``quick`` every test that starts no process, unless it says ``@pytest.mark.slow``."""
+    """Mark ``quick`` every test of tests/ that starts no process, unless it says ``@pytest.mark.slow``.
+
+    examples/ are crawls a user reads: never quick, and no marker in them.
+    """
+    tests = Path(__file__).parent / "tests"
     for item in items:
-        if PROCESS_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())) and item.get_closest_marker("slow") is None:
+        if item.path.is_relative_to(tests) and PROCESS_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())) \
+                and item.get_closest_marker("slow") is None:
             item.add_marker(pytest.mark.quick)
 
 
