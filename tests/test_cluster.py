@@ -100,7 +100,8 @@ def test_a_clean_cluster_crawl_processes_every_request_once_and_the_ledger_balan
     report = json.loads((base / "report.json").read_text())
     assert report["kind"] == "cluster" and report["ledger"]["balanced"] and report["ledger"]["lost"] == 0
     assert [w["worker"] for w in report["workers"]] == [0, 1, 2] and report["redis_samples"]
-    assert json.loads((base / "worker-0" / "report.json").read_text())["result"]["responses"] >= 1
+    # which worker gets how many is the machine's pace (at load 26 worker 0 started last and got none): their sum is not
+    assert sum(json.loads((base / f"worker-{i}" / "report.json").read_text())["result"]["responses"] for i in range(3)) == 315
     html = (base / "report.html").read_text()
     assert "Ledger" in html and 'href="worker-0/report.html"' in html
 
