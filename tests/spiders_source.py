@@ -16,6 +16,13 @@ class Catalog(scrapy.Spider):
         yield {"name": response.css("h1.name::text").get(), "price": response.css("span.price::text").get()}
 '''
 
+#: The catalog spider yielding each product's id only: for tests that check every product was scraped once.
+PRODUCT_IDS_SPIDER = '''
+class ProductIds(Catalog):
+    def parse_product(self, response):
+        yield {"id": int(response.url.rsplit("/", 1)[1])}
+'''
+
 #: The leaky catalog spider, shared by every suite that writes spiders (tests/test_cluster.py too).
 HOARDER_SPIDER = '''
 class Hoarder(Catalog):

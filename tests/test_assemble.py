@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+from pytest_crawlmem.core.budgets import Budgets
 from pytest_crawlmem.core.models import (
     AmplificationSummary,
     AmplifiedPage,
@@ -46,7 +47,7 @@ def stream_of_a_crawl_growing(path: Path, per_response: int, total: int = 2000) 
 
 def test_a_killed_isolated_crawl_is_judged_against_the_tests_leak_per_response(tmp_path):
     stream_of_a_crawl_growing(tmp_path / "samples.jsonl", per_response=1500)
-    options = CrawlOptions(report_dir=tmp_path, leak_per_response=2048)
+    options = CrawlOptions(report_dir=tmp_path, budgets=Budgets(leak_per_response=2048))
     spec = IsolatedSpec("spiders", "Grower", None, None, {}, options)
     result = result_from_stream(spec, "the isolated process was killed at the hard ceiling kill_at", 30.0, ())
     assert result.verdict == "steady"  # 1.5 KiB/response is under the test's 2 KiB (the default 1 KiB would flag it)

@@ -85,6 +85,7 @@ with start_site() as site:
 '''
 
 
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 @pytest.mark.parametrize(("name", "code"), snippets("settings.py"), ids=[n for n, _ in snippets("settings.py")])
 def test_a_settings_snippet_runs_a_crawl_as_written(tmp_path: Path, name: str, code: str) -> None:
     (tmp_path / "settings.py").write_text(code)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from browser_source import FORGETFUL_SPIDERS
 
+from pytest_crawlmem.core.budgets import Budgets
 from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
 
 pytest.importorskip("scrapy_playwright", reason="the browser extra is not installed: pip install -e '.[browser]'")
@@ -118,7 +119,8 @@ def test_a_killed_isolated_crawl_names_the_stop_it_was_carrying_out(tmp_path):
     recording.header(spider="forgets_pages", interval_seconds=0.1, crawl_id="x", started_at=0.0)
     recording.add_stop(stops.UNCLOSED_PAGES, "4 pages handed to callbacks were never closed by ForgetsPages.parse")
     recording.close()
-    spec = IsolatedSpec("forgetful", "ForgetsPages", None, None, {}, CrawlOptions(report_dir=tmp_path, timeout_seconds=25))
+    options = CrawlOptions(report_dir=tmp_path, budgets=Budgets(timeout=25))
+    spec = IsolatedSpec("forgetful", "ForgetsPages", None, None, {}, options)
     killed = stops.killed_at_timeout_message(25, 2)
     result = result_from_stream(spec, killed, 27.0, (), stops.TIMEOUT)
     assert result.finish_reason == stops.TIMEOUT

@@ -1,6 +1,6 @@
 """Detection is monotonic on real crawls: short crawls with strong or proven leaks are judged (issue 21, issue 13 item 6).
 
-One inner pytest session (a subprocess, in this venv with the plugin installed editable, pytest's log
+One inner pytest session (pytester, a subprocess, in this venv with the plugin installed editable, pytest's log
 capture at DEBUG) runs every crawl; the tests here read its reports and its output.
 """
 
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import sysconfig
 from dataclasses import replace
 from pathlib import Path
@@ -17,21 +15,16 @@ from typing import Any
 
 import pytest
 from detection_suite_source import SUITE
+from inner_session import inner_session
 
 from pytest_crawlmem.core.growth import WINDOW_RESIDUE_CAP, heap_estimate, window_residue
 from pytest_crawlmem.core.models import Checkpoint
 
 
-@pytest.fixture(scope="module")
-def inner(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    root = tmp_path_factory.mktemp("detection")
-    (root / "test_suite.py").write_text(SUITE)
-    (root / "pytest.ini").write_text("[pytest]\nlog_level = DEBUG\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "-v", "test_suite.py"],
-        cwd=root, capture_output=True, text=True, timeout=1800,  # a loaded 2-core machine took over 600 s
-    )
-    return proc, root
+@pytest.fixture
+def inner(pytester: pytest.Pytester) -> tuple[pytest.RunResult, Path]:
+    # a loaded 2-core machine took over 600 s
+    return inner_session(pytester, SUITE, "[pytest]\nlog_level = DEBUG\n", "-rA", "-v", timeout=1800)
 
 
 def result_of(root: Path, test: str) -> dict[str, Any]:
@@ -45,8 +38,8 @@ def leak_line(needle: str) -> str:
 
 
 def test_the_inner_suite_ran(inner):
-    proc, _ = inner
-    assert "10 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    outcome, _ = inner
+    outcome.assert_outcomes(passed=10)
 
 
 @pytest.mark.parametrize("size", [150, 600])
@@ -58,13 +51,13 @@ def test_clean_crawls_with_debug_logging_are_not_leaks(inner, size):
 
 def test_a_steady_crawl_states_the_leak_it_would_have_caught_in_the_report_and_the_summary(inner):
     """Issue 26: the power of a steady verdict is in report.json's growth and the -v summary row."""
-    proc, root = inner
+    outcome, root = inner
     growth = result_of(root, "test_clean[600]")["growth"]
     assert growth["verdict"] == "steady", growth["reason"]
     stated = growth["detectable_per_response_bytes"]
     assert 1024 <= stated <= 8 * 1024, growth
     assert "KiB/response or more (95%)" in growth["reason"], growth["reason"]
-    assert "leak caught (95%)" in proc.stdout, proc.stdout[-3000:]
+    assert "leak caught (95%)" in outcome.stdout.str(), outcome.stdout.str()[-3000:]
 
 
 @pytest.mark.parametrize(("case", "holder"), [("signal_requests", "module test_suite .KEPT -> list["),
@@ -124,14 +117,15 @@ def test_the_holder_and_the_line_that_stores_into_it_are_named_while_the_crawl_i
 
 
 def test_a_leak_fail_crawl_that_cannot_be_judged_says_so_everywhere(inner):
-    proc, root = inner
+    outcome, root = inner
     result = result_of(root, "test_unjudged_leak_fail")
     assert result["verdict"] == "inconclusive"
     report = json.loads((root / ".crawlmem" / "test_suite.py__test_unjudged_leak_fail" / "report.json").read_text())
     assert any("could not judge" in v["message"] for v in report["violations"]), report["violations"]
-    assert "could not judge this crawl's memory" in proc.stdout  # the pytest warning
-    assert "crawl at least" in proc.stdout
-    assert "passed, leak not judged" in proc.stdout  # the summary row
+    out = outcome.stdout.str()
+    assert "could not judge this crawl's memory" in out  # the pytest warning
+    assert "crawl at least" in out
+    assert "passed, leak not judged" in out  # the summary row
 
 
 def test_rss_growth_is_end_minus_start_never_minus_start(inner):
@@ -202,14 +196,14 @@ def test_cookiejar_per_request(crawl, fixture_site):
 '''
 
 
-def test_a_growing_queue_does_not_outrank_the_cookie_jars_that_keep_the_leak(tmp_path: Path) -> None:
+def test_a_growing_queue_does_not_outrank_the_cookie_jars_that_keep_the_leak(pytester: pytest.Pytester) -> None:
     """Issue 14 item 4: the queue grows while the window traces (40 products per page, LIFO), and each queued
     request carries its own 8 KiB session cookie; the leak is the jar kept per processed request."""
-    (tmp_path / "test_cookiejar.py").write_text(COOKIEJAR_SUITE)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "test_cookiejar.py"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=1800)
-    assert "1 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
-    report = json.loads((tmp_path / ".crawlmem" / "test_cookiejar.py__test_cookiejar_per_request" / "report.json").read_text())
+    (pytester.path / "test_cookiejar.py").write_text(COOKIEJAR_SUITE)  # as written: its line numbers are asserted
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist", "test_cookiejar.py", timeout=1800)
+    outcome.assert_outcomes(passed=1)
+    report_dir = pytester.path / ".crawlmem" / "test_cookiejar.py__test_cookiejar_per_request"
+    report = json.loads((report_dir / "report.json").read_text())
     result = report["result"]
     assert result["verdict"] == "retained-objects", result["growth"]["reason"]
     assert result["holders"] and "CookiesMiddleware.jars -> defaultdict[" in result["holders"][0]["path"], result["holders"]

@@ -192,6 +192,7 @@ def test_neighbour():
     assert "CRAWLMEM_LEAK_PER_RESPONSE" not in outcome.stdout.str()
 
 
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 def test_recording_an_unreachable_site_says_nothing_was_recorded_and_why(tmp_path):
     import re
     import socket

@@ -520,6 +520,7 @@ def artifacts_dir(request: pytest.FixtureRequest) -> Path:
     return request.config.rootpath / ".crawlmem" / "artifacts"
 
 
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 def test_synthetic_reports_are_readable_at_1400_px(tmp_path, request):
     pages = []
     for leak in (False, True):

@@ -13,32 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spiders_source import CATALOG_SPIDER, PRODUCT_IDS_SPIDER
 
 from pytest_crawlmem.core.growth import analyze
 from pytest_crawlmem.core.models import Checkpoint
 from pytest_crawlmem.crawl.jobdir import JobdirMeter
 from pytest_crawlmem.crawl.probes import read_tree_bytes
 
-SPIDERS = '''
-import scrapy
+SPIDERS = "import scrapy\n\n" + CATALOG_SPIDER + PRODUCT_IDS_SPIDER + '''
 
-
-class Catalog(scrapy.Spider):
-    name = "catalog"
-
-    async def start(self):
-        for url in self.start_urls:
-            yield scrapy.Request(url)
-
-    def parse(self, response):
-        yield from response.follow_all(css="a.product", callback=self.parse_product)
-        yield from response.follow_all(css="a.next")
-
-    def parse_product(self, response):
-        yield {"id": int(response.url.rsplit("/", 1)[1])}
-
-
-class CardsCatalog(Catalog):
+class CardsCatalog(ProductIds):
     """Hands each product's listing card (a Selector, which cannot be pickled) to the product callback."""
 
     name = "cards_catalog"
@@ -49,7 +33,7 @@ class CardsCatalog(Catalog):
         yield from response.follow_all(css="a.next")
 
     def parse_card(self, response, card):
-        yield {"id": int(response.url.rsplit("/", 1)[1])}
+        yield from self.parse_product(response)
 '''
 
 TESTS = '''
@@ -57,7 +41,7 @@ import json
 import os
 
 import pytest
-from spiders import CardsCatalog, Catalog
+from spiders import CardsCatalog, ProductIds as Catalog
 
 PAGES, PER_PAGE = 30, 20
 PRODUCTS = PAGES * PER_PAGE
@@ -160,17 +144,13 @@ from scrapy.crawler import CrawlerProcess
 
 base_url, jobdir, feed, samples, stop_after = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
 
+''' + CATALOG_SPIDER + PRODUCT_IDS_SPIDER + '''
 
-class Catalog(scrapy.Spider):
-    name = "catalog"
+class Interrupted(ProductIds):
     interrupted = False
 
-    def parse(self, response):
-        yield from response.follow_all(css="a.product", callback=self.parse_product)
-        yield from response.follow_all(css="a.next")
-
     def parse_product(self, response):
-        yield {"id": int(response.url.rsplit("/", 1)[1])}
+        yield from super().parse_product(response)
         if stop_after and not self.interrupted and self.crawler.stats.get_value("item_scraped_count", 0) >= stop_after:
             self.interrupted = True
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C: Scrapy shuts down gracefully
@@ -185,7 +165,7 @@ process = CrawlerProcess({
     "CONCURRENT_REQUESTS": 8,
     "LOG_LEVEL": "INFO",
 })
-crawler = process.create_crawler(Catalog)
+crawler = process.create_crawler(Interrupted)
 process.crawl(crawler, start_urls=[base_url + "/catalog/?pages=20&per_page=20"])
 process.start()
 stats = crawler.stats.get_stats()

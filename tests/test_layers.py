@@ -37,15 +37,12 @@ def modules(layer: str) -> list[Path]:
 
 
 def imports_of(path: Path) -> tuple[set[str], set[str], set[str]]:
-    """Packages imported (anywhere in the file, lazy imports too), the package's layers imported, I/O calls made.
+    """Packages imported (anywhere in the file: lazy imports and ``if TYPE_CHECKING:`` ones too), layers imported, I/O calls.
 
-    Imports under ``if TYPE_CHECKING:`` are for annotations only and never run: they are left out.
+    An import for annotations only still ties a layer to another (a type checker and a reader follow it): it counts.
     """
     external, siblings, io = set(), set(), set()
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            node.body = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -122,6 +119,16 @@ def test_the_stable_dotted_paths_are_the_classes_scrapy_loads():
     assert load(HANDLER_PATH) is replay_scrapy.ReplayDownloadHandler
     assert load(COPIES_MIDDLEWARE_PATH) is replay_scrapy.ReplayCopiesMiddleware
     assert load("pytest_crawlmem.testing.SlowPipeline") is testing.SlowPipeline
+
+
+def test_imports_for_annotations_only_count(tmp_path):
+    """An ``if TYPE_CHECKING:`` import of a higher layer breaks the rules like any other import."""
+    module = tmp_path / "core" / "typed.py"
+    module.parent.mkdir()
+    module.write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from ..crawl.browserjob import BrowserJob\n"
+                      "    import scrapy\n")
+    external, layers, _ = imports_of(module)
+    assert "crawl" in layers and "scrapy" in external
 
 
 def test_the_plugin_and_the_fixture_site_never_import_each_other():

@@ -1,16 +1,15 @@
 """Each retention cause is detected, classified and attributed; clean crawls pass with leak="fail".
 
-One inner pytest session (a subprocess) runs every spider; the tests here read its reports.
+One inner pytest session (pytester, a subprocess) runs every spider; the tests here read its reports.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from inner_session import inner_session
 from leak_suite_source import SUITE
 
 LEAK_CASES = [
@@ -19,16 +18,10 @@ LEAK_CASES = [
 CLEAN_CASES = ["test_clean[bounded_cache]", "test_clean[slow_pipeline]", "test_clean_large_pages"]
 
 
-@pytest.fixture(scope="module")
-def inner(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    root = tmp_path_factory.mktemp("leaks")
-    (root / "test_suite.py").write_text(SUITE)
-    (root / "pytest.ini").write_text("[pytest]\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "test_suite.py"],
-        cwd=root, capture_output=True, text=True, timeout=600,
-    )
-    return proc, root
+@pytest.fixture
+def inner(pytester: pytest.Pytester) -> tuple[pytest.RunResult, Path]:
+    # 10 crawls of 630 responses: ~1 CPU-minute, 10 wall minutes on a machine at load average 20
+    return inner_session(pytester, SUITE, "[pytest]\n", "-rA", timeout=1800)
 
 
 def report(root: Path, test: str) -> dict:
@@ -46,8 +39,8 @@ def leak_line(case: str) -> int:
 
 
 def test_the_inner_suite_ran_every_case(inner):
-    proc, _ = inner
-    assert "10 passed" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-2000:]
+    outcome, _ = inner
+    outcome.assert_outcomes(passed=10)
 
 
 @pytest.mark.parametrize("case", LEAK_CASES)
@@ -55,7 +48,7 @@ def test_each_retention_cause_is_detected_as_retained_objects(inner, case):
     _, root = inner
     result = report(root, f"test_leak[{case}]")["result"]
     assert result["verdict"] == "retained-objects", result["growth"]["reason"]
-    assert result["responses"] == 1050
+    assert result["responses"] == 630
 
 
 @pytest.mark.parametrize("case", [c for c in LEAK_CASES if c not in ("meta_responses", "kept_selectors")])

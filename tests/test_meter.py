@@ -10,6 +10,8 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 CHECKPOINT_SCRIPT = '''
 import json, time, tracemalloc
 from pytest_crawlmem.crawl.meter import drained_checkpoint
@@ -55,6 +57,7 @@ def run(script: str) -> Any:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 def test_a_drained_checkpoint_reads_the_process_and_counts_the_callers_drain_in_its_cost():
     out = run(CHECKPOINT_SCRIPT)
     traced, untraced = out["traced"], out["untraced"]
@@ -68,6 +71,7 @@ def test_a_drained_checkpoint_reads_the_process_and_counts_the_callers_drain_in_
     assert untraced["cost_seconds"] < traced["cost_seconds"]
 
 
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 def test_the_window_opens_once_on_a_leaky_crawl_closes_halfway_and_the_schedule_resumes():
     out = run(WINDOW_SCRIPT)
     steps = out["steps"]

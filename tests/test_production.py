@@ -12,6 +12,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from spiders_source import CATALOG_SPIDER
 
 SCRIPT = '''
 import sys
@@ -19,20 +20,15 @@ import scrapy
 from scrapy.crawler import CrawlerProcess
 from pytest_crawlmem.harness.site import start_site
 
+''' + CATALOG_SPIDER + '''
 
-class Catalog(scrapy.Spider):
-    name = "catalog"
-
+class FirstPageChecks(Catalog):
     def parse(self, response):
         if response.url.endswith("pages=30&per_page=20"):
             import gc
             self.logger.info("gc freeze count %d", gc.get_freeze_count())
             yield scrapy.Request(response.urljoin("/status/404"), callback=self.parse_product)
-        yield from response.follow_all(css="a.product", callback=self.parse_product)
-        yield from response.follow_all(css="a.next")
-
-    def parse_product(self, response):
-        yield {"name": response.css("h1.name::text").get()}
+        yield from super().parse(response)
 
 
 with start_site() as site:
@@ -45,11 +41,12 @@ with start_site() as site:
         "LOG_LEVEL": "INFO",
         "HTTPERROR_ALLOW_ALL": True,
     })
-    process.crawl(Catalog, start_urls=[site.url("/catalog/?pages=30&per_page=20")])
+    process.crawl(FirstPageChecks, start_urls=[site.url("/catalog/?pages=30&per_page=20")])
     process.start()
 '''
 
 
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 def test_a_production_crawl_logs_status_lines_and_streams_samples_that_crawlmem_report_renders(tmp_path: Path):
     script = tmp_path / "crawl.py"
     script.write_text(SCRIPT)
@@ -104,7 +101,7 @@ next_checkpoint = 100
 responses = 0
 for i in range(n):
     responses += per_sample
-    for _ in range(min(per_sample, 10)):  # the histograms are constant-size: 10 values a sample show it
+    for _ in range(min(per_sample, 2)):  # the histograms are constant-size: 2 values a sample (172,800 a day) show it
         ext.response_sizes.add(20_000 + (i * 7919) % 400_000)
         ext.latency_us.add(5_000 + (i * 104729) % 900_000)
     ext.responses, ext.items = responses, responses // 2
@@ -131,6 +128,7 @@ ext.recording.close()
 '''
 
 
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 def test_a_24_hour_crawl_holds_a_few_mib_and_its_stream_stays_within_budget_with_the_peak(tmp_path: Path):
     """A day at the production interval (1 s, 100 responses/s), time-compressed: the extension's own heap, traced."""
     from pytest_crawlmem.reports.jsonl import read_samples_jsonl
@@ -150,6 +148,7 @@ def test_a_24_hour_crawl_holds_a_few_mib_and_its_stream_stays_within_budget_with
     assert max(s["rss_bytes"] for s in read.samples) == 2**30 and len(read.samples) == 86_400
 
 
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 def test_a_stream_over_its_budget_rotates_keeping_the_peak_and_the_heap_bounded(tmp_path: Path):
     """An hour sampled every 0.1 s (36,000 samples, ~13 MiB of records) under the smallest budget, 8 MiB."""
     from pytest_crawlmem.reports.jsonl import read_samples_jsonl
@@ -211,6 +210,7 @@ def _scrape(url: str) -> dict[str, float]:
     return values
 
 
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 def test_prometheus_metrics_are_served_while_the_crawl_runs_and_the_port_is_freed_after(tmp_path: Path):
     script = tmp_path / "crawl.py"
     script.write_text(METRICS_SCRIPT)
@@ -288,6 +288,7 @@ def test_a_test_crawl_whose_timeline_thins_still_judges_and_reports(pytester: py
     assert spans and set(spans) == {1}  # the stream keeps every raw sample (no rotation under 64 MiB)
 
 
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 def test_a_metrics_port_in_use_is_logged_and_the_crawl_goes_on(tmp_path: Path):
     import socket
 
@@ -316,17 +317,14 @@ from pytest_crawlmem.harness.site import start_site
 
 KEPT = []
 
+''' + CATALOG_SPIDER + '''
 
-class Hoarding(scrapy.Spider):
+class Hoarding(Catalog):
     name = "hoarding"
-
-    def parse(self, response):
-        yield from response.follow_all(css="a.product", callback=self.parse_product)
-        yield from response.follow_all(css="a.next")
 
     def parse_product(self, response):
         KEPT.append(bytes(8192))  # 8 KiB kept per product: the leak
-        yield {"name": response.css("h1.name::text").get()}
+        yield from super().parse_product(response)
 
 
 with start_site() as site:
@@ -337,16 +335,17 @@ with start_site() as site:
         "CRAWLMEM_LOG_INTERVAL_SECONDS": 0.5,
         "LOG_LEVEL": "INFO",
     })
-    process.crawl(Hoarding, start_urls=[site.url("/catalog/?pages=100&per_page=20")])
+    process.crawl(Hoarding, start_urls=[site.url("/catalog/?pages=40&per_page=20")])  # 840 responses (2,100 took 5 min, load 30)
     process.start()
 '''
 
 
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 def test_a_production_crawl_that_leaks_warns_once_and_streams_its_verdict_sites_and_finish(tmp_path: Path):
     script = tmp_path / "crawl.py"
     script.write_text(LEAKY_SCRIPT)
     stream = tmp_path / "crawlmem-samples.jsonl"
-    proc = subprocess.run([sys.executable, str(script), str(stream)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, str(script), str(stream)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     warnings = [line for line in proc.stderr.splitlines() if "WARNING" in line and "crawlmem: leak suspected" in line]
     assert len(warnings) == 1, proc.stderr[-5000:]

@@ -449,7 +449,7 @@ from shop_spider import KEPT, LeakyShop, Shop
 def test_it(crawl):
 {body}
 """)
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=300)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=900)  # 300 s ran out at load 48
 
 
 def test_a_replayed_crawl_follows_redirects_cookies_and_relative_links_and_counts_misses(shop):
@@ -527,14 +527,14 @@ def test_the_knobs_slow_and_inflate_replayed_pages(pytester):
 
 def test_copies_agree_with_an_original_recording_on_verdict_and_growth_per_response(pytester):
     pytester.makepyfile(shop_spider=SHOP_SPIDER)
-    shop_har(pytester.path / "original.har", products=1000)
-    shop_har(pytester.path / "small.har", products=48)
+    shop_har(pytester.path / "original.har", products=600)  # 600 responses: a verdict needs 170, a 2 KiB leak is caught
+    shop_har(pytester.path / "small.har", products=28)  # 32 pages, 20 copies: 640
     outcome = run(pytester, """
     for spider, verdict in ((Shop, "steady"), (LeakyShop, "retained-objects")):
         original = crawl(spider, replay="original.har")
         copies = crawl(spider, replay="small.har", replay_copies=20)
         LeakyShop.held.clear()
-        assert original.responses >= 1000 and copies.responses >= 1000
+        assert original.responses >= 600 and copies.responses >= 600
         assert original.verdict == copies.verdict == verdict, (original.growth.reason, copies.growth.reason)
         growth = [r.growth.per_response_bytes or 0.0 for r in (original, copies)]
         if verdict == "steady":

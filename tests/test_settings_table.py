@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 
+from pytest_crawlmem.core.budgets import Budgets
 from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS
 from pytest_crawlmem.crawl.extension import CrawlMemExtension
 from pytest_crawlmem.crawl.runner import CrawlOptions, measuring_settings
@@ -28,4 +29,4 @@ def test_every_constructor_default_is_the_settings_table_default():
 
 def test_a_test_crawl_without_leak_per_response_leaves_the_default_to_the_table():
     assert measuring_settings(CrawlOptions())["CRAWLMEM_LEAK_PER_RESPONSE"] is None
-    assert measuring_settings(CrawlOptions(leak_per_response=4096))["CRAWLMEM_LEAK_PER_RESPONSE"] == 4096
+    assert measuring_settings(CrawlOptions(budgets=Budgets(leak_per_response=4096)))["CRAWLMEM_LEAK_PER_RESPONSE"] == 4096

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .cluster import ClusterResult
 from .models import CrawlResult
 from .sweep import DEFAULT_ISOLATE, SweepResult, Variants
-
-if TYPE_CHECKING:
-    from ..crawl.browserjob import BrowserJob
 
 
 class FixtureSite(Protocol):
@@ -65,11 +62,35 @@ class SweepFunction(Protocol):
     ) -> SweepResult: ...
 
 
+class BrowserJobHandle(Protocol):
+    """What a ``browser_job`` function gets (``crawl/browserjob.BrowserJob`` is the one implementation)."""
+
+    browser: Any  # the launched Playwright browser
+    base_url: str | None  # the fixture site's, when the test uses ``fixture_site``
+    pages_done: int
+
+    def url(self, path: str) -> str:
+        """``base_url + path``."""
+        ...
+
+    def page_done(self, count: int = 1) -> None:
+        """Count pages (growth is judged per page)."""
+        ...
+
+    def open_pages(self) -> list[Any]:
+        """Every open page of every context of the browser."""
+        ...
+
+    async def checkpoint(self) -> None:
+        """Take a drained checkpoint (renderer GC on every open page first)."""
+        ...
+
+
 class BrowserJobFunction(Protocol):
     """The callable the ``browser_job`` fixture returns."""
 
     def __call__(
-        self, func: Callable[[BrowserJob], Awaitable[Any]], *, launch: Mapping[str, Any] | None = None
+        self, func: Callable[[BrowserJobHandle], Awaitable[Any]], *, launch: Mapping[str, Any] | None = None
     ) -> CrawlResult: ...
 
 

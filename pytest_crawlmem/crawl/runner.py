@@ -22,6 +22,7 @@ from ..core.assemble import (
     scheduled_per_response,
     status_counts,
 )
+from ..core.budgets import Budgets
 from ..core.distribution import Histogram
 from ..core.dropped import suggest_maxsize
 from ..core.models import (
@@ -78,15 +79,28 @@ class CrawlOptions:
     interval_seconds: float = 0.1
     tracemalloc_frames: int = 0
     checkpoints: bool = True
-    leak_per_response: int | None = None
-    kill_at_bytes: int | None = None
-    timeout_seconds: float | None = None
+    budgets: Budgets = field(default_factory=Budgets)  # the test's: its limits and leak threshold are read from it
     project_settings: str | None = None  # the Scrapy project's settings module the crawl starts from
     replay: ReplayTarget | None = None  # a running replay site: the crawl downloads from it
     snapshot_at_bytes: int | None = None  # RSS at which the danger snapshot is taken (danger.json)
     base_settings: Mapping[str, Any] = field(default_factory=dict)  # under the project's and the test's (crawl_cluster)
     extensions: Mapping[str, int] = field(default_factory=dict)  # more of the plugin's extensions (crawl_cluster)
     governor: str | int | None = None  # CRAWLMEM_BUDGET of the memory governor (crawl(governor=...)); None: none
+
+    @property
+    def leak_per_response(self) -> int | None:
+        """The growth per response judged a leak (``None``: the default)."""
+        return self.budgets.leak_per_response
+
+    @property
+    def kill_at_bytes(self) -> int | None:
+        """RSS at which the crawl is stopped (``None``: no ceiling)."""
+        return self.budgets.kill_at
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """Seconds after which the crawl is stopped (``None``: no limit)."""
+        return self.budgets.timeout
 
 
 def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> Any:

@@ -8,6 +8,7 @@ reaches it.
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import site as _site
@@ -70,8 +71,12 @@ def is_user_file(filename: str) -> bool:
     return _kind(filename) == "user"
 
 
+@functools.lru_cache(maxsize=8192)
 def _kind(filename: str) -> str:
-    """``user``, ``plugin``, ``stdlib`` or ``library`` (an installed package, or code without a file)."""
+    """``user``, ``plugin``, ``stdlib`` or ``library`` (an installed package, or code without a file).
+
+    Cached: a traced window asks about the same few hundred files for every frame of every trace.
+    """
     if filename.startswith("<"):
         return "stdlib" if filename.startswith("<frozen") else "library"
     path = os.path.realpath(filename)
@@ -99,6 +104,7 @@ def _display(filename: str) -> str:
     return filename if relative.startswith("..") else relative
 
 
+@functools.lru_cache(maxsize=8192)
 def _package_relative(filename: str) -> str:
     """An installed package's file from its package directory on (twisted/internet/endpoints.py)."""
     path = os.path.realpath(filename)

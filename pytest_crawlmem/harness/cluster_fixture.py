@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..core.budgets import Budgets
 from ..core.cluster import ClusterError, ClusterResult, check_cluster, check_worker, parse_kill
 from ..core.models import CrawlResult, Growth, Peaks
 from ..core.protocols import ClusterFunction
@@ -19,13 +20,13 @@ from ..reports.cluster_report import write_cluster_report
 from ..reports.report import write_reports
 from .cluster_run import ClusterOptions, run_cluster
 from .fixtures import (
-    _fail_if_nothing_measured,
-    _fail_if_site_died,
-    _interrupt_crawls,
-    _project_settings,
-    _replaying,
+    fail_if_nothing_measured,
+    fail_if_site_died,
+    interrupt_crawls,
     keyword_options,
     refuse_misspelt_options,
+    replaying,
+    resolve_project_settings,
     spider_by_name,
 )
 from .interrupts import graceful_sigint
@@ -47,11 +48,21 @@ def cluster_summary(result: ClusterResult) -> CrawlResult:
         items_scraped=result.items_scraped,
         duration_seconds=result.duration_seconds,
         finish_reason="cluster",
-        peaks=Peaks(max_scheduled=result.max_queue, max_inflight=max((w.max_inflight for w in workers), default=0)),
+        peaks=cluster_peaks(result),
         growth=Growth(result.verdict, result.reason),
         errors=result.errors,
         report_dir=result.report_dir,
     )
+
+
+def cluster_peaks(result: ClusterResult) -> Peaks:
+    """Each peak the most any worker reached, but the scheduler's: the shared queue's longest (workers read 0)."""
+    peaks: dict[str, Any] = {}
+    for spec in fields(Peaks):
+        values = [getattr(w.peaks, spec.name) for w in result.workers if getattr(w.peaks, spec.name) is not None]
+        if values:  # else the field's default (0, or None: no JOBDIR, no media pipeline)
+            peaks[spec.name] = max(values)
+    return replace(Peaks(**peaks), max_scheduled=result.max_queue)
 
 
 @pytest.fixture
@@ -79,7 +90,7 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
         replay_copies: int = 1,
         **spider_kwargs: Any,
     ) -> ClusterResult:
-        project = _project_settings(item, session, project_settings)
+        project = resolve_project_settings(item, session, project_settings)
         spider_cls = spider_by_name(spider_cls, project)
         refuse_misspelt_options("crawl_cluster", spider_kwargs, keyword_options(run), spider_cls)
         if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
@@ -91,17 +102,15 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
             worker_options=CrawlOptions(
                 interval_seconds=session.settings.interval_seconds,
                 tracemalloc_frames=max(session.settings.tracemalloc_frames, 1 if budgets and budgets.traced_peak else 0),
-                leak_per_response=budgets.leak_per_response if budgets else None,
-                kill_at_bytes=budgets.kill_at if budgets else None,
-                timeout_seconds=budgets.timeout if budgets else None,
+                budgets=budgets or Budgets(),
                 project_settings=project,
             ),
             report_dir=report_dir,
             kill=plan,
             timeout_seconds=budgets.timeout if budgets else None,
         )
-        with _replaying(replay, replay_copies, (None, None, None), spider_cls, start_urls) as target, \
-                graceful_sigint(_interrupt_crawls) as interrupt:
+        with replaying(replay, replay_copies, (None, None, None), spider_cls, start_urls) as target, \
+                graceful_sigint(interrupt_crawls) as interrupt:
             options = replace(options, worker_options=replace(options.worker_options, replay=target))
             try:
                 result = run_cluster(spider_cls, start_urls=start_urls, settings=settings,
@@ -112,9 +121,9 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
         if interrupt.interrupted:
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
         summary = cluster_summary(result)
-        _fail_if_site_died(request, summary)
+        fail_if_site_died(request, summary)
         _fail_if_cluster_replay_found_nothing(target, result)
-        _fail_if_nothing_measured(summary, budgets, session)
+        fail_if_nothing_measured(summary, budgets, session)
         _fail_if_a_worker_failed(result)
         return result
 

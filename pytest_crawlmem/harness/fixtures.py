@@ -67,7 +67,7 @@ def _refuse_reactor_greenlet() -> None:
         raise RuntimeError("crawl() blocks until the crawl ends: call it from a plain `def` test, not an async test")
 
 
-def _fail_if_site_died(request: pytest.FixtureRequest, result: CrawlResult) -> None:
+def fail_if_site_died(request: pytest.FixtureRequest, result: CrawlResult) -> None:
     """A crawl against a fixture site that died part-way is a failure, not a short crawl."""
     if "fixture_site" not in request.fixturenames:
         return
@@ -97,7 +97,7 @@ def _fail_if_every_callback_raised(result: CrawlResult) -> None:
         )
 
 
-def _project_settings(item: pytest.Item, session: CrawlMemSession, wanted: bool | str | None) -> str | None:
+def resolve_project_settings(item: pytest.Item, session: CrawlMemSession, wanted: bool | str | None) -> str | None:
     """The settings module the crawl starts from: ``wanted`` (a module, or False for none), else the project's.
 
     The project is the one ``scrapy crawl`` would use from the test file's directory, then from the
@@ -122,7 +122,7 @@ def _project_settings(item: pytest.Item, session: CrawlMemSession, wanted: bool 
     pytest.fail(problem, pytrace=False)
 
 
-def _fail_if_nothing_measured(
+def fail_if_nothing_measured(
     result: CrawlResult, budgets: Budgets | None, session: CrawlMemSession, variant: CrawlRecord | None = None
 ) -> None:
     """A crawl that got no response measured nothing: fail now, unless min_responses allows it.
@@ -149,7 +149,7 @@ def _warn_if_only_errors(item: pytest.Item, result: CrawlResult, session: CrawlM
 
 
 @contextlib.contextmanager
-def _replaying(
+def replaying(
     replay: str | Path | None, copies: int | str, knobs: tuple[Any, Any, Any], spider_cls: type, start_urls: list[str] | None
 ) -> Iterator[ReplayTarget | None]:
     """Serve the recording ``replay`` while the crawl runs (nothing without one); a bad recording fails the test."""
@@ -188,7 +188,7 @@ def _fail_if_replay_found_nothing(target: ReplayTarget | None, result: CrawlResu
         pytest.fail(f"{exc}; report: {result.report_dir}", pytrace=False)
 
 
-def _interrupt_crawls() -> None:
+def interrupt_crawls() -> None:
     """First Ctrl-C during a crawl: close it (in-process or isolated) so its report is written."""
     interrupt_running_crawls()
     interrupt_children()
@@ -278,7 +278,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
     ) -> CrawlResult:
         _refuse_reactor_greenlet()
         _check_governor(governor if governor is not None else (settings or {}).get("CRAWLMEM_BUDGET"))
-        project = _project_settings(item, session, project_settings)
+        project = resolve_project_settings(item, session, project_settings)
         spider_cls = spider_by_name(spider_cls, project)
         refuse_misspelt_options("crawl", spider_kwargs, keyword_options(run), spider_cls)
         frames = session.settings.tracemalloc_frames
@@ -288,15 +288,13 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             report_dir=session.report_dir_for(item.nodeid, len(records) + 1),
             interval_seconds=session.settings.interval_seconds,
             tracemalloc_frames=frames,
-            leak_per_response=budgets.leak_per_response if budgets else None,
-            kill_at_bytes=budgets.kill_at if budgets else None,
-            timeout_seconds=budgets.timeout if budgets else None,
+            budgets=budgets or Budgets(),
             project_settings=project,
             snapshot_at_bytes=snapshot_threshold(budgets) if budgets else None,
         )
         knobs = (replay_latency, replay_drip, replay_inflate)
-        with _replaying(replay, replay_copies, knobs, spider_cls, start_urls) as target, \
-                graceful_sigint(_interrupt_crawls) as interrupt:
+        with replaying(replay, replay_copies, knobs, spider_cls, start_urls) as target, \
+                graceful_sigint(interrupt_crawls) as interrupt:
             options = replace(options, replay=target, governor=governor)
             if isolate or session.settings.isolate:
                 spec = spec_for(spider_cls, start_urls=start_urls, settings=settings, spider_kwargs=spider_kwargs,
@@ -313,9 +311,9 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
                                  f" {int(target.summary.get('entries') or 0):,}-response recording")
         if interrupt.interrupted:  # the report is written: now stop the session as Ctrl-C asked
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
-        _fail_if_site_died(request, result)
+        fail_if_site_died(request, result)
         _fail_if_replay_found_nothing(target, result)
-        _fail_if_nothing_measured(result, budgets, session, records[-1] if item.stash.get(SWEEPING_KEY, False) else None)
+        fail_if_nothing_measured(result, budgets, session, records[-1] if item.stash.get(SWEEPING_KEY, False) else None)
         _fail_if_every_callback_raised(result)
         _warn_if_only_errors(item, result, session)
         if budgets is None:  # with a marker, the budget check reports it
