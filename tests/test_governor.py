@@ -110,6 +110,18 @@ def test_a_close_at_the_hard_limit_with_jobdir_resumes_with_nothing_lost(crawl, 
     assert sorted(first_ids + second_ids) == list(range(1, 601))
 
 
+def test_a_close_without_jobdir_leaves_the_danger_snapshot_as_evidence(crawl, fixture_site, tmp_path):
+    result = run(crawl, Products, fixture_site, tmp_path, "nojob", **GOVERNED, CONCURRENT_REQUESTS=2,
+                 DOWNLOAD_DELAY=0.01, CRAWLMEM_BUDGET="10 GiB", CRAWLMEM_GOVERNOR_CLOSE_SHARE=0.001)
+    assert result.finish_reason == "memory_budget"
+    assert 0 < len(ids(tmp_path / "nojob.jsonl")) < 600
+    assert result.danger is not None and "memory governor" in result.danger.note
+    assert result.danger.scheduled > 0 and result.danger.rss_bytes > 0  # the requests the close loses
+    danger = json.loads((result.report_dir / "danger.json").read_text())
+    assert danger["scheduled"] == result.danger.scheduled
+    assert json.loads((result.report_dir / "governor.json").read_text())["danger"]["rss_bytes"] > 0
+
+
 def test_crawl_governor_records_its_decisions_on_report_htmls_timeline(crawl, fixture_site, tmp_path):
     Products.base = fixture_site.base_url
     shares = {k: v for k, v in PRESSED.items() if "SHARE" in k}
@@ -143,7 +155,7 @@ def test_the_governor_on_real_crawls(pytester: pytest.Pytester):
     pytester.makepyfile(spiders=SPIDERS, test_governed=TESTS)
     outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", "-W", "ignore::DeprecationWarning",
                                             timeout=300)
-    outcome.assert_outcomes(passed=6, failed=1)
+    outcome.assert_outcomes(passed=7, failed=1)
     outcome.stdout.fnmatch_lines(["*crawl(governor='lots'): invalid CRAWLMEM_BUDGET 'lots' from Scrapy settings*"])
 
 

@@ -35,7 +35,7 @@ from . import probes
 from .amplification import SPIDER_MIDDLEWARE_ORDER, SPIDER_MIDDLEWARE_PATH
 from .browser import is_playwright_crawl, launch_options
 from .extension import CrawlMemExtension
-from .governor import add_governor
+from .governor import add_governor, governor_danger
 from .logcapture import spilled_log_capture
 from .middleware import (
     COUNTING_HTTPCOMPRESSION_PATH,
@@ -360,6 +360,6 @@ def _build_result(
         media=ext.media,
         shots=ext.shots.summary(),
         parse_amplification=ext.amplification.summary(),
-        danger=ext.danger.snapshot if ext.danger else None,
+        danger=ext.danger.snapshot if ext.danger and ext.danger.snapshot else governor_danger(ext.crawler),
         replay_copies=options.replay.copies if options.replay else 0,
     )
