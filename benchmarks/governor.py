@@ -208,6 +208,9 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
         "governor_decisions": stats.get("crawlmem/governor/decisions", 0),
         "governor_min_concurrency": stats.get("crawlmem/governor/min_concurrency"),
         "governor_spilled": stats.get("crawlmem/governor/spilled", 0),
+        "governor_reclaims": stats.get("crawlmem/governor/reclaims", 0),
+        "governor_reclaimed_bytes": stats.get("crawlmem/governor/reclaimed_bytes", 0),
+        "governor_concurrency": stats.get("crawlmem/governor/concurrency"),
         "crawlee_steps": stats.get("crawlee/steps"),
     }))
 

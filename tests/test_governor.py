@@ -75,7 +75,9 @@ def test_a_budget_never_approached_changes_nothing(crawl, fixture_site, tmp_path
 
 
 def test_under_pressure_every_lever_moves_and_no_item_is_lost(crawl, fixture_site, tmp_path):
-    result = run(crawl, Products, fixture_site, tmp_path, "pressed", **PRESSED)
+    # ticks 0.5 s apart: start() queues a few hundred requests before the second tick closes the gate (a loaded
+    # machine reads start() slower: at 0.05 s the gate could close before the backlog reached the spill threshold)
+    result = run(crawl, Products, fixture_site, tmp_path, "pressed", **{**PRESSED, "CRAWLMEM_GOVERNOR_INTERVAL_SECONDS": 0.5})
     assert result.finish_reason == "finished"
     scraped = ids(tmp_path / "pressed.jsonl")
     assert sorted(scraped) == list(range(1, 601))  # each product once

@@ -31,6 +31,8 @@ RESTORE: Final = "restore"
 CLOSE: Final = "close"
 KINDS: Final = (IN_FLIGHT, BACKLOG, RETAINED, RESTORE, CLOSE)
 _MIB = 2**20
+#: Growth since the first sample under which nothing is called retained (allocator noise, the first tick).
+MIN_RETAINED_BYTES = 16 * _MIB
 #: An in-flight request costs at least this many of its body: the download's buffer and the response's bytes.
 BODY_COPIES = 2.0
 
@@ -245,6 +247,16 @@ class Policy:
         fixed = sample.rss_bytes - cost_f * sample.in_flight - queue_bytes
         return max(fixed, float(self.open_bytes))
 
+    def wants_fresh_reading(self, sample: Sample) -> bool:
+        """Whether this tick's decision counts on garbage being gone: a close, or calling memory retained."""
+        cfg = self.config
+        if sample.rss_bytes >= cfg.hard_share * cfg.budget_bytes:
+            return True
+        if sample.rss_bytes < cfg.high_share * cfg.budget_bytes or self._retained_said or self.baseline_bytes is None:
+            return False
+        grown = sample.rss_bytes - self.baseline_bytes
+        return grown >= MIN_RETAINED_BYTES and sample.in_flight <= 2 * cfg.min_concurrency
+
     def _allowed(self, sample: Sample, cost_f: float, cost_q: float = 0.0) -> int:
         """The concurrency whose in-flight memory, over what is not in flight (nor queued), reaches the setpoint."""
         fixed = self._fixed(sample, cost_f, cost_q * sample.queued)
@@ -344,7 +356,7 @@ class Policy:
         unexplained = grown - cost_f * sample.in_flight - cost_q * sample.queued
         # only with (almost) nothing in flight: a response being parsed costs more than its learned cost says
         few_in_flight = sample.in_flight <= 2 * self.config.min_concurrency
-        if grown <= 0 or unexplained < 0.5 * grown or not few_in_flight:
+        if grown < MIN_RETAINED_BYTES or unexplained < 0.5 * grown or not few_in_flight:
             return []
         self._retained_said = True
         return [Decision(

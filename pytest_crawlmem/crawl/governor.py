@@ -33,7 +33,7 @@ from ..core.governor_policy import GOVERNOR_FILE, MEMORY_BUDGET, RETAINED, Decis
 from ..core.models import DangerSnapshot
 from ..core.units import UnitError, parse_size
 from . import probes
-from .danger import load_danger, write_danger
+from .danger import write_danger
 from .spill import SCHEDULER_PATH, START_GATE_ORDER, START_GATE_PATH, SpillingScheduler, StartGate
 
 logger = logging.getLogger("pytest_crawlmem.governor")
@@ -42,8 +42,10 @@ GOVERNOR_PATH = "pytest_crawlmem.governor.MemoryGovernor"
 ADDON_PATH = "pytest_crawlmem.governor.GovernorAddon"
 DEFAULT_SCHEDULER = "scrapy.core.scheduler.Scheduler"
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-#: Least seconds between two malloc_trim(0) calls (7.8 ms each, DESIGN.md).
-TRIM_EVERY_SECONDS = 2.0
+#: Least seconds between two malloc_trim(0) calls (7.8 ms each, DESIGN.md) while governing over the act share.
+TRIM_EVERY_SECONDS = 5.0
+#: Least seconds between two trims that a lowering decision asks for.
+FORCED_TRIM_SECONDS = 1.0
 #: Growth of RSS (share of the act threshold) since the last reclaim (gc.collect() + malloc_trim) that calls for another.
 RECLAIM_GROWTH = 0.03
 #: Least seconds between two reclaims: a full collection of a big heap costs tens of ms of the crawl's CPU.
@@ -330,7 +332,7 @@ class MemoryGovernor:
         self._last_tick = time.monotonic()
         sample = self._sample(engine)
         self.peak_rss_bytes = max(self.peak_rss_bytes, sample.rss_bytes)
-        if sample.rss_bytes >= self.config.high_share * self.config.budget_bytes and self._reclaim():
+        if self.policy.wants_fresh_reading(sample) and self._reclaim():
             sample = replace(self._sample(engine), collected=True)  # decide on what is left once garbage is gone
         for decision in self.policy.step(sample):
             self._apply(engine, decision, sample)
@@ -415,7 +417,7 @@ class MemoryGovernor:
     def _danger_snapshot(self, engine: Any, queued: int) -> DangerSnapshot:
         """The crawl's state as the governor closes it without JOBDIR: the evidence of what the budget could not hold.
 
-        Written as ``danger.json`` in the report directory unless the measuring extension took one there already.
+        Written as ``danger.json`` in the report directory unless the measuring extension took one in this crawl.
         """
         stats = self.crawler.stats
         slot = getattr(engine.scraper, "slot", None)
@@ -434,17 +436,25 @@ class MemoryGovernor:
             note=note + f"taken by the memory governor as it closed the crawl ({MEMORY_BUDGET}) without JOBDIR:"
                         " no traced window",
         )
-        if self.record_path is not None and load_danger(self.record_path.parent) is None:
+        if self.record_path is not None and not self._measured_danger():
             with contextlib.suppress(OSError):
                 write_danger(self.record_path.parent, snapshot)
         return snapshot
 
-    def _reclaim(self) -> bool:
-        """Over the act share: collect cyclic garbage and trim the heap first (garbage is no reason to slow down).
+    def _measured_danger(self) -> bool:
+        """Whether the measuring extension took its danger snapshot in this crawl (its danger.json stands)."""
+        for extension in getattr(getattr(self.crawler, "extensions", None), "middlewares", ()):
+            watch = getattr(extension, "danger", None)
+            if extension is not self and getattr(watch, "snapshot", None) is not None:
+                return True
+        return False
 
-        A response and its selector form a reference cycle, so each parsed page (a 2 MiB page: ~12 MiB of tree)
-        waits for a full collection, which a big heap rarely gets: that garbage can be most of RSS. A collection
-        runs when RSS grew RECLAIM_GROWTH of the act threshold since the last one, at most once a tick.
+    def _reclaim(self) -> bool:
+        """Collect cyclic garbage and trim the heap before a decision that needs a fresh reading (a close, retained).
+
+        Parse trees no longer wait for a collection (the start gate breaks the Response-Selector cycle), so the
+        levers act on the plain reading; a collection (tens of ms on a big heap) runs only when RSS grew
+        RECLAIM_GROWTH of the act threshold since the last one, and at most every RECLAIM_EVERY_SECONDS.
         """
         rss = self._statm.rss_bytes()
         if rss - self._after_reclaim < RECLAIM_GROWTH * self.config.high_share * self.config.budget_bytes:
@@ -468,7 +478,7 @@ class MemoryGovernor:
     def _trim(self, force: bool = False) -> None:
         """Give freed heap back to the kernel (glibc keeps freed bodies), at most every TRIM_EVERY_SECONDS."""
         now = time.monotonic()
-        if force or now - self._last_trim >= TRIM_EVERY_SECONDS:
+        if now - self._last_trim >= (FORCED_TRIM_SECONDS if force else TRIM_EVERY_SECONDS):
             self._last_trim = now
             probes.malloc_trim()
 

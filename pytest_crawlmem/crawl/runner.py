@@ -237,10 +237,13 @@ def collect_result(crawler: Any, spider_cls: type, duration: float, options: Cra
     stats = plain_stats(crawler.stats.get_stats())
     max_active_size = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE")
     replayed = replay_outcome(crawler)
+    governed = governor_danger(crawler)  # the evidence of a governor's close without JOBDIR (docs/governor.md)
     ext.crawler = None
     del crawler
     gc.collect()
     result = _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+    if governed is not None and result.danger is None:
+        result = replace(result, danger=governed)
     return replace(result, **replayed) if replayed else result
 
 
@@ -360,6 +363,6 @@ def _build_result(
         media=ext.media,
         shots=ext.shots.summary(),
         parse_amplification=ext.amplification.summary(),
-        danger=ext.danger.snapshot if ext.danger and ext.danger.snapshot else governor_danger(ext.crawler),
+        danger=ext.danger.snapshot if ext.danger else None,
         replay_copies=options.replay.copies if options.replay else 0,
     )
