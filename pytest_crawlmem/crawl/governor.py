@@ -273,18 +273,25 @@ class MemoryGovernor:
 
     def headers_received(self, headers: Any, body_length: int, request: Any, spider: Any) -> None:
         """A download's headers arrived: learn its announced size before its body is in memory."""
+        began = time.thread_time()
         if body_length and body_length > 0:
             self._learn_body(body_length)
+        self.cpu_seconds += time.thread_time() - began
         self._signal_tick()
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
         """A response arrived: learn its size; tick out of turn when RSS is past the act share."""
+        began = time.thread_time()
         self._learn_body(len(getattr(response, "body", b"")))
+        self.cpu_seconds += time.thread_time() - began
         self._signal_tick()
 
     def item_scraped(self) -> None:
         """An item was scraped: tick if the LoopingCall is late (the scraper can hold the reactor through a burst)."""
-        if time.monotonic() - self._last_tick >= self.interval_seconds:
+        began = time.thread_time()
+        late = time.monotonic() - self._last_tick >= self.interval_seconds
+        self.cpu_seconds += time.thread_time() - began
+        if late:
             self.tick()
 
     def _learn_body(self, body_bytes: int) -> None:
@@ -297,14 +304,14 @@ class MemoryGovernor:
         The cost of a large response arrives with it, between two ticks: acting on the signal that carries it
         lowers concurrency before the next downloads start.
         """
-        now = time.monotonic()
-        since = now - self._last_tick
+        began = time.thread_time()
+        since = time.monotonic() - self._last_tick
         if since >= self.interval_seconds:
             self.tick()
             return
         if since < SIGNAL_TICK_SECONDS:
+            self.cpu_seconds += time.thread_time() - began
             return
-        began = time.thread_time()
         pressed = self._statm.rss_bytes() >= self.config.high_share * self.config.budget_bytes
         self.cpu_seconds += time.thread_time() - began
         if pressed:
