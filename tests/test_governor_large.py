@@ -67,4 +67,5 @@ def test_bursts_of_large_pages_stay_under_a_300_mib_budget_with_every_item(pytes
     pytester.makepyfile(test_large_governed=TESTS)
     outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", "-W", "ignore::DeprecationWarning",
                                             timeout=600)
+    print("\n".join(line for line in outcome.outlines if line.startswith("test_large_governed.py::")))  # the peaks, with -s
     outcome.assert_outcomes(passed=2)
