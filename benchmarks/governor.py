@@ -267,6 +267,7 @@ def main() -> None:
     parser.add_argument("--child", nargs=4, metavar=("WORKLOAD", "MODE", "BASE_URL", "OUT"))
     parser.add_argument("--workloads", default="large,catalog,slow")
     parser.add_argument("--no-static", action="store_true", help="skip the static-N runs")
+    parser.add_argument("--modes", default="", help="run only these modes (comma-separated), e.g. governed,crawlee")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "governor.json")
     parser.add_argument("--table", action="store_true", help="print the table of a saved --out file and exit")
     args = parser.parse_args()
@@ -288,6 +289,8 @@ def main() -> None:
             modes = ["ungoverned", "governed", "memusage", "crawlee"]
             modes += [] if args.no_static else [f"static-{n}" for n in STATIC[workload]]
             modes += [] if args.no_static else [f"release-{n}" for n in RELEASE[workload]]
+            if args.modes:
+                modes = [mode for mode in modes if mode in args.modes.split(",")]
             for mode in modes:
                 row = run_one(workload, mode, site.base_url, scratch)
                 rows.append(row)

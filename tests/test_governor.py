@@ -204,3 +204,39 @@ def test_the_governors_gauges_join_the_measuring_extensions_prometheus_registry(
     assert 'crawlmem_governor_budget_bytes{spider="shop"} 3.145728e+08' in text
     assert 'crawlmem_governor_concurrency{spider="shop"} 16.0' in text  # CONCURRENT_REQUESTS
     assert 'crawlmem_governor_spilling{spider="shop"} 0.0' in text
+
+
+def test_the_start_gate_frees_a_responses_parse_tree_once_its_callback_is_done():
+    from scrapy.http import HtmlResponse
+
+    from pytest_crawlmem.governor import StartGate
+
+    def callback(response):
+        yield {"title": response.css("title::text").get()}
+
+    async def agen(response):
+        for item in callback(response):
+            yield item
+
+    async def drain(gate, response):
+        return [item async for item in gate.process_spider_output_async(response, agen(response))]
+
+    def run_coroutine(coroutine):  # nothing in it awaits: one send runs it to the end, no event loop needed
+        try:
+            coroutine.send(None)
+        except StopIteration as done:
+            return done.value
+        raise AssertionError("the coroutine waited")
+
+    gate = StartGate()
+    for run in ("sync", "async"):
+        response = HtmlResponse("http://x/", body=b"<html><title>t</title></html>", encoding="utf-8")
+        if run == "sync":
+            output = gate.process_spider_output(response, callback(response))
+            assert next(output) == {"title": "t"}
+            assert response._cached_selector is not None  # the callback is not done: its tree stands
+            assert list(output) == []
+        else:
+            assert run_coroutine(drain(gate, response)) == [{"title": "t"}]
+        assert response._cached_selector is None, run  # the Response-Selector cycle is broken
+        assert response.css("title::text").get() == "t"  # a later read parses again
