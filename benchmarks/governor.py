@@ -215,14 +215,19 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
     }))
 
 
-def run_one(workload: str, mode: str, base_url: str, scratch: Path) -> dict[str, Any]:
+def run_one(workload: str, mode: str, base_url: str, scratch: Path, timeout: float = 900) -> dict[str, Any]:
     """One (workload, mode) crawl in a fresh process; its figures, or what killed it."""
     out = scratch / f"{workload}-{mode}.json"
     out.unlink(missing_ok=True)
     command = [sys.executable, __file__, "--child", workload, mode, base_url, str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     started = time.monotonic()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"workload": workload, "mode": mode, "items": 0, "expected": WORKLOADS[workload]["expected"],
+                "peak_rss_bytes": 0, "duration_seconds": round(time.monotonic() - started, 2),
+                "finish_reason": f"timeout {timeout:.0f} s"}
     if done.returncode != 0 or not out.exists():
         return {"workload": workload, "mode": mode, "items": 0, "expected": WORKLOADS[workload]["expected"],
                 "peak_rss_bytes": 0, "duration_seconds": round(time.monotonic() - started, 2),
@@ -267,6 +272,7 @@ def main() -> None:
     parser.add_argument("--child", nargs=4, metavar=("WORKLOAD", "MODE", "BASE_URL", "OUT"))
     parser.add_argument("--workloads", default="large,catalog,slow")
     parser.add_argument("--no-static", action="store_true", help="skip the static-N runs")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds a crawl may take (a loaded machine)")
     parser.add_argument("--modes", default="", help="run only these modes (comma-separated), e.g. governed,crawlee")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "governor.json")
     parser.add_argument("--table", action="store_true", help="print the table of a saved --out file and exit")
@@ -292,7 +298,7 @@ def main() -> None:
             if args.modes:
                 modes = [mode for mode in modes if mode in args.modes.split(",")]
             for mode in modes:
-                row = run_one(workload, mode, site.base_url, scratch)
+                row = run_one(workload, mode, site.base_url, scratch, args.timeout)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     finally:
