@@ -50,7 +50,7 @@ FORCED_TRIM_SECONDS = 1.0
 RECLAIM_GROWTH = 0.03
 #: Least seconds between two reclaims: a full collection of a big heap costs tens of ms of the crawl's CPU.
 RECLAIM_EVERY_SECONDS = 2.0
-#: Least seconds between two ticks that a response's signal (over the act share) runs out of turn.
+#: Least seconds between two statm reads that a response's signal makes (over the act share it ticks out of turn).
 SIGNAL_TICK_SECONDS = 0.02
 # The signal handlers time themselves with ``perf_counter`` (wall time: an upper bound of their CPU, 0.5 us a read);
 # ``thread_time`` is a system call (3.3 us, and a chance to lose the core on a loaded machine), read only by ticks.
@@ -155,6 +155,7 @@ class MemoryGovernor:
         self._after_reclaim = 0
         self._last_reclaim = 0.0
         self._body_bytes = 0.0
+        self._last_signal_read = 0.0
         self._last_tick = 0.0
         self._metrics_registered = False
         self._froze_gc = False
@@ -307,13 +308,14 @@ class MemoryGovernor:
         lowers concurrency before the next downloads start.
         """
         began = time.perf_counter()
-        since = time.monotonic() - self._last_tick
-        if since >= self.interval_seconds:
+        now = time.monotonic()
+        if now - self._last_tick >= self.interval_seconds:
             self.tick()
             return
-        if since < SIGNAL_TICK_SECONDS:
+        if now - self._last_signal_read < SIGNAL_TICK_SECONDS:  # at most one statm read in SIGNAL_TICK_SECONDS
             self.cpu_seconds += time.perf_counter() - began
             return
+        self._last_signal_read = now
         pressed = self._statm.rss_bytes() >= self.config.high_share * self.config.budget_bytes
         self.cpu_seconds += time.perf_counter() - began
         if pressed:
