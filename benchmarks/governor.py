@@ -13,8 +13,9 @@ Modes, all at a 300 MiB budget: ``ungoverned``; ``governed`` (``CRAWLMEM_BUDGET=
 GovernorAddon); ``memusage`` (Scrapy's ``MEMUSAGE_LIMIT_MB=300``, checked every second instead of its default
 60 s, which a crawl of seconds never reaches); ``crawlee`` (Crawlee's AutoscaledPool rule, written below: a
 memory snapshot a second, and every 10 s concurrency -5% when over 20% of the last 30 s of snapshots were over
-90% of the budget, +5% otherwise, up to CONCURRENT_REQUESTS); and ``static-N``, CONCURRENT_REQUESTS=N without a
-governor, to find the best static setting that fits the budget.
+90% of the budget, +5% otherwise, up to CONCURRENT_REQUESTS); ``static-N``, CONCURRENT_REQUESTS=N without a
+governor; and ``release-N``, CONCURRENT_REQUESTS=N with only the governor's StartGate middleware (it frees each
+response's parse tree when its callback is done), to find the best static setting that fits the budget.
 
 Figures per run: peak RSS (VmHWM of the crawl's process), items scraped, items lost (expected minus scraped),
 items a second, the finish reason, and the governor's own CPU as a share of the crawl's CPU.
@@ -41,7 +42,10 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "catalog": {"expected": 20_000, "concurrency": 16},
     "slow": {"expected": 200, "concurrency": 64},
 }
-STATIC = {"large": (8, 16, 32), "slow": (8, 16, 32), "catalog": ()}
+#: Plain Scrapy at CONCURRENT_REQUESTS=N (``static-N``), and with only the governor's parse-tree release (``release-N``:
+#: the StartGate middleware, no budget): the static settings a crawl_sweep would choose among.
+STATIC = {"large": (8,), "slow": (8,), "catalog": ()}
+RELEASE = {"large": (16, 32, 48), "slow": (16, 32, 48), "catalog": ()}
 
 
 class Large(scrapy.Spider):
@@ -156,7 +160,7 @@ def peak_rss_bytes() -> int:
 def mode_settings(workload: str, mode: str) -> dict[str, Any]:
     """The settings of one (workload, mode) run."""
     concurrency = WORKLOADS[workload]["concurrency"]
-    if mode.startswith("static-"):
+    if mode.startswith(("static-", "release-")):
         concurrency = int(mode.split("-", 1)[1])
     settings: dict[str, Any] = {
         "LOG_LEVEL": "INFO", "ROBOTSTXT_OBEY": False, "COOKIES_ENABLED": False, "TELNETCONSOLE_ENABLED": False,
@@ -166,8 +170,9 @@ def mode_settings(workload: str, mode: str) -> dict[str, Any]:
     if workload == "slow":
         settings["ITEM_PIPELINES"] = {"__main__.SlowPipeline": 100}
     if mode == "governed":
-        settings.update({"CRAWLMEM_BUDGET": f"{BUDGET_MIB} MiB", "ADDONS": {"pytest_crawlmem.governor.GovernorAddon": 0},
-                         "CRAWLMEM_GOVERNOR_START_CONCURRENCY": 8})  # the default when docs/governor.md's table was run
+        settings.update({"CRAWLMEM_BUDGET": f"{BUDGET_MIB} MiB", "ADDONS": {"pytest_crawlmem.governor.GovernorAddon": 0}})
+    elif mode.startswith("release-"):
+        settings["SPIDER_MIDDLEWARES"] = {"pytest_crawlmem.governor.StartGate": 1}
     elif mode == "memusage":
         settings.update({"MEMUSAGE_ENABLED": True, "MEMUSAGE_LIMIT_MB": BUDGET_MIB, "MEMUSAGE_CHECK_INTERVAL_SECONDS": 1})
     elif mode == "crawlee":
@@ -203,18 +208,26 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
         "governor_decisions": stats.get("crawlmem/governor/decisions", 0),
         "governor_min_concurrency": stats.get("crawlmem/governor/min_concurrency"),
         "governor_spilled": stats.get("crawlmem/governor/spilled", 0),
+        "governor_reclaims": stats.get("crawlmem/governor/reclaims", 0),
+        "governor_reclaimed_bytes": stats.get("crawlmem/governor/reclaimed_bytes", 0),
+        "governor_concurrency": stats.get("crawlmem/governor/concurrency"),
         "crawlee_steps": stats.get("crawlee/steps"),
     }))
 
 
-def run_one(workload: str, mode: str, base_url: str, scratch: Path) -> dict[str, Any]:
+def run_one(workload: str, mode: str, base_url: str, scratch: Path, timeout: float = 900) -> dict[str, Any]:
     """One (workload, mode) crawl in a fresh process; its figures, or what killed it."""
     out = scratch / f"{workload}-{mode}.json"
     out.unlink(missing_ok=True)
     command = [sys.executable, __file__, "--child", workload, mode, base_url, str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     started = time.monotonic()
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"workload": workload, "mode": mode, "items": 0, "expected": WORKLOADS[workload]["expected"],
+                "peak_rss_bytes": 0, "duration_seconds": round(time.monotonic() - started, 2),
+                "finish_reason": f"timeout {timeout:.0f} s"}
     if done.returncode != 0 or not out.exists():
         return {"workload": workload, "mode": mode, "items": 0, "expected": WORKLOADS[workload]["expected"],
                 "peak_rss_bytes": 0, "duration_seconds": round(time.monotonic() - started, 2),
@@ -225,23 +238,27 @@ def run_one(workload: str, mode: str, base_url: str, scratch: Path) -> dict[str,
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The Markdown table of the runs, and per workload the best static setting that fits the budget."""
-    lines = ["| workload | mode | peak RSS | items | lost | items/s | finish | governor CPU |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| workload | mode | peak RSS | items | lost | items/s | finish | crawl CPU | governor CPU |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         share = "-"
         if row.get("governor_cpu_seconds") and row.get("crawl_cpu_seconds"):
-            share = f"{100 * row['governor_cpu_seconds'] / row['crawl_cpu_seconds']:.1f}%"
+            share = (f"{row['governor_cpu_seconds']:.3f} s ({100 * row['governor_cpu_seconds'] / row['crawl_cpu_seconds']:.1f}%)")
         lines.append(f"| {row['workload']} | {row['mode']} | {row['peak_rss_bytes'] / 2**20:,.0f} MiB |"
                      f" {row['items']:,} | {row['expected'] - row['items']:,} | {rate(row):,.1f} |"
-                     f" {row['finish_reason']} | {share} |")
+                     f" {row['finish_reason']} | {row.get('crawl_cpu_seconds', 0):,.1f} s | {share} |")
     for workload in dict.fromkeys(row["workload"] for row in rows):
         static = [row for row in rows if row["workload"] == workload
-                  and (row["mode"] == "ungoverned" or row["mode"].startswith("static-"))]
+                  and (row["mode"] == "ungoverned" or row["mode"].startswith(("static-", "release-")))]
         fits = [row for row in static if row["peak_rss_bytes"] <= BUDGET_MIB * 2**20 and row["items"] == row["expected"]]
         best = max(fits, key=rate, default=None)
+        governed = next((row for row in rows if row["workload"] == workload and row["mode"] == "governed"), None)
+        versus = ""
+        if best is not None and governed is not None and rate(best):
+            versus = f"; governed {rate(governed):,.1f} items/s, {100 * rate(governed) / rate(best):.0f}% of it"
         lines.append("")
         lines.append(f"- `{workload}`: best static setting within {BUDGET_MIB} MiB: "
-                     + (f"{best['mode']} at {rate(best):,.1f} items/s" if best else "none fits"))
+                     + (f"{best['mode']} at {rate(best):,.1f} items/s{versus}" if best else "none fits"))
     return "\n".join(lines)
 
 
@@ -255,6 +272,8 @@ def main() -> None:
     parser.add_argument("--child", nargs=4, metavar=("WORKLOAD", "MODE", "BASE_URL", "OUT"))
     parser.add_argument("--workloads", default="large,catalog,slow")
     parser.add_argument("--no-static", action="store_true", help="skip the static-N runs")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds a crawl may take (a loaded machine)")
+    parser.add_argument("--modes", default="", help="run only these modes (comma-separated), e.g. governed,crawlee")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "governor.json")
     parser.add_argument("--table", action="store_true", help="print the table of a saved --out file and exit")
     args = parser.parse_args()
@@ -275,8 +294,11 @@ def main() -> None:
         for workload in args.workloads.split(","):
             modes = ["ungoverned", "governed", "memusage", "crawlee"]
             modes += [] if args.no_static else [f"static-{n}" for n in STATIC[workload]]
+            modes += [] if args.no_static else [f"release-{n}" for n in RELEASE[workload]]
+            if args.modes:
+                modes = [mode for mode in modes if mode in args.modes.split(",")]
             for mode in modes:
-                row = run_one(workload, mode, site.base_url, scratch)
+                row = run_one(workload, mode, site.base_url, scratch, args.timeout)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     finally:

@@ -75,7 +75,9 @@ def test_a_budget_never_approached_changes_nothing(crawl, fixture_site, tmp_path
 
 
 def test_under_pressure_every_lever_moves_and_no_item_is_lost(crawl, fixture_site, tmp_path):
-    result = run(crawl, Products, fixture_site, tmp_path, "pressed", **PRESSED)
+    # ticks 0.5 s apart: start() queues a few hundred requests before the second tick closes the gate (a loaded
+    # machine reads start() slower: at 0.05 s the gate could close before the backlog reached the spill threshold)
+    result = run(crawl, Products, fixture_site, tmp_path, "pressed", **{**PRESSED, "CRAWLMEM_GOVERNOR_INTERVAL_SECONDS": 0.5})
     assert result.finish_reason == "finished"
     scraped = ids(tmp_path / "pressed.jsonl")
     assert sorted(scraped) == list(range(1, 601))  # each product once
@@ -110,6 +112,18 @@ def test_a_close_at_the_hard_limit_with_jobdir_resumes_with_nothing_lost(crawl, 
     assert sorted(first_ids + second_ids) == list(range(1, 601))
 
 
+def test_a_close_without_jobdir_leaves_the_danger_snapshot_as_evidence(crawl, fixture_site, tmp_path):
+    result = run(crawl, Products, fixture_site, tmp_path, "nojob", **GOVERNED, CONCURRENT_REQUESTS=2,
+                 DOWNLOAD_DELAY=0.01, CRAWLMEM_BUDGET="10 GiB", CRAWLMEM_GOVERNOR_CLOSE_SHARE=0.001)
+    assert result.finish_reason == "memory_budget"
+    assert 0 < len(ids(tmp_path / "nojob.jsonl")) < 600
+    assert result.danger is not None and "memory governor" in result.danger.note
+    assert result.danger.scheduled > 0 and result.danger.rss_bytes > 0  # the requests the close loses
+    danger = json.loads((result.report_dir / "danger.json").read_text())
+    assert danger["scheduled"] == result.danger.scheduled
+    assert json.loads((result.report_dir / "governor.json").read_text())["danger"]["rss_bytes"] > 0
+
+
 def test_crawl_governor_records_its_decisions_on_report_htmls_timeline(crawl, fixture_site, tmp_path):
     Products.base = fixture_site.base_url
     shares = {k: v for k, v in PRESSED.items() if "SHARE" in k}
@@ -142,8 +156,8 @@ def test_a_bad_budget_fails_before_the_crawl(crawl):
 def test_the_governor_on_real_crawls(pytester: pytest.Pytester):
     pytester.makepyfile(spiders=SPIDERS, test_governed=TESTS)
     outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", "-W", "ignore::DeprecationWarning",
-                                            timeout=300)
-    outcome.assert_outcomes(passed=6, failed=1)
+                                            timeout=900)  # eight crawls: 160-280 s at load averages of 15-40
+    outcome.assert_outcomes(passed=7, failed=1)
     outcome.stdout.fnmatch_lines(["*crawl(governor='lots'): invalid CRAWLMEM_BUDGET 'lots' from Scrapy settings*"])
 
 
@@ -190,3 +204,39 @@ def test_the_governors_gauges_join_the_measuring_extensions_prometheus_registry(
     assert 'crawlmem_governor_budget_bytes{spider="shop"} 3.145728e+08' in text
     assert 'crawlmem_governor_concurrency{spider="shop"} 16.0' in text  # CONCURRENT_REQUESTS
     assert 'crawlmem_governor_spilling{spider="shop"} 0.0' in text
+
+
+def test_the_start_gate_frees_a_responses_parse_tree_once_its_callback_is_done():
+    from scrapy.http import HtmlResponse
+
+    from pytest_crawlmem.governor import StartGate
+
+    def callback(response):
+        yield {"title": response.css("title::text").get()}
+
+    async def agen(response):
+        for item in callback(response):
+            yield item
+
+    async def drain(gate, response):
+        return [item async for item in gate.process_spider_output_async(response, agen(response))]
+
+    def run_coroutine(coroutine):  # nothing in it awaits: one send runs it to the end, no event loop needed
+        try:
+            coroutine.send(None)
+        except StopIteration as done:
+            return done.value
+        raise AssertionError("the coroutine waited")
+
+    gate = StartGate()
+    for run in ("sync", "async"):
+        response = HtmlResponse("http://x/", body=b"<html><title>t</title></html>", encoding="utf-8")
+        if run == "sync":
+            output = gate.process_spider_output(response, callback(response))
+            assert next(output) == {"title": "t"}
+            assert response._cached_selector is not None  # the callback is not done: its tree stands
+            assert list(output) == []
+        else:
+            assert run_coroutine(drain(gate, response)) == [{"title": "t"}]
+        assert response._cached_selector is None, run  # the Response-Selector cycle is broken
+        assert response.css("title::text").get() == "t"  # a later read parses again

@@ -206,3 +206,28 @@ def test_the_ramp_stops_where_the_headroom_ends():
                            8 * MIB, 2))  # pages of 4 MiB: 8 MiB each in flight
     assert policy.levers.concurrency < 64
     assert 100 * MIB + policy.levers.concurrency * 8 * MIB <= 0.85 * 300 * MIB
+
+
+def test_the_start_concurrency_comes_from_the_headroom_at_the_open():
+    policy = Policy(config())
+    (decision,) = policy.open(100 * MIB)
+    assert decision.kind == IN_FLIGHT and "at the open" in decision.message
+    assert policy.levers.concurrency == int((config().setpoint_bytes - 100 * MIB) // (8 * MIB)) == 16
+    roomy = Policy(config(budget_bytes=64 * 2**30))
+    assert roomy.open(100 * MIB) == [] and roomy.levers.concurrency == 64  # the whole burst fits: nothing moves
+    assert Policy(config(start_concurrency=8)).open(100 * MIB) == []  # a set start is kept
+
+
+@given(open_mib=st.integers(40, 200), body_kib=st.integers(256, 8192), early_mib=st.integers(0, 40))
+def test_downloads_whose_bodies_have_not_arrived_make_no_room(open_mib: int, body_kib: int, early_mib: int):
+    """Before the bodies land, RSS barely moved: the ramp must not read the in-flight cost as already paid."""
+    cfg = config()
+    policy = Policy(cfg)
+    policy.open(open_mib * MIB)
+    body = body_kib * 1024
+    for _ in range(10):
+        in_flight = policy.levers.concurrency
+        policy.step(Sample((open_mib + early_mib) * MIB, in_flight, 100, body_bytes=body))
+    cost = max(2 * body, 1)
+    assert policy.levers.concurrency <= max(cfg.min_concurrency, (cfg.setpoint_bytes - open_mib * MIB) // cost,
+                                            (cfg.setpoint_bytes - open_mib * MIB) // (8 * MIB))

@@ -121,7 +121,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_GOVERNOR_MIN_CONCURRENCY", 1, int, "the least concurrency the governor sets", minimum=1),
     SettingSpec("CRAWLMEM_GOVERNOR_START_CONCURRENCY", 0, int,
                 "start the governed crawl at this concurrency and double it each tick while the requests in flight"
-                " say the budget has room, up to CONCURRENT_REQUESTS (0: start at CONCURRENT_REQUESTS)",
+                " say the budget has room, up to CONCURRENT_REQUESTS (0: from the headroom at the open, at 8 MiB a"
+                " request until responses show their size; CONCURRENT_REQUESTS when that fits)",
                 "small pages reach CONCURRENT_REQUESTS=64 from 8 in 3 ticks (0.75 s)", minimum=0),
     SettingSpec("CRAWLMEM_GOVERNOR_HIGH_SHARE", 0.85, float, "share of the budget over which the governor lowers",
                 minimum=0.0001),

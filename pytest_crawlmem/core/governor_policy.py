@@ -31,6 +31,8 @@ RESTORE: Final = "restore"
 CLOSE: Final = "close"
 KINDS: Final = (IN_FLIGHT, BACKLOG, RETAINED, RESTORE, CLOSE)
 _MIB = 2**20
+#: Growth since the first sample under which nothing is called retained (allocator noise, the first tick).
+MIN_RETAINED_BYTES = 16 * _MIB
 #: An in-flight request costs at least this many of its body: the download's buffer and the response's bytes.
 BODY_COPIES = 2.0
 
@@ -47,7 +49,8 @@ class PolicyConfig:
     low_share: float = 0.70  # restore below it
     hard_share: float = 0.95  # close when over it for close_ticks ticks
     close_ticks: int = 12
-    start_concurrency: int | None = None  # begin here and ramp up while the headroom allows (None: at base)
+    start_concurrency: int | None = None  # begin here and ramp up while the headroom allows (None: from the headroom)
+    start_request_bytes: float = 8 * _MIB  # what a request is assumed to cost until responses show their size
     restore_ticks: int = 3
     spill_min_queued: int = 200  # fewer queued requests than this are never spilled
     prior_in_flight_bytes: float = 256 * 1024
@@ -68,6 +71,7 @@ class Sample:
     queued: int  # requests the scheduler holds in memory (not those spilled to disk)
     active_bytes: int = 0  # bytes of responses the scraper holds (scraper.slot.active_size)
     active_responses: int = 0  # responses the scraper holds (len(scraper.slot.active))
+    body_bytes: float = 0.0  # mean body of the latest responses (headers_received / response_received); 0: none yet
     collected: bool = True  # read right after a full garbage collection (else garbage may still be counted)
 
 
@@ -127,8 +131,10 @@ class CostModel:
             self._b[i] = self.forget * self._b[i] + x[i] * sample.rss_bytes
             for j in range(3):
                 self._s[i][j] = self.forget * self._s[i][j] + x[i] * x[j]
-        if sample.active_responses > 0:
+        body = sample.body_bytes
+        if body <= 0 and sample.active_responses > 0:
             body = sample.active_bytes / sample.active_responses
+        if body > 0:
             self._body = self.forget * self._body + body
             self._body_weight = self.forget * self._body_weight + 1.0
 
@@ -164,6 +170,7 @@ class Policy:
     levers: Levers = field(init=False)
     model: CostModel = field(init=False)
     baseline_bytes: int | None = None  # RSS at the first sample: what the crawl cost before it crawled
+    open_bytes: int = 0  # RSS at the open (:meth:`open`), nothing in flight: the least RSS not in flight
     _calm_ticks: int = 0
     _hard_ticks: int = 0
     _retained_said: bool = False
@@ -173,6 +180,29 @@ class Policy:
         start = self.config.start_concurrency or self.config.base_concurrency
         self.levers = Levers(min(start, self.config.base_concurrency), self.config.base_active_size)
         self.model = CostModel(self.config.prior_in_flight_bytes, self.config.prior_queued_bytes)
+
+    def open(self, rss_bytes: int) -> list[Decision]:
+        """Before the first request: the concurrency whose cautious cost fits the headroom (``start_request_bytes``).
+
+        No response has shown its size yet, and every download of the first burst is under way before one does:
+        a crawl of large pages at CONCURRENT_REQUESTS=64 would be over its budget before a tick could act. A
+        budget with room for the whole burst starts at CONCURRENT_REQUESTS (no decision).
+        """
+        cfg = self.config
+        self.baseline_bytes = self.open_bytes = rss_bytes
+        if cfg.start_concurrency is not None:
+            return []
+        allowed = int((cfg.setpoint_bytes - rss_bytes) // cfg.start_request_bytes)
+        start = max(cfg.min_concurrency, min(cfg.base_concurrency, allowed))
+        if start >= cfg.base_concurrency:
+            return []
+        self.levers = replace(self.levers, concurrency=start)
+        return [Decision(
+            IN_FLIGHT, self.levers,
+            f"RSS {_mib(rss_bytes)} at the open: {_mib(max(0.0, cfg.setpoint_bytes - rss_bytes))} of headroom under"
+            f" the {_mib(cfg.budget_bytes)} budget at {cfg.start_request_bytes / _MIB:,.0f} MiB a request until"
+            f" responses show their size: concurrency {start} of {cfg.base_concurrency}",
+        )]
 
     @property
     def governing(self) -> bool:
@@ -208,9 +238,28 @@ class Policy:
             decisions.extend(self._forecast(sample))
         return decisions
 
+    def _fixed(self, sample: Sample, cost_f: float, queue_bytes: float) -> float:
+        """RSS that is neither in flight nor queued; never under the RSS at the open.
+
+        A download under way has not received its body yet: subtracting its full cost from RSS would find room
+        that its body is about to fill (a burst of 2 MiB pages ramped to 64 and passed its budget).
+        """
+        fixed = sample.rss_bytes - cost_f * sample.in_flight - queue_bytes
+        return max(fixed, float(self.open_bytes))
+
+    def wants_fresh_reading(self, sample: Sample) -> bool:
+        """Whether this tick's decision counts on garbage being gone: a close, or calling memory retained."""
+        cfg = self.config
+        if sample.rss_bytes >= cfg.hard_share * cfg.budget_bytes:
+            return True
+        if sample.rss_bytes < cfg.high_share * cfg.budget_bytes or self._retained_said or self.baseline_bytes is None:
+            return False
+        grown = sample.rss_bytes - self.baseline_bytes
+        return grown >= MIN_RETAINED_BYTES and sample.in_flight <= 2 * cfg.min_concurrency
+
     def _allowed(self, sample: Sample, cost_f: float, cost_q: float = 0.0) -> int:
         """The concurrency whose in-flight memory, over what is not in flight (nor queued), reaches the setpoint."""
-        fixed = sample.rss_bytes - cost_f * sample.in_flight - cost_q * sample.queued
+        fixed = self._fixed(sample, cost_f, cost_q * sample.queued)
         return int((self.config.setpoint_bytes - fixed) // cost_f)
 
     def _ramp(self, sample: Sample) -> list[Decision]:
@@ -238,7 +287,7 @@ class Policy:
         cfg = self.config
         cost_f, cost_q = self.model.costs()  # the backlog has its own lever: it takes no concurrency away
         current = self.levers.concurrency
-        fixed = sample.rss_bytes - cost_f * sample.in_flight - cost_q * sample.queued
+        fixed = self._fixed(sample, cost_f, cost_q * sample.queued)
         if fixed + cost_f * current <= cfg.high_share * cfg.budget_bytes:  # full concurrency stays under the act share
             return []
         allowed = max(cfg.min_concurrency, self._allowed(sample, cost_f, cost_q))
@@ -282,7 +331,7 @@ class Policy:
             self.levers = levers
         if queue_bytes >= excess:
             return decisions  # the backlog explains the excess: concurrency is left alone
-        fixed = rss - cost_f * sample.in_flight - queue_bytes
+        fixed = self._fixed(sample, cost_f, queue_bytes)
         allowed = int((cfg.setpoint_bytes - fixed) // cost_f)
         concurrency = max(cfg.min_concurrency, min(self.levers.concurrency, allowed))
         headroom = max(0.0, cfg.setpoint_bytes - fixed)
@@ -307,7 +356,7 @@ class Policy:
         unexplained = grown - cost_f * sample.in_flight - cost_q * sample.queued
         # only with (almost) nothing in flight: a response being parsed costs more than its learned cost says
         few_in_flight = sample.in_flight <= 2 * self.config.min_concurrency
-        if grown <= 0 or unexplained < 0.5 * grown or not few_in_flight:
+        if grown < MIN_RETAINED_BYTES or unexplained < 0.5 * grown or not few_in_flight:
             return []
         self._retained_said = True
         return [Decision(

@@ -13,6 +13,7 @@ the end ``engine.close_spider_async(reason="memory_budget")``. Each decision is 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import logging
@@ -29,8 +30,10 @@ from scrapy.exceptions import NotConfigured
 from ..core.cgroup import auto_budget, limit_files, parse_proc_cgroup, smallest_limit
 from ..core.defaults import read_settings
 from ..core.governor_policy import GOVERNOR_FILE, MEMORY_BUDGET, RETAINED, Decision, Levers, Policy, PolicyConfig, Sample
+from ..core.models import DangerSnapshot
 from ..core.units import UnitError, parse_size
 from . import probes
+from .danger import write_danger
 from .spill import SCHEDULER_PATH, START_GATE_ORDER, START_GATE_PATH, SpillingScheduler, StartGate
 
 logger = logging.getLogger("pytest_crawlmem.governor")
@@ -39,10 +42,20 @@ GOVERNOR_PATH = "pytest_crawlmem.governor.MemoryGovernor"
 ADDON_PATH = "pytest_crawlmem.governor.GovernorAddon"
 DEFAULT_SCHEDULER = "scrapy.core.scheduler.Scheduler"
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-#: Least seconds between two malloc_trim(0) calls (7.8 ms each, DESIGN.md).
-TRIM_EVERY_SECONDS = 2.0
+#: Least seconds between two malloc_trim(0) calls (7.8 ms each, DESIGN.md) while governing over the act share.
+TRIM_EVERY_SECONDS = 5.0
+#: Least seconds between two trims that a lowering decision asks for.
+FORCED_TRIM_SECONDS = 1.0
 #: Growth of RSS (share of the act threshold) since the last reclaim (gc.collect() + malloc_trim) that calls for another.
 RECLAIM_GROWTH = 0.03
+#: Least seconds between two reclaims: a full collection of a big heap costs tens of ms of the crawl's CPU.
+RECLAIM_EVERY_SECONDS = 2.0
+#: Least seconds between two statm reads that a response's signal makes (over the act share it ticks out of turn).
+SIGNAL_TICK_SECONDS = 0.02
+# The signal handlers time themselves with ``perf_counter`` (wall time: an upper bound of their CPU, 0.5 us a read);
+# ``thread_time`` is a system call (3.3 us, and a chance to lose the core on a loaded machine), read only by ticks.
+#: Weight of the latest response in the mean body size.
+BODY_WEIGHT = 0.25
 #: Seconds over the close share before the governor closes the crawl.
 CLOSE_AFTER_SECONDS = 3.0
 
@@ -140,6 +153,9 @@ class MemoryGovernor:
         self._started = 0.0
         self._last_trim = 0.0
         self._after_reclaim = 0
+        self._last_reclaim = 0.0
+        self._body_bytes = 0.0
+        self._last_signal_read = 0.0
         self._last_tick = 0.0
         self._metrics_registered = False
         self._froze_gc = False
@@ -147,6 +163,7 @@ class MemoryGovernor:
         self.reclaim_seconds = 0.0
         self.reclaimed_bytes = 0
         self._closing = False
+        self.danger: DangerSnapshot | None = None  # the evidence of a close without JOBDIR
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> MemoryGovernor:
@@ -175,8 +192,9 @@ class MemoryGovernor:
         )
         crawler.signals.connect(governor.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(governor.spider_closed, signal=signals.spider_closed)
-        crawler.signals.connect(governor.between_responses, signal=signals.response_received)
-        crawler.signals.connect(governor.between_responses, signal=signals.item_scraped)
+        crawler.signals.connect(governor.headers_received, signal=signals.headers_received)
+        crawler.signals.connect(governor.response_received, signal=signals.response_received)
+        crawler.signals.connect(governor.item_scraped, signal=signals.item_scraped)
         return governor
 
     # -- signals (reactor thread) ----------------------------------------------------
@@ -185,6 +203,7 @@ class MemoryGovernor:
         """Start ticking; say which levers this crawl has."""
         from twisted.internet import task
 
+        began = time.thread_time()
         self._started = time.monotonic()
         stats = self.crawler.stats
         stats.set_value("crawlmem/governor/budget_bytes", self.config.budget_bytes)
@@ -204,9 +223,15 @@ class MemoryGovernor:
             gc.freeze()
             self._froze_gc = True
         engine = probes._engine(self.crawler)
-        if engine is not None and self.policy.levers.concurrency < self.config.base_concurrency:
-            engine.downloader.total_concurrency = self.policy.levers.concurrency  # ramps up while the budget has room
-            stats.set_value("crawlmem/governor/concurrency", self.policy.levers.concurrency)
+        rss = self._statm.rss_bytes()
+        opening = self.policy.open(rss)
+        if engine is not None:
+            for decision in opening:  # the start, from the headroom: ramps up once responses show their cost
+                self._apply(engine, decision, Sample(rss_bytes=rss, in_flight=0, queued=0))
+            if self.policy.levers.concurrency < self.config.base_concurrency:
+                engine.downloader.total_concurrency = self.policy.levers.concurrency
+                stats.set_value("crawlmem/governor/concurrency", self.policy.levers.concurrency)
+        self.cpu_seconds += time.thread_time() - began  # the collection before gc.freeze() is the governor's too
         self._task = task.LoopingCall(self.tick)
         self._task.start(self.interval_seconds, now=True)
 
@@ -233,9 +258,11 @@ class MemoryGovernor:
         """Write governor.json: the budget, the decisions, the learned costs (crawl process, at the close)."""
         assert self.record_path is not None
         cost_f, cost_q = self.policy.model.costs()
-        record = {"budget_bytes": self.config.budget_bytes, "finish_reason": reason,
+        record: dict[str, Any] = {"budget_bytes": self.config.budget_bytes, "finish_reason": reason,
                   "peak_rss_bytes": self.peak_rss_bytes, "ticks": self.ticks, "cpu_seconds": self.cpu_seconds,
                   "cost_in_flight_bytes": int(cost_f), "cost_queued_bytes": int(cost_q), "decisions": self.records()}
+        if self.danger is not None:
+            record["danger"] = self.danger.to_json()
         try:
             self.record_path.parent.mkdir(parents=True, exist_ok=True)
             self.record_path.write_text(json.dumps(record, indent=1), encoding="utf-8")
@@ -247,19 +274,52 @@ class MemoryGovernor:
         if time.monotonic() - self._last_tick >= self.interval_seconds:
             self.tick()
 
-    def between_responses(self) -> None:
-        """A response arrived or an item was scraped: reclaim garbage if RSS is past the act share.
+    def headers_received(self, headers: Any, body_length: int, request: Any, spider: Any) -> None:
+        """A download's headers arrived: learn its announced size before its body is in memory."""
+        began = time.perf_counter()
+        if body_length and body_length > 0:
+            self._learn_body(body_length)
+        self.cpu_seconds += time.perf_counter() - began
+        self._signal_tick()
 
-        The scraper parses a burst of downloaded responses back to back, starving the reactor's ticks; a read of
-        statm (2.2 us) here keeps the parse trees of a burst from piling up.
+    def response_received(self, response: Any, request: Any, spider: Any) -> None:
+        """A response arrived: learn its size; tick out of turn when RSS is past the act share."""
+        began = time.perf_counter()
+        self._learn_body(len(getattr(response, "body", b"")))
+        self.cpu_seconds += time.perf_counter() - began
+        self._signal_tick()
+
+    def item_scraped(self) -> None:
+        """An item was scraped: tick if the LoopingCall is late (the scraper can hold the reactor through a burst)."""
+        began = time.perf_counter()
+        late = time.monotonic() - self._last_tick >= self.interval_seconds
+        self.cpu_seconds += time.perf_counter() - began
+        if late:
+            self.tick()
+
+    def _learn_body(self, body_bytes: int) -> None:
+        self._body_bytes = body_bytes if self._body_bytes <= 0 else (
+            BODY_WEIGHT * body_bytes + (1 - BODY_WEIGHT) * self._body_bytes)
+
+    def _signal_tick(self) -> None:
+        """Tick now when the LoopingCall is late, or when RSS (a 2 us read) is past the act share.
+
+        The cost of a large response arrives with it, between two ticks: acting on the signal that carries it
+        lowers concurrency before the next downloads start.
         """
-        if time.monotonic() - self._last_tick >= self.interval_seconds:
-            self.tick()  # the LoopingCall is late: the scraper holds the reactor
+        began = time.perf_counter()
+        now = time.monotonic()
+        if now - self._last_tick >= self.interval_seconds:
+            self.tick()
             return
-        began = time.thread_time()
-        if self._statm.rss_bytes() >= self.config.high_share * self.config.budget_bytes:
-            self._reclaim()
-        self.cpu_seconds += time.thread_time() - began
+        if now - self._last_signal_read < SIGNAL_TICK_SECONDS:  # at most one statm read in SIGNAL_TICK_SECONDS
+            self.cpu_seconds += time.perf_counter() - began
+            return
+        self._last_signal_read = now
+        pressed = self._statm.rss_bytes() >= self.config.high_share * self.config.budget_bytes
+        self.cpu_seconds += time.perf_counter() - began
+        if pressed:
+            self.tick()
 
     # -- one tick -----------------------------------------------------------------------
 
@@ -283,7 +343,7 @@ class MemoryGovernor:
         self._last_tick = time.monotonic()
         sample = self._sample(engine)
         self.peak_rss_bytes = max(self.peak_rss_bytes, sample.rss_bytes)
-        if sample.rss_bytes >= self.config.high_share * self.config.budget_bytes and self._reclaim():
+        if self.policy.wants_fresh_reading(sample) and self._reclaim():
             sample = replace(self._sample(engine), collected=True)  # decide on what is left once garbage is gone
         for decision in self.policy.step(sample):
             self._apply(engine, decision, sample)
@@ -307,6 +367,7 @@ class MemoryGovernor:
             queued=queued,
             active_bytes=int(getattr(slot, "active_size", 0) or 0),
             active_responses=held,
+            body_bytes=self._body_bytes,
         )
 
     def _apply(self, engine: Any, decision: Decision, sample: Sample) -> None:
@@ -358,24 +419,63 @@ class MemoryGovernor:
             logger.info("crawlmem governor: closing with reason %s; the queue is kept in JOBDIR %s: run the crawl"
                         " again with the same JOBDIR to resume", MEMORY_BUDGET, self.jobdir)
         else:
+            queued = len(self._scheduler() or ())
+            self.danger = self._danger_snapshot(engine, queued)
             logger.warning("crawlmem governor: closing with reason %s without JOBDIR: the %d queued requests are"
-                           " lost (set JOBDIR to resume them)", MEMORY_BUDGET, len(self._scheduler() or ()))
+                           " lost (set JOBDIR to resume them); %s", MEMORY_BUDGET, queued, self.danger.describe())
         probes.close_spider(self.crawler, MEMORY_BUDGET)
 
-    def _reclaim(self) -> bool:
-        """Over the act share: collect cyclic garbage and trim the heap first (garbage is no reason to slow down).
+    def _danger_snapshot(self, engine: Any, queued: int) -> DangerSnapshot:
+        """The crawl's state as the governor closes it without JOBDIR: the evidence of what the budget could not hold.
 
-        A response and its selector form a reference cycle, so each parsed page (a 2 MiB page: ~12 MiB of tree)
-        waits for a full collection, which a big heap rarely gets: that garbage can be most of RSS. A collection
-        runs when RSS grew RECLAIM_GROWTH of the act threshold since the last one, at most once a tick.
+        Written as ``danger.json`` in the report directory unless the measuring extension took one in this crawl.
+        """
+        stats = self.crawler.stats
+        slot = getattr(engine.scraper, "slot", None)
+        try:
+            alive, note = probes.live_ref_counts(), ""
+        except RuntimeError as exc:  # trackref's dicts changed size under us
+            alive, note = {}, f"live objects not read: {exc!r}; "
+        snapshot = DangerSnapshot(
+            threshold_bytes=int(self.config.hard_share * self.config.budget_bytes),
+            t_seconds=round(time.monotonic() - self._started, 3), rss_bytes=self._statm.rss_bytes(),
+            start_rss_bytes=self.policy.baseline_bytes or 0,
+            responses=int(stats.get_value("response_received_count", 0) or 0),
+            items=int(stats.get_value("item_scraped_count", 0) or 0), scheduled=queued,
+            inflight=len(engine.downloader.active), active_size_bytes=int(getattr(slot, "active_size", 0) or 0),
+            live_refs=alive,
+            note=note + f"taken by the memory governor as it closed the crawl ({MEMORY_BUDGET}) without JOBDIR:"
+                        " no traced window",
+        )
+        if self.record_path is not None and not self._measured_danger():
+            with contextlib.suppress(OSError):
+                write_danger(self.record_path.parent, snapshot)
+        return snapshot
+
+    def _measured_danger(self) -> bool:
+        """Whether the measuring extension took its danger snapshot in this crawl (its danger.json stands)."""
+        for extension in getattr(getattr(self.crawler, "extensions", None), "middlewares", ()):
+            watch = getattr(extension, "danger", None)
+            if extension is not self and getattr(watch, "snapshot", None) is not None:
+                return True
+        return False
+
+    def _reclaim(self) -> bool:
+        """Collect cyclic garbage and trim the heap before a decision that needs a fresh reading (a close, retained).
+
+        Parse trees no longer wait for a collection (the start gate breaks the Response-Selector cycle), so the
+        levers act on the plain reading; a collection (tens of ms on a big heap) runs only when RSS grew
+        RECLAIM_GROWTH of the act threshold since the last one, and at most every RECLAIM_EVERY_SECONDS.
         """
         rss = self._statm.rss_bytes()
         if rss - self._after_reclaim < RECLAIM_GROWTH * self.config.high_share * self.config.budget_bytes:
             return False
+        if time.monotonic() - self._last_reclaim < RECLAIM_EVERY_SECONDS:
+            return False
         began = time.thread_time()
         gc.collect()
         probes.malloc_trim()
-        self._last_trim = time.monotonic()
+        self._last_trim = self._last_reclaim = time.monotonic()
         self._after_reclaim = self._statm.rss_bytes()
         self.reclaims += 1
         self.reclaim_seconds += time.thread_time() - began  # CPU of the collection and the trim
@@ -389,7 +489,7 @@ class MemoryGovernor:
     def _trim(self, force: bool = False) -> None:
         """Give freed heap back to the kernel (glibc keeps freed bodies), at most every TRIM_EVERY_SECONDS."""
         now = time.monotonic()
-        if force or now - self._last_trim >= TRIM_EVERY_SECONDS:
+        if now - self._last_trim >= (FORCED_TRIM_SECONDS if force else TRIM_EVERY_SECONDS):
             self._last_trim = now
             probes.malloc_trim()
 
@@ -420,6 +520,14 @@ class MemoryGovernor:
     def records(self) -> list[dict[str, Any]]:
         """The decisions as plain dicts (report.json, the timeline's bands)."""
         return [asdict(record) for record in self.decisions]
+
+
+def governor_danger(crawler: Any) -> DangerSnapshot | None:
+    """The danger snapshot the governor took as it closed the crawl without JOBDIR, if it did (crawl process)."""
+    for extension in getattr(getattr(crawler, "extensions", None), "middlewares", ()):
+        if isinstance(extension, MemoryGovernor):
+            return extension.danger
+    return None
 
 
 class GovernorAddon:

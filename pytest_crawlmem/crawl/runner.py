@@ -36,7 +36,7 @@ from . import probes
 from .amplification import SPIDER_MIDDLEWARE_ORDER, SPIDER_MIDDLEWARE_PATH
 from .browser import is_playwright_crawl, launch_options
 from .extension import CrawlMemExtension
-from .governor import add_governor
+from .governor import add_governor, governor_danger
 from .logcapture import spilled_log_capture
 from .middleware import (
     COUNTING_HTTPCOMPRESSION_PATH,
@@ -251,10 +251,13 @@ def collect_result(crawler: Any, spider_cls: type, duration: float, options: Cra
     stats = plain_stats(crawler.stats.get_stats())
     max_active_size = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE")
     replayed = replay_outcome(crawler)
+    governed = governor_danger(crawler)  # the evidence of a governor's close without JOBDIR (docs/governor.md)
     ext.crawler = None
     del crawler
     gc.collect()
     result = _build_result(spider_cls, ext, stats, duration, options, max_active_size)
+    if governed is not None and result.danger is None:
+        result = replace(result, danger=governed)
     return replace(result, **replayed) if replayed else result
 
 

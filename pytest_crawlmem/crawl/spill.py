@@ -11,7 +11,7 @@ import asyncio
 import logging
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 from scrapy.core.scheduler import Scheduler
@@ -96,7 +96,10 @@ class SpillingScheduler(Scheduler):
 
 
 class StartGate:
-    """A spider middleware that stops reading ``start()`` while the governor holds it closed (downloads go on)."""
+    """A spider middleware that stops reading ``start()`` while the governor holds it closed (downloads go on).
+
+    It also frees each response's parse tree once the callback is done with it (:func:`release_parse_tree`).
+    """
 
     def __init__(self) -> None:
         self._open = asyncio.Event()
@@ -129,11 +132,28 @@ class StartGate:
                 await self._open.wait()
             yield item_or_request
 
-    def process_spider_output(self, response: Any, result: Any) -> Any:
-        """Pass callbacks' output through untouched."""
-        return result
+    def process_spider_output(self, response: Any, result: Iterable[Any]) -> Iterator[Any]:
+        """Pass a callback's output through; when it is done, release the response's parse tree."""
+        try:
+            yield from result
+        finally:
+            release_parse_tree(response)
 
     async def process_spider_output_async(self, response: Any, result: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        """Pass callbacks' output through untouched (async)."""
-        async for item in result:
-            yield item
+        """Pass a callback's output through (async); when it is done, release the response's parse tree."""
+        try:
+            async for item in result:
+                yield item
+        finally:
+            release_parse_tree(response)
+
+
+def release_parse_tree(response: Any) -> None:
+    """Drop the selector a ``TextResponse`` caches, so its tree is freed with the response, not at a full collection.
+
+    ``response.selector`` keeps a ``Selector`` that points back at the response: a reference cycle that holds the
+    parsed tree (~6x the body: 12 MiB for a 2 MiB page) until the collector's oldest generation runs, which a big
+    heap rarely gets. Once the callback's output is consumed nothing reads it; a later ``response.css`` parses again.
+    """
+    if getattr(response, "_cached_selector", None) is not None:
+        response._cached_selector = None
