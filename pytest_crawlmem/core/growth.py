@@ -11,7 +11,7 @@ the later-half clause keeps a bounded cache that filled and levelled off from be
 Every verdict states its power: the smallest leak this crawl would have caught in 95% of runs like it
 (``Growth.detectable_per_response_bytes``). ``steady`` says it; a crawl whose noise cannot bring it under
 MAX_STATED_PER_RESPONSE is ``inconclusive`` and says how many responses would. A crawl too short for the regular
-warm-up is judged by the same trend after STRONG_WARMUP_RESPONSES at STRONG_FACTOR times the threshold, and by
+warm-up is judged by the same trend after STRONG_WARMUP_RESPONSES at STRONG_FACTOR (3) times the threshold, and by
 Scrapy objects that rose at every checkpoint and were still held after the crawl ended (proven retention).
 
 :func:`analyze` builds one :class:`Evidence` from the checkpoints and runs the ordered :data:`RULES`; the first rule
