@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 from bench_spiders import KEEPER_NAMES, KEEPER_SETTINGS, KEEPER_VERDICTS, KEEPERS, Catalog, catalog_path, clean_scenarios
 from harness import Crawl, machine_info, measured, progress, stop_reactor
 
+from pytest_crawlmem.core.growth import heap_estimate
 from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.site import RunningSite, start_site
 
@@ -230,7 +231,9 @@ def _crawl(crawl: Crawl, site_line: str = "", name: str = "", expected: str = "r
     return {"verdict": result.verdict, "flagged": result.verdict == expected, "attributed": named, "top": top, "holder": holder,
             "responses": result.responses, "per_response_bytes": result.growth.per_response_bytes,
             "seconds": result.duration_seconds, "rule": result.growth.rule,
-            "detectable_per_response_bytes": result.growth.detectable_per_response_bytes}
+            "detectable_per_response_bytes": result.growth.detectable_per_response_bytes, "reason": result.growth.reason,
+            "checkpoints": [[c.responses, heap_estimate(c), c.scheduled, c.drained, c.tracer_bytes, c.plugin_bytes]
+                            for c in result.growth.checkpoints]}
 
 
 def key_of(keeper: str, leak: int, size: int, per_page: int = 20) -> str:
@@ -288,7 +291,7 @@ def run_detection(
     return summarize(leaky, clean)
 
 
-def run_stability(site: RunningSite, reruns: int) -> dict[str, Any]:
+def run_stability(site: RunningSite, reruns: int, save: Path | None = None) -> dict[str, Any]:
     """``reruns`` crawls of the list keeper, 2 KiB per product over ~900 responses, 28 products a page (queue 2-30)."""
     url = site.url(catalog_path(900, per_page=28))
     spider, line = ALL_KEEPERS["list"]
@@ -297,6 +300,8 @@ def run_stability(site: RunningSite, reruns: int) -> dict[str, Any]:
         runs.append(_crawl(Crawl(spider, {"start_urls": [url], "leak": 2048}, {}), line))
         progress(f"  stability rerun {i + 1}: {runs[-1]['verdict']} at {runs[-1]['per_response_bytes'] or 0:.0f} B/response"
                  f" (stated {runs[-1]['detectable_per_response_bytes']}), {runs[-1]['responses']} responses")
+        if save is not None:  # a long run stopped midway keeps what it measured
+            save.write_text(json.dumps({"machine": machine_info(), "stability_runs": runs}, indent=2) + "\n")
     verdicts = [r["verdict"] for r in runs]
     common = max(set(verdicts), key=verdicts.count)
     counts = ", ".join(f"{v} {verdicts.count(v)}" for v in sorted(set(verdicts)))
@@ -412,7 +417,7 @@ def merge_runs(documents: list[dict[str, Any]]) -> dict[str, Any]:
 def format_markdown(summary: dict[str, Any]) -> str:
     """The grid as one Markdown table (the README's): per leak and length, flagged runs of each keeper; then the clean row."""
     matrix = [v for v in summary["leaks"].values() if v["per_page"] == 20]
-    keepers = [k for k in ("list", "signal", "cache") if any(v["keeper"] == k for v in matrix)]
+    keepers = [k for k in ("list", "signal", "cache", "nested", "registry", "meta") if any(v["keeper"] == k for v in matrix)]
     leaks, sizes = sorted({v["leak_bytes"] for v in matrix}), sorted({v["size"] for v in matrix})
     lines = ["| kept per product | " + " | ".join(f"{s:,} responses" for s in sizes) + " |",
              "|---|" + "---|" * len(sizes)]
@@ -420,7 +425,7 @@ def format_markdown(summary: dict[str, Any]) -> str:
         cells = []
         for size in sizes:
             rows = [summary["leaks"].get(key_of(k, leak, size)) for k in keepers]
-            cells.append(" · ".join(f"{r['flagged']}/{r['runs']}" if r else "-" for r in rows))
+            cells.append(" · ".join(f"{r['flagged']}/{r['runs']}" if r else "-" for r in rows) if any(rows) else "")
         lines.append(f"| {leak // 1024} KiB | " + " | ".join(cells) + " |")
     clean = {int(name.rpartition("_")[2]): row for name, row in summary["clean"].items() if name.startswith("catalog_")}
     if clean:
@@ -501,7 +506,7 @@ def main() -> None:
                                     extra=args.extra, keepers=args.keepers, clean_sizes=args.clean_sizes, save=args.json,
                                     only=args.scenarios, cells=cells)  # type: ignore[arg-type]
             if args.stability:
-                extra_results["stability"] = run_stability(site, args.stability)
+                extra_results["stability"] = run_stability(site, args.stability, args.json)
             if args.stated:
                 extra_results["stated"] = run_stated(site, args.stated, args.stated_runs)
     finally:

@@ -11,7 +11,7 @@ the later-half clause keeps a bounded cache that filled and levelled off from be
 Every verdict states its power: the smallest leak this crawl would have caught in 95% of runs like it
 (``Growth.detectable_per_response_bytes``). ``steady`` says it; a crawl whose noise cannot bring it under
 MAX_STATED_PER_RESPONSE is ``inconclusive`` and says how many responses would. A crawl too short for the regular
-warm-up is judged by the same trend after STRONG_WARMUP_RESPONSES at STRONG_FACTOR times the threshold, and by
+warm-up is judged by the same trend after STRONG_WARMUP_RESPONSES at STRONG_FACTOR (3) times the threshold, and by
 Scrapy objects that rose at every checkpoint and were still held after the crawl ended (proven retention).
 
 :func:`analyze` builds one :class:`Evidence` from the checkpoints and runs the ordered :data:`RULES`; the first rule
@@ -51,12 +51,15 @@ CHECKPOINT_MIN_RESPONSES = 25
 DENSE_UNTIL_RESPONSES = 300
 #: The trend after a short warm-up judges a leak this many times the threshold. Measured (benchmarks/checkpoint_noise.py):
 #: clean crawls grew at most 2.2 KiB/response in an interval starting at 50 responses or later (a bounded cache filling
-#: up), and 0.9 KiB/response after 150: 6 KiB is 2.7x the worst.
-STRONG_FACTOR = 6
+#: up), and 0.9 KiB/response after 150: the trend's 95% lower bound over 3 KiB needs the whole window above it, 1.4x
+#: the worst single interval. (At 6x, a 4 KiB/response leak over 147 responses read inconclusive in 30 of 30 runs.)
+STRONG_FACTOR = 3
 STRONG_WARMUP_RESPONSES = 50
 STRONG_MIN_DELTAS = MIN_DELTAS
-#: The strong trend's checkpoints may be this close (the responses in flight when a checkpoint pauses the engine).
-STRONG_MIN_GAP = 20
+#: The strong trend's checkpoints may be this close: a checkpoint lands up to CONCURRENT_REQUESTS responses after it
+#: was due, so checkpoints due 25 apart landed 16-17 apart and, merged at 20, left a 147-response crawl 3 of its 5.
+#: The least-squares fit weighs a close pair by its leverage and the stated power is simulated at the very counts.
+STRONG_MIN_GAP = 10
 #: A crawl whose own noise cannot bound a leak under this is ``inconclusive`` (it says how many responses would).
 MAX_STATED_PER_RESPONSE = 8 * 1024
 #: replay_copies="auto" serves the recording often enough for this many responses: a clean catalog crawl of 600
