@@ -420,3 +420,14 @@ def test_a_report_written_before_the_power_was_stated_still_reads():
     again = Growth.from_json(old)
     assert again.verdict == V.STEADY and again.detectable_per_response_bytes is None and again.responses_needed is None
     assert Growth.from_json(growth.to_json()) == growth
+
+
+@settings(max_examples=60)
+@given(st.integers(900, 3000), st.integers(1536, 4096), st.floats(0.5, 0.8))
+def test_steady_never_says_levelled_off_of_growth_above_the_threshold(total, per_response, stop_at):
+    """A crawl that grew by more than the threshold and then stopped may read steady, but says what it grew."""
+    memory = lambda n: per_response * min(n, int(total * stop_at))
+    growth = analyze(series(total, memory))
+    if growth.verdict == "steady" and (growth.per_response_bytes or 0) >= 1024:
+        assert "levelled off" not in growth.reason, growth.reason
+        assert "grew" in growth.reason and "no leak of" in growth.reason, growth.reason

@@ -627,10 +627,15 @@ def _steady(ev: Evidence) -> Growth | None:
     t = ev.trend
     if t is None or t.detectable > MAX_STATED_PER_RESPONSE:
         return None
+    if t.net_slope < t.threshold:
+        moved = f"{ev.signal} memory levelled off after the warm-up ({_kib(t.net_slope)}/response over {t.window:,} responses)"
+    else:  # above the threshold, yet not told from this crawl's noise or not still growing in the later half
+        moved = (f"{ev.signal} memory grew {_kib(t.net_slope)}/response over {t.window:,} responses after the warm-up"
+                 f" (at least {_kib(max(t.lower, 0.0))}/response at 95%, {_kib(t.later_slope)}/response in the later half;"
+                 f" a leak needs both above {_kib(t.threshold)}/response)")
     return ev.growth(
         V.STEADY,
-        f"{ev.signal} memory levelled off after the warm-up ({_kib(t.net_slope)}/response over {t.window:,} responses):"
-        f" {_no_leak(t)}",
+        f"{moved}: {_no_leak(t)}",
         f"95% lower bound of the trend <= {t.threshold:g} B/response; detectable <= {MAX_STATED_PER_RESPONSE} B/response",
     )
 
