@@ -185,9 +185,40 @@ def test_the_window_names_the_line_that_allocated_in_it():
     assert len(kept) == 20
 
 
+def test_an_attribution_window_ending_first_hands_its_tracing_to_the_open_danger_window(tmp_path):
+    """The order CI met: the attribution window starts tracing, the danger window opens on it, the attribution window
+    ends first. Stopping tracing then left the danger window no sites; it now takes the tracing over and stops it."""
+    from pytest_crawlmem.crawl.attribution import AttributionWindow
+    from pytest_crawlmem.crawl.recording import Recording
+
+    assert not tracemalloc.is_tracing()
+    window = AttributionWindow(Recording(None), frames=4, max_responses=100, enabled=True, leak_per_response=1024)
+    watch = DangerWatch(1000, report_dir=tmp_path, window_seconds=60.0)
+    window.handoff = watch.adopt_tracing
+    tracemalloc.start(4)
+    window.started_tracing, window._snapshots = True, [None]  # the window as at_checkpoint opens it on no tracing
+    try:
+        watch.observe(sample(1000), start_rss=500, live_refs=dict)  # the danger window opens on that tracing
+        assert not watch.started_tracing
+        window.end()
+        assert tracemalloc.is_tracing() and watch.started_tracing
+        kept = [bytes(10_000) for _ in range(20)]  # HANDOFF-LINE
+        watch.close(responses=30, rss_bytes=6000)
+        assert watch.snapshot is not None and watch.snapshot.sites, watch.snapshot
+        assert watch.snapshot.sites[0].location.endswith(f"test_danger.py:{marked_line('# HANDOFF-LINE')}")
+        assert len(kept) == 20
+    finally:
+        if tracemalloc.is_tracing():
+            tracemalloc.stop()
+
+
 def window_line() -> int:
+    return marked_line("# WINDOW-LINE")
+
+
+def marked_line(mark: str) -> int:
     with open(__file__, encoding="utf-8") as source:
-        return next(i for i, line in enumerate(source, 1) if "# WINDOW-LINE" in line and "bytes(10_000)" in line)
+        return next(i for i, line in enumerate(source, 1) if mark in line and "bytes(10_000)" in line)
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ import gc
 import linecache
 import sys
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -51,6 +52,9 @@ class AttributionWindow:
         self.kept: KeptEvidence | None = None  # what tracemalloc saw grow in the window, the first holder's entries
         self.plugin_bytes = 0  # memory the closed window left behind (not the crawl's): off the heap signal after it
         self.started_tracing = False  # the window runs on tracing it started (or adopted): it stops it when it ends
+        #: asked when the window ends on tracing it started: True when another window (the danger snapshot's) takes
+        #: the tracing over and stops it itself
+        self.handoff: Callable[[], bool] | None = None
         self._snapshots: list[tracemalloc.Snapshot | None] = []
         self._responses: list[int] = []  # the response count at each snapshot
         self._done = False
@@ -142,7 +146,7 @@ class AttributionWindow:
         self._done = True
         self._sites()
         self._snapshots = []
-        if self.started_tracing and tracemalloc.is_tracing():
+        if self.started_tracing and tracemalloc.is_tracing() and not (self.handoff is not None and self.handoff()):
             tracemalloc.stop()
 
     def _close(self, crawler: Any, traced: int | None, responses: int) -> None:

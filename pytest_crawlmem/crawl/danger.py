@@ -125,6 +125,14 @@ class DangerWatch:
         self._opened_at = 0.0
         self._open = False
 
+    def adopt_tracing(self) -> bool:
+        """Whether the window is open: it then takes over the tracing another window started, and stops it at its
+        close (the attribution window may end first: stopping tracing then left this window no sites)."""
+        if not self._open:
+            return False
+        self.started_tracing = True
+        return True
+
     def observe(self, sample: Sample, *, start_rss: int, live_refs: Callable[[], Mapping[str, int]]) -> bool:
         """Take the snapshot at the first sample over the threshold; return True when the window is due to close."""
         if self.snapshot is None and sample.rss_bytes >= self.threshold_bytes:

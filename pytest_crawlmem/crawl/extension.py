@@ -166,6 +166,8 @@ class CrawlMemExtension:
         self.amplification = AmplificationMeter()
         self.danger = DangerWatch(snapshot_at_bytes, report_dir=jsonl_path.parent if jsonl_path else None,
                                   window_seconds=danger_window_seconds, frames=attribution_frames) if snapshot_at_bytes else None
+        if self.danger is not None:
+            self.attribution.handoff = self.danger.adopt_tracing
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> CrawlMemExtension:
