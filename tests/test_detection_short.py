@@ -58,8 +58,13 @@ def test_a_4_kib_leak_over_150_responses_is_retained_objects(pytester: pytest.Py
     assert keeper["verdict"] == "retained-objects", keeper["reason"]
 
 
-def test_a_clean_150_response_crawl_is_steady_and_states_its_bound(pytester: pytest.Pytester) -> None:
+def test_a_clean_150_response_crawl_is_never_a_leak_and_states_its_bound_when_steady(pytester: pytest.Pytester) -> None:
     clean = crawl_short(pytester, "clean")
-    assert clean["verdict"] == "steady", clean["reason"]
+    # never a leak; on a loaded machine its checkpoints may not all drain (CI saw 2 of 4 after the warm-up): then
+    # inconclusive, saying how many responses would judge
+    assert clean["verdict"] in ("steady", "inconclusive"), clean["reason"]
+    if clean["verdict"] == "inconclusive":
+        assert "crawl at least" in clean["reason"], clean["reason"]
+        return
     assert clean["detectable"] is not None and clean["detectable"] <= 8 * 1024, clean  # type: ignore[operator]
     assert "or more (95%)" in clean["reason"]

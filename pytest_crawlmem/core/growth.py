@@ -454,10 +454,12 @@ def _short_strong_leak(ev: Evidence) -> Growth | None:
     if ev.trend is not None or ev.strong is None or not ev.strong.is_leak:
         return None
     t = ev.strong
+    proven = _proven_retention(ev.checkpoints, ev.held_after_close)  # the evidence, as the regular trend gives it
+    held = f"; {proven.reason.partition('; memory grew')[0]}" if proven else ""
     return ev.growth(
         V.RETAINED_OBJECTS,
         f"{_grew(ev.signal, t)}; at least {STRONG_FACTOR}x the leak threshold, so {len(t.points)} drained checkpoints"
-        f" after {STRONG_WARMUP_RESPONSES} responses are enough",
+        f" after {STRONG_WARMUP_RESPONSES} responses are enough{held}",
         f"95% lower bound of the trend >= {t.threshold:g} B/response ({STRONG_FACTOR}x leak_per_response) of"
         f" {ev.signal} memory after {STRONG_WARMUP_RESPONSES} responses, net of the scheduler",
         t.net_slope,
