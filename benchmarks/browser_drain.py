@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from childrun import run_child
 
 HERE = Path(__file__).resolve().parent
 
@@ -74,13 +75,9 @@ def main() -> None:
         return
     runs = []
     for _ in range(args.runs):
-        out = subprocess.run([sys.executable, __file__, "--child", "--pages", str(args.pages)], capture_output=True,
-                             text=True, timeout=900, check=False)
-        lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-        if not lines:
-            print(f"failed\n{out.stderr[-2000:]}", flush=True)
+        run = run_child([sys.executable, __file__, "--child", "--pages", str(args.pages)])
+        if run is None:
             continue
-        run = json.loads(lines[-1][len("RESULT "):])
         runs.append(run)
         print(f"{run['checkpoints']} checkpoints, {run['undrained']} undrained; drains {run['drain_seconds']} s;"
               f" pauses {run['pause_seconds']} s; crawl {run['wall_seconds']} s, {run['items']} items,"

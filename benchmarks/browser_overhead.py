@@ -22,12 +22,13 @@ import importlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from childrun import run_child
 
 HERE = Path(__file__).resolve().parent
 MODES = ("before-test", "after-test", "before-production", "after-production")
@@ -99,12 +100,9 @@ def main() -> None:
             command = [sys.executable, __file__, "--child", mode, "--pages", str(args.pages)]
             if mode.startswith("before"):
                 command += ["--code", str(Path(args.before).resolve())]
-            out = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
-            lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-            if not lines:
-                print(f"{mode}: failed\n{out.stderr[-2000:]}", flush=True)
+            run = run_child(command, mode)
+            if run is None:
                 continue
-            run = json.loads(lines[-1][len("RESULT "):])
             runs.append(run)
             print(f"{mode:18} wall {run['wall_seconds']:6.1f} s  process CPU {run['process_cpu_seconds']:6.2f} s  own"
                   f" {run['own_cpu_seconds']:6.3f} s ({run['own_share']:.1%})  checkpoints {run['checkpoints']}"

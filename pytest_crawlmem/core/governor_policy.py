@@ -196,18 +196,21 @@ class Policy:
         start = max(cfg.min_concurrency, min(cfg.base_concurrency, allowed))
         if start >= cfg.base_concurrency:
             return []
-        self.levers = replace(self.levers, concurrency=start)
-        return [Decision(
-            IN_FLIGHT, self.levers,
+        return self._move(start, IN_FLIGHT, (
             f"RSS {_mib(rss_bytes)} at the open: {_mib(max(0.0, cfg.setpoint_bytes - rss_bytes))} of headroom under"
             f" the {_mib(cfg.budget_bytes)} budget at {cfg.start_request_bytes / _MIB:,.0f} MiB a request until"
-            f" responses show their size: concurrency {start} of {cfg.base_concurrency}",
-        )]
+            f" responses show their size: concurrency {start} of {cfg.base_concurrency}"
+        ))
 
     @property
     def governing(self) -> bool:
         """Whether any lever stands away from the crawl's own settings."""
         return self.levers != Levers(self.config.base_concurrency, self.config.base_active_size)
+
+    def _move(self, concurrency: int, kind: str, reason: str) -> list[Decision]:
+        """Set the concurrency lever and return the one decision that says why."""
+        self.levers = replace(self.levers, concurrency=concurrency)
+        return [Decision(kind, self.levers, reason)]
 
     def step(self, sample: Sample) -> list[Decision]:
         """Learn from ``sample`` and return the decisions of this tick (most ticks: none)."""
@@ -275,12 +278,10 @@ class Policy:
         concurrency = min(cfg.base_concurrency, 2 * current, allowed)
         if concurrency <= current:
             return []
-        self.levers = replace(self.levers, concurrency=concurrency)
-        return [Decision(
-            RESTORE, self.levers,
+        return self._move(concurrency, RESTORE, (
             f"RSS {_mib(sample.rss_bytes)} with {sample.in_flight} in flight at {cost_f / _MIB:,.2f} MiB each: the"
-            f" {_mib(cfg.budget_bytes)} budget has room, concurrency {current} -> {concurrency}",
-        )]
+            f" {_mib(cfg.budget_bytes)} budget has room, concurrency {current} -> {concurrency}"
+        ))
 
     def _forecast(self, sample: Sample) -> list[Decision]:
         """Under the act share: lower concurrency before it is reached, when the requests in flight forecast it."""
@@ -293,13 +294,11 @@ class Policy:
         allowed = max(cfg.min_concurrency, self._allowed(sample, cost_f, cost_q))
         if allowed >= current or sample.in_flight < allowed:  # fits, or the crawl does not run that many
             return []
-        self.levers = replace(self.levers, concurrency=allowed)
-        return [Decision(
-            IN_FLIGHT, self.levers,
+        return self._move(allowed, IN_FLIGHT, (
             f"RSS {_mib(sample.rss_bytes)} with {sample.in_flight} in flight at {cost_f / _MIB:,.2f} MiB each: at"
             f" concurrency {current} it would pass {cfg.high_share:.0%} of the {_mib(cfg.budget_bytes)} budget;"
-            f" concurrency {allowed}",
-        )]
+            f" concurrency {allowed}"
+        ))
 
     def _lower(self, sample: Sample) -> list[Decision]:
         """Over the act threshold: free what grows (the backlog first, then what is in flight)."""
