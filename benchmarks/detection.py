@@ -29,6 +29,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 import weakref
 from collections import defaultdict
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from bench_spiders import KEEPER_NAMES, KEEPER_SETTINGS, KEEPER_VERDICTS, KEEPERS, Catalog, catalog_path, clean_scenarios
-from harness import Crawl, machine_info, measured, progress, stop_reactor
+from harness import Crawl, bare, machine_info, measured, progress, stop_reactor
 
 from pytest_crawlmem.core.growth import heap_estimate
 from pytest_crawlmem.crawl.runner import CrawlOptions
@@ -191,7 +192,25 @@ def more_clean_scenarios(base_url: str) -> dict[str, tuple[type, dict[str, Any],
         "filling_cache_600": (FillingCache, {"start_urls": [base_url + catalog_path(600, per_page=20)]}, {}),
         "late_drain_2050": (Catalog, {"start_urls": [base_url + catalog_path(2050, per_page=40)]}, {}),
         "weak_registry_600": (WeakRegistry, {"start_urls": [base_url + catalog_path(600, per_page=20)]}, {}),
+        # JOBDIR is filled in per run (jobdir_resumed): a first crawl stopped after 300 pages, the measured one resumes it
+        "jobdir_resume": (Catalog, {"start_urls": [base_url + catalog_path(1050, per_page=20)]}, {"JOBDIR": ""}),
     }
+
+
+#: The JOBDIR scenario's first crawl stops after this many pages (CLOSESPIDER_PAGECOUNT); the measured crawl resumes.
+RESUME_AFTER_PAGES = 300
+
+
+@contextlib.contextmanager
+def jobdir_resumed(crawl: Crawl) -> Iterator[Crawl]:
+    """For a crawl whose settings hold ``JOBDIR``: a fresh JOBDIR that a first, unmeasured crawl stopped after
+    RESUME_AFTER_PAGES pages left behind (its disk queue and dupefilter), and the crawl resuming from it."""
+    if "JOBDIR" not in crawl.settings:
+        yield crawl
+        return
+    with tempfile.TemporaryDirectory(prefix="crawlmem-resume-") as jobdir:
+        bare(Crawl(crawl.spider, crawl.kwargs, {**crawl.settings, "JOBDIR": jobdir, "CLOSESPIDER_PAGECOUNT": RESUME_AFTER_PAGES}))
+        yield Crawl(crawl.spider, crawl.kwargs, {**crawl.settings, "JOBDIR": jobdir})
 
 
 @contextlib.contextmanager
@@ -283,7 +302,8 @@ def run_detection(
         scenarios[f"catalog_{size}"] = (Catalog, {"start_urls": [site.url(catalog_path(size, per_page=20))]}, {})
     for name, (spider, kwargs, settings) in scenarios.items():
         for _ in range(clean_runs):
-            clean[name].append(_crawl(Crawl(spider, kwargs, settings)))
+            with jobdir_resumed(Crawl(spider, kwargs, settings)) as crawl:
+                clean[name].append(_crawl(crawl))
         verdicts = [r["verdict"] for r in clean[name]]
         progress(f"  clean {name:14}: retained-objects {verdicts.count('retained-objects')}/{clean_runs}"
                  f" ({', '.join(f'{v} {verdicts.count(v)}' for v in sorted(set(verdicts)))})")

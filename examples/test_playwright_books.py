@@ -19,7 +19,8 @@ except BrowserNotFound as exc:  # pragma: no cover - CI installs chromium
 from playwright_books import BooksSpider, ForgetfulBooksSpider, books_settings
 
 
-@pytest.mark.crawl_memory(max_open_pages=40, timeout=120)
+# 63 responses are too few for a leak verdict (160 are needed): this test budgets the pages, and says so
+@pytest.mark.crawl_memory(max_open_pages=40, timeout=120, leak="off")
 def test_the_published_example_closes_its_pages(crawl, fixture_site):
     result = crawl(BooksSpider, settings=books_settings(), base_url=fixture_site.base_url, pages=3)
     assert result.items_scraped == 60
