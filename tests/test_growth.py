@@ -431,3 +431,36 @@ def test_steady_never_says_levelled_off_of_growth_above_the_threshold(total, per
     if growth.verdict == "steady" and (growth.per_response_bytes or 0) >= 1024:
         assert "levelled off" not in growth.reason, growth.reason
         assert "grew" in growth.reason and "no leak of" in growth.reason, growth.reason
+
+
+#: A 294-response cache keeper at 2 KiB/product (benchmarks/detection.py, gridA, 03:45 on 2026-12-02): responses, heap
+#: estimate, scheduled, tracer bytes (the attribution window's checkpoints), the window's residue. It read `steady`
+#: ("294 responses are too few ... about 170 are needed"): the window's two traced checkpoints and a merge at 20
+#: left 114, 250 and 294 of its ten.
+WINDOW_ATE_TWO = [(0, 72552064, 0, 0, 0), (34, 72778160, 30, 0, 0), (50, 72837792, 35, 0, 0), (90, 72975664, 37, 0, 0),
+                  (114, 73051808, 34, 0, 0), (178, 73875648, 33, 546448, 0), (226, 74739584, 27, 591152, 0),
+                  (250, 73588635, 24, 0, 390885), (267, 73633595, 27, 0, 390885), (294, 73617419, 0, 0, 390885),
+                  (294, 73615387, 0, 0, 390885)]
+
+
+def window_series(rows: list[tuple[int, int, int, int, int]]) -> list[Checkpoint]:
+    """Checkpoints whose heap estimate is the row's (heap bytes carry the tracer's and the window's residue back)."""
+    return [Checkpoint(responses=n, t_seconds=n / 100, rss_bytes=est, heap_bytes=est + tracer + residue, traced_bytes=None,
+                       scheduled=queued, allocated_blocks=0, tracer_bytes=tracer, plugin_bytes=residue)
+            for n, est, queued, tracer, residue in rows]
+
+
+def test_a_crawl_long_enough_whose_window_and_merges_left_three_points_is_judged_from_the_close_ones():
+    growth = analyze(window_series(WINDOW_ATE_TWO))
+    assert growth.verdict == "retained-objects", growth.reason
+    assert "from 4 drained checkpoints" in growth.reason and "draining scheduler queue freed" in growth.reason
+
+
+def test_a_steady_crawl_long_enough_says_which_checkpoints_it_lost_not_that_it_was_too_short():
+    flat = [(n, est if n <= 114 else 73051808 + (n - 114) * 64, queued, tracer, residue)
+            for n, est, queued, tracer, residue in WINDOW_ATE_TWO]
+    growth = analyze(window_series(flat))
+    assert growth.verdict == V.STEADY, growth.reason
+    assert "too few (about" not in growth.reason, growth.reason
+    assert "294 responses gave 3 judged checkpoints" in growth.reason, growth.reason
+    assert "2 read while the attribution window traced allocations" in growth.reason, growth.reason

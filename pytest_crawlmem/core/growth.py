@@ -430,6 +430,16 @@ def gather(
     signal, values = picked if picked else ("", [])
     trend = (measure_trend(judged, values, credit, limits.request_allowance, limits.leak_per_response)
              if len(judged) >= TREND_MIN_POINTS else None)
+    total = checkpoints[-1].responses if checkpoints else 0
+    if trend is None and total >= responses_to_judge(limits.min_interval):
+        # long enough, yet the attribution window's traced checkpoints and merging left three: the same trend over the
+        # checkpoints STRONG_MIN_GAP apart decides, when it proves a leak (a 294-response crawl kept 114, 250, 294)
+        close = judged_checkpoints(checkpoints, None, STRONG_MIN_GAP)
+        close_signal = _signal(close)
+        if close_signal is not None and len(close) >= TREND_MIN_POINTS:
+            candidate = measure_trend(close, close_signal[1], credit, limits.request_allowance, limits.leak_per_response)
+            if candidate.is_leak:
+                judged, (signal, values), trend = close, close_signal, candidate
     strong = None
     if trend is None:
         early = judged_checkpoints(checkpoints, STRONG_WARMUP_RESPONSES, STRONG_MIN_GAP)
@@ -475,9 +485,7 @@ def _short_browser(ev: Evidence) -> Growth | None:
     """A short browser crawl: its memory is the browser's."""
     if ev.trend is not None or ev.browser is None:
         return None
-    note = "" if ev.browser.verdict != V.STEADY else (
-        f"; Python's own memory is not judged: {ev.total:,} responses are too few"
-        f" (about {responses_to_judge(ev.limits.min_interval):,} are needed)")
+    note = "" if ev.browser.verdict != V.STEADY else f"; Python's own memory is not judged: {_too_few(ev)}"
     return replace(ev.browser, reason=ev.browser.reason + note, checkpoints=ev.checkpoints)
 
 
@@ -489,12 +497,26 @@ def _short_steady(ev: Evidence) -> Growth | None:
     return ev.growth(
         V.STEADY,
         f"{ev.signal} memory grew {_kib(t.net_slope)}/response over {t.window:,} responses after a warm-up of"
-        f" {STRONG_WARMUP_RESPONSES}: {_no_leak(t)}; {ev.total:,} responses are too few for the"
-        f" {_kib(ev.limits.leak_per_response)}/response threshold itself (about"
-        f" {responses_to_judge(ev.limits.min_interval):,} are needed)",
+        f" {STRONG_WARMUP_RESPONSES}: {_no_leak(t)}; for the {_kib(ev.limits.leak_per_response)}/response threshold"
+        f" itself, {_too_few(ev)}",
         f"95% upper bound of the trend after {STRONG_WARMUP_RESPONSES} responses; detectable <="
         f" {MAX_STATED_PER_RESPONSE} B/response", t.net_slope,
     )
+
+
+def _too_few(ev: Evidence) -> str:
+    """Why the regular trend was not judged: too few responses (and how many would do), or the checkpoints it lost."""
+    needed = responses_to_judge(ev.limits.min_interval)
+    if ev.total < needed:
+        return f"{ev.total:,} responses are too few (about {needed:,} are needed)"
+    warm = warmup_responses(ev.total)
+    traced = sum(1 for c in ev.checkpoints if c.tracer_bytes and c.responses >= warm)
+    lost = [f"{traced} read while the attribution window traced allocations"] if traced else []
+    undrained = ev.undrained_after_warmup()
+    lost += [f"{undrained} undrained"] if undrained else []
+    lost += [f"those closer than {MIN_INTERVAL_RESPONSES} responses merged"]
+    return (f"{ev.total:,} responses gave {len(ev.judged)} judged checkpoints after the warm-up of {warm:,}"
+            f" ({', '.join(lost)}); {TREND_MIN_POINTS} are needed")
 
 
 def _too_few_checkpoints(ev: Evidence) -> Growth | None:
@@ -768,8 +790,8 @@ def _no_leak(t: Trend) -> str:
 
 def _grew(signal: str, t: Trend) -> str:
     """How the judged signal grew, with its bound and the scheduler's share."""
-    share = t.raw_slope - t.net_slope
-    queue = (f", of which the scheduler's growing queue explains {_kib(share)}/response" if share >= 0 else
+    share = t.queue_share  # under 0.05 KiB either way is no share ("explains 0.0 KiB")
+    queue = (f", of which the scheduler's growing queue explains {_kib(max(share, 0.0))}/response" if share > -51 else
              f", even though the draining scheduler queue freed about {_kib(-share)}/response")
     return (f"{signal} memory grew {_kib(t.net_slope * t.window)} over {t.window:,} responses"
             f" ({_kib(t.net_slope)}/response, at least {_kib(t.lower)}/response at 95% from {len(t.points)} drained"

@@ -44,7 +44,8 @@ class Trend:
     ``fit`` is the least-squares fit of the level series (memory less the memory queue at ``credit`` per request)
     with its two largest steps counted at the median step; ``queue_slope`` is the extra allowance per response for
     a growing queue (REQUEST_ALLOWANCE per request added, less the credit already taken); ``later`` the fit of the
-    later half of the window; ``robust_bias`` what counting the largest steps at the median took off the slope.
+    later half of the window; ``robust_bias`` what counting the largest steps at the median took off the slope (negative
+    when it added to it).
     """
 
     points: tuple[Checkpoint, ...]
@@ -60,6 +61,11 @@ class Trend:
     def net_slope(self) -> float:
         """Growth per response, net of the scheduler."""
         return self.fit.slope - self.queue_slope
+
+    @property
+    def queue_share(self) -> float:
+        """Of the raw growth per response, what the scheduler's memory queue explains (negative: a draining queue freed it)."""
+        return self.raw_slope - (self.fit.slope + self.robust_bias) + self.queue_slope
 
     @property
     def lower(self) -> float:
@@ -117,7 +123,7 @@ def measure_trend(
     queue_slope = max(0.0, request_allowance * scheduled - credit * queued) if scheduled > 0 else 0.0
     whole, later = _robust_fits(xs, ys, NOISE_FLOOR_BYTES)
     rates = [(b - a) / (xb - xa) for (xa, a), (xb, b) in pairwise(zip(xs, ys, strict=True))]
-    return Trend(tuple(points), threshold, whole, later, queue_slope, max(0.0, slope_only(xs, ys) - whole.slope),
+    return Trend(tuple(points), threshold, whole, later, queue_slope, slope_only(xs, ys) - whole.slope,
                  slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates))
 
 
