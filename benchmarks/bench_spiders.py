@@ -197,11 +197,11 @@ def _line_of(text: str) -> str:
 
 #: Where Leaky allocates what it keeps: a leak is attributed when the top growth site is this line.
 LEAK_SITE = _line_of('b"x" * self.leak')
-#: The keepers of the detection grid: name -> (spider, the line that allocates what it keeps).
+#: The keepers of the detection grid: name -> (spider, the line that allocates or keeps what it keeps).
 KEEPERS: dict[str, tuple[type, str]] = {
     "list": (Leaky, LEAK_SITE),
     "signal": (SignalKeeper, _line_of("RECEIVED.append(")),
-    "cache": (CacheKeeper, _line_of("return b\"x\" * size")),
+    "cache": (CacheKeeper, _line_of("def _render(")),  # a cache's keeping line is its decorated def (issue 27)
     "pipeline": (BlobItems, _line_of("self.buffer.append(item)")),
     "cookiejar": (CookiejarPerRequest, _line_of('meta={"cookiejar": link}')),
     "errback": (ErrbackKeeper, _line_of("self.failures.append(failure)")),
