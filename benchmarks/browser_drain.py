@@ -38,13 +38,36 @@ def child(pages: int) -> dict[str, Any]:
     begun: list[float] = []
     drained_at: list[float] = []
     begin, collect = CrawlMemExtension._begin_checkpoint, CrawlBrowser.collect_garbage
+    extensions: list[Any] = []
+
+    traces: list[dict[str, Any]] = []
+
+    def state(self: Any) -> dict[str, Any]:
+        """What the crawl holds now: in flight, parked, pages, contexts, and what waits for a context."""
+        from pytest_crawlmem.crawl import probes
+
+        handlers = probes.playwright_handlers(self.crawler)
+        lock = getattr(handlers[0], "context_launch_lock", None) if handlers else None
+        reading = probes.read_pages(self.crawler)
+        gate = self.pages.gate
+        return {"t": round(time.monotonic() - begun[-1], 3), "inflight": len(self.crawler.engine.downloader.active),
+                "parked": gate.parked(self.crawler) if gate.is_closed else 0,
+                "lock_waiters": len(getattr(lock, "_waiters", None) or ()) + bool(lock and lock.locked()),
+                "contexts": reading.contexts if reading else 0, "pages": reading.pages if reading else 0,
+                "with_page": sum("playwright_page" in r.meta for r in self.crawler.engine.downloader.active),
+                "scraping": len(getattr(self.crawler.engine.scraper.slot, "active", ()) or ()),
+                "browser": bool(handlers and hasattr(handlers[0], "browser"))}
 
     def timed_begin(self: Any) -> None:
         begun.append(time.monotonic())
+        extensions[:] = [self]
+        traces.append({"responses": self.responses, "begin": state(self)})
         begin(self)
 
     def timed_collect(self: Any, crawler: Any) -> Any:
         drained_at.append(time.monotonic())  # called once the drain ended (drained, or at the drain timeout)
+        if traces and extensions:
+            traces[-1]["end"] = state(extensions[0])
         return collect(self, crawler)
 
     CrawlMemExtension._begin_checkpoint = timed_begin  # type: ignore[method-assign]
@@ -60,7 +83,7 @@ def child(pages: int) -> dict[str, Any]:
     return {"items": result.items_scraped, "finish_reason": result.finish_reason, "errors": list(result.errors)[:5],
             "wall_seconds": round(wall, 1), "checkpoints": len(middle),
             "undrained": sum(not c.drained for c in middle), "drain_seconds": drains,
-            "pause_seconds": [round(c.cost_seconds, 3) for c in middle]}
+            "pause_seconds": [round(c.cost_seconds, 3) for c in middle], "traces": traces}
 
 
 def main() -> None:

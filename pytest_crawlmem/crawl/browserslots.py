@@ -5,21 +5,27 @@ A checkpoint of a scrapy-playwright crawl pauses the engine, but the downloader 
 queues to the download handler, and the handler opens a page for each (in a new context, too) as soon as a slot is
 free. Measured at 32 in flight on scrapy-playwright's published example, every checkpoint then waited the whole drain
 timeout: the requests left in the downloader's slot queues (13-21 of them) sat behind the ones waiting for a page
-slot, and counted as in flight. :class:`PageGate` closes three ways while a checkpoint drains:
+slot, and counted as in flight. :class:`PageGate` closes four ways while a checkpoint drains:
 
-- every context's page slot that frees up is held (a future at the front of its semaphore's waiters, as
-  :func:`pytest_crawlmem.crawl.probes.hold_page_slots` does), and so are those of a context created meanwhile;
-- the handler's page creation (``_create_page``, where a new context is created too) waits at a gate;
-- what waits (for a slot, at the gate, in the downloader's slot queues) is *parked*: it holds no page and no
-  response, so it does not keep the crawl from draining.
+- every context's page slot that frees up is held (a future at the front of its semaphore's waiters), and so are
+  those of a context created meanwhile, as soon as it is created;
+- the handler's page creation (``_create_page``) waits at a gate;
+- so does its context creation (``_create_browser_context``, under ``context_launch_lock``): a crawl's first
+  checkpoint comes while its contexts are still being created, and the requests that had passed the gate waited for
+  the lock, then created contexts and opened pages in them during the drain (one first checkpoint in three hit the
+  5 s drain timeout so);
+- what waits (for a slot, for the lock, at the gate, in the downloader's slot queues) is *parked*: it holds no page
+  and no response, so it does not keep the crawl from draining.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import functools
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from . import probes
@@ -35,6 +41,8 @@ class _Gate:
         self.opened = asyncio.Event()
         self.opened.set()
         self.waiting = 0
+        #: While closed: holds the page slots of a context just created (set by :meth:`PageGate.close`).
+        self.on_context: Callable[[], None] | None = None
 
     async def passed(self) -> None:
         """Return once the gate is open (at once when it is)."""
@@ -47,7 +55,8 @@ class _Gate:
 
 
 def _gate_of(handler: Any) -> _Gate | None:
-    """The handler's gate, installed in front of its ``_create_page`` on first use (``None`` if that moved)."""
+    """The handler's gate, installed on first use in front of its ``_create_page`` and of its context creation
+    (``_create_browser_context``, under its ``context_launch_lock``); ``None`` if those moved."""
     gate = _GATES.get(handler)
     if gate is not None:
         return gate
@@ -62,7 +71,25 @@ def _gate_of(handler: Any) -> _Gate | None:
         return await create_page(*args, **kwargs)
 
     handler._create_page = gated_create_page
+    create_context = getattr(handler, "_create_browser_context", None)
+    if create_context is not None and asyncio.iscoroutinefunction(create_context):
+
+        @functools.wraps(create_context)
+        async def gated_create_context(*args: Any, **kwargs: Any) -> Any:
+            await gate.passed()  # one that passed the outer gate before it closed, waiting for the lock till now
+            wrapper = await create_context(*args, **kwargs)
+            if gate.on_context is not None:  # created while the gate closed: its slots are held before a page opens
+                gate.on_context()
+            return wrapper
+
+        handler._create_browser_context = gated_create_context
     return gate
+
+
+def _lock_waiters(handler: Any) -> int:
+    """Downloads waiting for scrapy-playwright's ``context_launch_lock`` (they hold no page yet)."""
+    lock = getattr(handler, "context_launch_lock", None)
+    return sum(not f.done() for f in list(getattr(lock, "_waiters", None) or ()))
 
 
 def _semaphores(crawler: Any) -> list[tuple[Any, int]]:
@@ -87,6 +114,23 @@ def _wake_waiters(semaphore: Any) -> None:
         semaphore.release()
 
 
+def _release(held: list[tuple[Any, Any]]) -> int:
+    """Give back the held slots and wake the downloads waiting for them; return how many slots had been taken."""
+    released = 0
+    for semaphore, future in held:  # each leaves the waiters first: a done one left there would lock it for good
+        with contextlib.suppress(ValueError, AttributeError):
+            semaphore._waiters.remove(future)
+    for semaphore, future in held:
+        if future.done() and not future.cancelled() and future.exception() is None:
+            semaphore.release()  # the slot it took goes to the next download waiting
+            released += 1
+        else:
+            future.cancel()
+    for semaphore in {id(semaphore): semaphore for semaphore, _ in held}.values():
+        _wake_waiters(semaphore)  # the slots that were free all along, to those that queued behind the holds
+    return released
+
+
 def page_slots(crawler: Any) -> int:
     """The page slots of a context (scrapy-playwright's PLAYWRIGHT_MAX_PAGES_PER_CONTEXT, else CONCURRENT_REQUESTS);
     0 when no handler is loaded or it moved."""
@@ -99,9 +143,10 @@ class PageGate:
     """Closed while a checkpoint drains: no page opens; :meth:`parked` counts what waits (reactor thread)."""
 
     def __init__(self) -> None:
-        self._held: list[tuple[Any, Any]] = []  # (semaphore, future) pairs, as probes.hold_page_slots returns them
+        self._held: list[tuple[Any, Any]] = []  # (semaphore, future): a slot held, or to be held when one frees up
         self._held_ids: set[int] = set()
         self._gates: list[_Gate] = []
+        self._handlers: list[Any] = []
 
     @property
     def is_closed(self) -> bool:
@@ -112,8 +157,10 @@ class PageGate:
         """Hold every page slot and close the page-creation gate of every handler."""
         handlers = probes._attempt(probes.playwright_handlers, crawler) or []
         self._gates = [gate for gate in (probes._attempt(_gate_of, h) for h in handlers) if gate is not None]
+        self._handlers = handlers
         for gate in self._gates:
             gate.opened.clear()
+            gate.on_context = functools.partial(self._hold_new, crawler)
         self._hold_new(crawler)
 
     def _hold_new(self, crawler: Any) -> None:
@@ -134,17 +181,16 @@ class PageGate:
     def parked(self, crawler: Any) -> int:
         """Downloads that wait and hold no page: for a slot, at the gate, or in the downloader's slot queues."""
         self._hold_new(crawler)
-        at_gate = sum(gate.waiting for gate in self._gates)
+        at_gate = sum(gate.waiting for gate in self._gates) + sum(_lock_waiters(h) for h in self._handlers)
         queued = probes.read_queues(crawler).slot_queued or 0
         return probes.parked_downloads(crawler) + at_gate + queued
 
     def open(self) -> int:
         """Give the held slots back and open the gates, waking what waits; return how many slots were given back."""
         held, self._held, self._held_ids = self._held, [], set()
-        gates, self._gates = self._gates, []
-        released = probes.release_page_slots(held)
-        for semaphore in {id(semaphore): semaphore for semaphore, _ in held}.values():
-            _wake_waiters(semaphore)
+        gates, self._gates, self._handlers = self._gates, [], []
+        released = _release(held)
         for gate in gates:
+            gate.on_context = None
             gate.opened.set()
         return released
