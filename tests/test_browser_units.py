@@ -267,6 +267,8 @@ class _LaunchingHandler:
         self.context_wrappers: dict[str, object] = {}
         self.context_launch_lock = asyncio.Lock()
         self.new_context_done = asyncio.Event()  # browser.new_context() returns when it is set
+        self.new_page_done = asyncio.Event()  # context.new_page() returns when it is set
+        self.new_page_done.set()
         self.pages = 0
 
     async def _create_browser_context(self, name, context_kwargs=None, spider=None):
@@ -285,6 +287,7 @@ class _LaunchingHandler:
             if wrapper is None:
                 wrapper = await self._create_browser_context(name=request)
         await wrapper.semaphore.acquire()
+        await self.new_page_done.wait()
         self.pages += 1
         return object()
 
@@ -316,3 +319,33 @@ def test_no_page_opens_in_a_context_created_while_the_gate_is_closed_and_its_wai
     assert opened_while_closed == 0
     assert parked == 6  # none holds a page: all six wait (for a slot, the lock or the gate)
     assert (contexts, pages) == (2, 6)
+
+
+def test_a_page_created_while_the_gate_is_closed_waits_blank_and_creating_it_is_parked():
+    # the first checkpoint at 32 in flight, traced: 9 requests had taken a slot and were in context.new_page(), which
+    # takes a second on a loaded machine; they then navigated and took their screenshots during the drain (14 -> 25
+    # pages opened, 5 s undrained). Creating a page holds no response; a page created while closed waits blank.
+    import asyncio
+
+    from pytest_crawlmem.crawl.browserslots import PageGate
+
+    async def scenario() -> tuple[int, int, bool, bool]:
+        handler = _LaunchingHandler(slots=4)
+        handler.new_context_done.set()
+        handler.new_page_done.clear()
+        crawler = _crawler_with(handler)
+        gate = PageGate()
+        gate.close(crawler)
+        gate.open()
+        creating = [asyncio.ensure_future(handler._create_page("page-0")) for _ in range(3)]
+        await asyncio.sleep(0.01)  # all three hold a slot, in new_page()
+        gate.close(crawler)
+        parked_creating = gate.parked(crawler)
+        handler.new_page_done.set()  # their pages are created while the checkpoint drains
+        await asyncio.sleep(0.05)
+        parked_blank, returned = gate.parked(crawler), any(task.done() for task in creating)
+        gate.open()
+        await asyncio.wait_for(asyncio.gather(*creating), 1.0)
+        return parked_creating, parked_blank, returned, all(task.done() for task in creating)
+
+    assert _run(scenario) == (3, 3, False, True)

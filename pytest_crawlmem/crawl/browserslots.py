@@ -9,13 +9,16 @@ slot, and counted as in flight. :class:`PageGate` closes four ways while a check
 
 - every context's page slot that frees up is held (a future at the front of its semaphore's waiters), and so are
   those of a context created meanwhile, as soon as it is created;
-- the handler's page creation (``_create_page``) waits at a gate;
-- so does its context creation (``_create_browser_context``, under ``context_launch_lock``): a crawl's first
-  checkpoint comes while its contexts are still being created, and the requests that had passed the gate waited for
-  the lock, then created contexts and opened pages in them during the drain (one first checkpoint in three hit the
-  5 s drain timeout so);
-- what waits (for a slot, for the lock, at the gate, in the downloader's slot queues) is *parked*: it holds no page
-  and no response, so it does not keep the crawl from draining.
+- the handler's page creation (``_create_page``) waits at a gate, and so does its context creation
+  (``_create_browser_context``, under ``context_launch_lock``); a page whose creation ends while the gate is closed
+  waits blank at it, and navigates once it opens;
+- what waits (in the downloader's slot queues, at the gate) or is in page creation (for the lock, a context, a slot,
+  or ``new_page()``) is *parked*: it holds no response, so it does not keep the crawl from draining.
+
+A crawl's first checkpoint comes while its pages and contexts are still being created: traced at 32 in flight, 9-11
+requests had taken a slot and were in ``new_page()`` (a second each on a loaded machine), or waited for the context
+lock; they then created contexts, opened pages, navigated and took screenshots during the drain (14 -> 25 pages
+opened), and the first checkpoint hit the 5 s drain timeout in about one crawl of three.
 """
 
 from __future__ import annotations
@@ -35,23 +38,24 @@ _GATES: weakref.WeakKeyDictionary[Any, _Gate] = weakref.WeakKeyDictionary()
 
 
 class _Gate:
-    """Open, or closed with the downloads waiting at it counted."""
+    """Open, or closed with the downloads waiting at it or creating a page counted."""
 
     def __init__(self) -> None:
         self.opened = asyncio.Event()
         self.opened.set()
-        self.waiting = 0
+        self.waiting = 0  # at the gate, before page creation or with a page created while it was closed
+        self.creating = 0  # in page creation: waiting for the context lock, a context, a page slot, or new_page()
         #: While closed: holds the page slots of a context just created (set by :meth:`PageGate.close`).
         self.on_context: Callable[[], None] | None = None
 
-    async def passed(self) -> None:
-        """Return once the gate is open (at once when it is)."""
+    async def passed(self, *, counted: bool = True) -> None:
+        """Return once the gate is open (at once when it is); ``counted``: as one of :attr:`waiting`."""
         while not self.opened.is_set():
-            self.waiting += 1
+            self.waiting += counted
             try:
                 await self.opened.wait()
             finally:
-                self.waiting -= 1
+                self.waiting -= counted
 
 
 def _gate_of(handler: Any) -> _Gate | None:
@@ -68,7 +72,13 @@ def _gate_of(handler: Any) -> _Gate | None:
     @functools.wraps(create_page)
     async def gated_create_page(*args: Any, **kwargs: Any) -> Any:
         await gate.passed()
-        return await create_page(*args, **kwargs)
+        gate.creating += 1
+        try:
+            page = await create_page(*args, **kwargs)
+        finally:
+            gate.creating -= 1
+        await gate.passed()  # a page created while the gate is closed waits blank: it navigates once it opens
+        return page
 
     handler._create_page = gated_create_page
     create_context = getattr(handler, "_create_browser_context", None)
@@ -76,7 +86,7 @@ def _gate_of(handler: Any) -> _Gate | None:
 
         @functools.wraps(create_context)
         async def gated_create_context(*args: Any, **kwargs: Any) -> Any:
-            await gate.passed()  # one that passed the outer gate before it closed, waiting for the lock till now
+            await gate.passed(counted=False)  # passed the outer gate before it closed (it is one of ``creating``)
             wrapper = await create_context(*args, **kwargs)
             if gate.on_context is not None:  # created while the gate closed: its slots are held before a page opens
                 gate.on_context()
@@ -84,12 +94,6 @@ def _gate_of(handler: Any) -> _Gate | None:
 
         handler._create_browser_context = gated_create_context
     return gate
-
-
-def _lock_waiters(handler: Any) -> int:
-    """Downloads waiting for scrapy-playwright's ``context_launch_lock`` (they hold no page yet)."""
-    lock = getattr(handler, "context_launch_lock", None)
-    return sum(not f.done() for f in list(getattr(lock, "_waiters", None) or ()))
 
 
 def _semaphores(crawler: Any) -> list[tuple[Any, int]]:
@@ -146,7 +150,6 @@ class PageGate:
         self._held: list[tuple[Any, Any]] = []  # (semaphore, future): a slot held, or to be held when one frees up
         self._held_ids: set[int] = set()
         self._gates: list[_Gate] = []
-        self._handlers: list[Any] = []
 
     @property
     def is_closed(self) -> bool:
@@ -157,7 +160,6 @@ class PageGate:
         """Hold every page slot and close the page-creation gate of every handler."""
         handlers = probes._attempt(probes.playwright_handlers, crawler) or []
         self._gates = [gate for gate in (probes._attempt(_gate_of, h) for h in handlers) if gate is not None]
-        self._handlers = handlers
         for gate in self._gates:
             gate.opened.clear()
             gate.on_context = functools.partial(self._hold_new, crawler)
@@ -179,16 +181,18 @@ class PageGate:
                 self._held.append((semaphore, future))
 
     def parked(self, crawler: Any) -> int:
-        """Downloads that wait and hold no page: for a slot, at the gate, or in the downloader's slot queues."""
+        """Downloads that hold no response: in the downloader's slot queues, at the gate, in page creation (for the
+        context lock, a context, a page slot, or the page itself), or with a blank page created while it drained."""
         self._hold_new(crawler)
-        at_gate = sum(gate.waiting for gate in self._gates) + sum(_lock_waiters(h) for h in self._handlers)
         queued = probes.read_queues(crawler).slot_queued or 0
-        return probes.parked_downloads(crawler) + at_gate + queued
+        if not self._gates:  # page creation moved: what waits for a slot or a context
+            return queued + probes.parked_downloads(crawler)
+        return queued + sum(gate.waiting + gate.creating for gate in self._gates)
 
     def open(self) -> int:
         """Give the held slots back and open the gates, waking what waits; return how many slots were given back."""
         held, self._held, self._held_ids = self._held, [], set()
-        gates, self._gates, self._handlers = self._gates, [], []
+        gates, self._gates = self._gates, []
         released = _release(held)
         for gate in gates:
             gate.on_context = None
