@@ -66,7 +66,8 @@ def child(pages: int, code: str | None = None) -> dict[str, Any]:
                 "with_page": sum("playwright_page" in r.meta for r in self.crawler.engine.downloader.active),
                 "scraping": len(getattr(self.crawler.engine.scraper.slot, "active", ()) or ()),
                 "browser": bool(handlers and hasattr(handlers[0], "browser")),
-                "pages_opened": self.crawler.stats.get_value("playwright/page_count") or 0}
+                "pages_opened": self.crawler.stats.get_value("playwright/page_count") or 0,
+                "creating": sum(getattr(g, "creating", 0) for g in getattr(gate, "_gates", ()))}
 
     def timed_begin(self: Any) -> None:
         begun.append(time.monotonic())

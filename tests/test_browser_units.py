@@ -349,3 +349,27 @@ def test_a_page_created_while_the_gate_is_closed_waits_blank_and_creating_it_is_
         return parked_creating, parked_blank, returned, all(task.done() for task in creating)
 
     assert _run(scenario) == (3, 3, False, True)
+
+
+def test_a_page_creation_begun_before_the_gate_was_installed_still_counts_parked_while_it_waits_for_a_slot():
+    # the gate went in at the first checkpoint: requests already waiting for a slot were counted nowhere, held
+    # behind the checkpoint's holds, and the first two checkpoints waited the whole 5 s drain timeout
+    import asyncio
+
+    from pytest_crawlmem.crawl.browserslots import PageGate
+
+    async def scenario() -> int:
+        handler = _LaunchingHandler(slots=1)
+        handler.new_context_done.set()
+        crawler = _crawler_with(handler)
+        creating = [asyncio.ensure_future(handler._create_page("page-0")) for _ in range(3)]  # no gate yet
+        await asyncio.sleep(0.01)  # one page open, two wait for its slot
+        gate = PageGate()
+        gate.close(crawler)
+        parked = gate.parked(crawler)
+        gate.open()
+        for task in creating:
+            task.cancel()
+        return parked
+
+    assert _run(scenario) == 2

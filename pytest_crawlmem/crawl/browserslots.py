@@ -135,6 +135,12 @@ def _release(held: list[tuple[Any, Any]]) -> int:
     return released
 
 
+def _lock_waiters(handler: Any) -> int:
+    """Downloads waiting for scrapy-playwright's ``context_launch_lock`` (they hold no page yet)."""
+    lock = getattr(handler, "context_launch_lock", None)
+    return sum(not f.done() for f in list(getattr(lock, "_waiters", None) or ()))
+
+
 def page_slots(crawler: Any) -> int:
     """The page slots of a context (scrapy-playwright's PLAYWRIGHT_MAX_PAGES_PER_CONTEXT, else CONCURRENT_REQUESTS);
     0 when no handler is loaded or it moved."""
@@ -156,10 +162,18 @@ class PageGate:
         """Whether a checkpoint holds the gate closed."""
         return bool(self._gates or self._held)
 
+    def install(self, crawler: Any) -> bool:
+        """Put the (open) gates in front of every handler's page and context creation before the first page is
+        created (spider_opened, reactor thread): a page creation that began before would not be counted parked."""
+        return bool(self._install(crawler))
+
+    def _install(self, crawler: Any) -> list[_Gate]:
+        handlers = probes._attempt(probes.playwright_handlers, crawler) or []
+        return [gate for gate in (probes._attempt(_gate_of, h) for h in handlers) if gate is not None]
+
     def close(self, crawler: Any) -> None:
         """Hold every page slot and close the page-creation gate of every handler."""
-        handlers = probes._attempt(probes.playwright_handlers, crawler) or []
-        self._gates = [gate for gate in (probes._attempt(_gate_of, h) for h in handlers) if gate is not None]
+        self._gates = self._install(crawler)
         for gate in self._gates:
             gate.opened.clear()
             gate.on_context = functools.partial(self._hold_new, crawler)
@@ -182,12 +196,15 @@ class PageGate:
 
     def parked(self, crawler: Any) -> int:
         """Downloads that hold no response: in the downloader's slot queues, at the gate, in page creation (for the
-        context lock, a context, a page slot, or the page itself), or with a blank page created while it drained."""
+        context lock, a context, a page slot, or the page itself), or with a blank page created while it drained.
+
+        A page creation begun before the gate was installed is not counted in it; what waits for a slot or the lock
+        then is (the larger count: each undercounts, neither counts a download twice)."""
         self._hold_new(crawler)
         queued = probes.read_queues(crawler).slot_queued or 0
-        if not self._gates:  # page creation moved: what waits for a slot or a context
-            return queued + probes.parked_downloads(crawler)
-        return queued + sum(gate.waiting + gate.creating for gate in self._gates)
+        waiting = probes.parked_downloads(crawler) + sum(_lock_waiters(h) for h in probes.playwright_handlers(crawler))
+        at_gate = sum(gate.waiting for gate in self._gates)
+        return queued + at_gate + max(waiting, sum(gate.creating for gate in self._gates))
 
     def open(self) -> int:
         """Give the held slots back and open the gates, waking what waits; return how many slots were given back."""
