@@ -141,11 +141,21 @@ def _lock_waiters(handler: Any) -> int:
     return sum(not f.done() for f in list(getattr(lock, "_waiters", None) or ()))
 
 
+#: The page slots of each crawl's contexts once read (a setting: it does not change during the crawl).
+_SLOTS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
 def page_slots(crawler: Any) -> int:
     """The page slots of a context (scrapy-playwright's PLAYWRIGHT_MAX_PAGES_PER_CONTEXT, else CONCURRENT_REQUESTS);
-    0 when no handler is loaded or it moved."""
+    0 when no handler is loaded or it moved. Read once per crawl (the sampler asks every sample)."""
+    slots = probes._attempt(_SLOTS.get, crawler)
+    if slots:
+        return int(slots)
     for handler in probes._attempt(probes.playwright_handlers, crawler) or []:
-        return int(getattr(getattr(handler, "config", None), "max_pages_per_context", 0) or 0)
+        slots = int(getattr(getattr(handler, "config", None), "max_pages_per_context", 0) or 0)
+        if slots:
+            probes._attempt(_SLOTS.__setitem__, crawler, slots)
+        return slots
     return 0
 
 

@@ -399,12 +399,19 @@ def _slot_semaphores(handler: Any) -> list[Any]:
     return semaphores
 
 
+def _page_count(context: Any) -> int:
+    """A Playwright context's open pages, counted on its implementation object when it has one (``context.pages``
+    builds a list of API wrappers: a sixth of the sampler's CPU on a browser crawl in production, per cProfile)."""
+    impl_pages = getattr(getattr(context, "_impl_obj", None), "_pages", None)
+    return len(impl_pages) if isinstance(impl_pages, list) else len(context.pages)
+
+
 def _read_pages(handlers: list[Any]) -> PageReading:
     contexts = pages = full = waiting = 0
     for handler in handlers:
         for wrapper in list(handler.context_wrappers.values()):
             contexts += 1
-            pages += len(wrapper.context.pages)
+            pages += _page_count(wrapper.context)
             full += bool(wrapper.semaphore.locked())
         waiting += sum(len(_waiters(semaphore)) for semaphore in _slot_semaphores(handler))
     return PageReading(contexts, pages, full, waiting)
