@@ -95,6 +95,7 @@ def child(mode: str, pages: int, code: str | None, profile_path: str | None = No
     from scrapy.crawler import CrawlerRunner
 
     import pytest_crawlmem
+    from pytest_crawlmem.core.budgets import Budgets
     from pytest_crawlmem.crawl.runner import CrawlOptions
     from pytest_crawlmem.harness.site import start_site
 
@@ -106,7 +107,8 @@ def child(mode: str, pages: int, code: str | None, profile_path: str | None = No
         before, started = os.times(), time.perf_counter()
         if mode.endswith("-test"):
             result = harness.measured(harness.Crawl(BooksSpider, kwargs, settings),
-                                      CrawlOptions(report_dir=Path(tmp), timeout_seconds=TIMEOUT_SECONDS), reports=False)
+                                      CrawlOptions(report_dir=Path(tmp), budgets=Budgets(timeout=TIMEOUT_SECONDS)),
+                                      reports=False)
             stats, items = result.stats, result.items_scraped
         else:
             runner = CrawlerRunner({**settings, "EXTENSIONS": {"pytest_crawlmem.extension.CrawlMemExtension": 0},
