@@ -374,19 +374,3 @@ def test_a_page_creation_begun_before_the_gate_was_installed_still_counts_parked
 
     assert _run(scenario) == 2
 
-
-def test_pages_whose_callbacks_still_run_are_not_a_stall():
-    # benchmarks/browser_drain.py, a crawl that closes its pages at load 20: 4 pages of one context were still in
-    # parse_book taking screenshots, no response came for 5 s, and the crawl was stopped as one that never closes them
-    from pytest_crawlmem.crawl.pages import HandedPages
-
-    handed, context = HandedPages(stall_seconds=5.0), object()
-    pages = [_ContextPage(context) for _ in range(4)]
-    requests = [_ContextPage(None) for _ in pages]  # anything held weakly stands for a Request
-    for page, request in zip(pages, requests, strict=True):
-        handed.add(page, "BooksSpider.parse_book", request)
-    assert handed.stall(10, 0.0, full_contexts=1, slots=4, in_callbacks=requests) is None
-    assert handed.stall(10, 12.0, full_contexts=1, slots=4, in_callbacks=requests) is None  # the callbacks still run
-    assert handed.stall(10, 12.5, full_contexts=1, slots=4, in_callbacks=requests[:1]) is None  # 3 kept: a slot works
-    message = handed.stall(10, 13.0, full_contexts=1, slots=4, in_callbacks=()) or ""  # they returned, pages open
-    assert "4 pages handed to callbacks" in message

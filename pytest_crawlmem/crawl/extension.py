@@ -403,7 +403,7 @@ class CrawlMemExtension:
         """Stop a crawl that waits forever for page slots held by pages callbacks never closed; while a stop is
         under way, close them again each time the stall comes back (sampler thread)."""
         assert self.pages is not None
-        message = self.pages.stall(sample.responses, sample.t_seconds, pages, page_slots(self.crawler), self.crawler)
+        message = self.pages.stall(sample.responses, sample.t_seconds, pages, page_slots(self.crawler))
         if message is None:
             return
         if not self.stopped_because:

@@ -8,7 +8,7 @@ import os
 import time
 import weakref
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.models import BrowserSummary, Checkpoint
@@ -49,35 +49,26 @@ class HandedPages:
 
     def __init__(self, stall_seconds: float) -> None:
         self.stall_seconds = stall_seconds
-        #: (page, the callback it went to, its request): the request tells whether the callback still runs
-        self._refs: list[tuple[weakref.ref[Any], str, weakref.ref[Any] | None]] = []
+        self._refs: list[tuple[weakref.ref[Any], str]] = []
         self._progress = (0, 0.0)  # (responses, when that count was first seen, or when the stall last fired)
         self._paused = False  # a checkpoint holds the page slots: no response comes, and that is no stall
 
-    def add(self, page: Any, callback: str = "", request: Any = None) -> None:
-        """Note a page handed to ``callback`` with ``request``'s response (reactor thread)."""
-        self._refs.append((weakref.ref(page), callback, _weak(request)))
+    def add(self, page: Any, callback: str = "") -> None:
+        """Note a page handed to ``callback`` (reactor thread)."""
+        self._refs.append((weakref.ref(page), callback))
 
     def open(self) -> list[Any]:
         """The handed pages still open."""
-        return [page for page, _, _ in self._open()]
+        return [page for page, _ in self._open()]
 
-    def _open(self) -> list[tuple[Any, str, weakref.ref[Any] | None]]:
-        alive = [(ref, name, request) for ref, name, request in self._refs
-                 if (page := ref()) is not None and not page.is_closed()]
-        self._refs = alive
-        return [(page, name, request) for ref, name, request in alive if (page := ref()) is not None]
+    def _open(self) -> list[tuple[Any, str]]:
+        alive = [(page, name) for ref, name in self._refs if (page := ref()) is not None and not page.is_closed()]
+        self._refs = [(weakref.ref(page), name) for page, name in alive]
+        return alive
 
-    def _kept(self, in_callbacks: Collection[Any] = ()) -> list[tuple[Any, str]]:
-        """The handed pages still open whose callbacks returned (not among the requests ``in_callbacks``)."""
-        running = {id(request) for request in in_callbacks}
-        return [(page, name) for page, name, request in self._open()
-                if request is None or (held := request()) is None or id(held) not in running]
-
-    def keepers(self, in_callbacks: Collection[Any] = ()) -> Counter[str]:
-        """The callbacks holding the handed pages still open (those that returned, given ``in_callbacks``), with how
-        many each holds."""
-        return Counter(name or "?" for _, name in self._kept(in_callbacks))
+    def keepers(self) -> Counter[str]:
+        """The callbacks holding the handed pages still open, with how many each holds."""
+        return Counter(name or "?" for _, name in self._open())
 
     def pause(self) -> None:
         """A checkpoint holds the page slots from now on: no stall until :meth:`resume` (reactor thread)."""
@@ -88,21 +79,19 @@ class HandedPages:
         self._progress = (self._progress[0], t_seconds)
         self._paused = False
 
-    def held_contexts(self, slots: int, in_callbacks: Collection[Any] = ()) -> int:
+    def held_contexts(self, slots: int) -> int:
         """Browser contexts whose ``slots`` page slots (PLAYWRIGHT_MAX_PAGES_PER_CONTEXT) are all held by handed pages
-        still open after their callbacks returned: nothing in them can progress until a callback closes one."""
-        per_context = Counter(id(getattr(page, "context", None)) for page, _ in self._kept(in_callbacks))
+        still open: nothing in them can progress until a callback closes one."""
+        per_context = Counter(id(getattr(page, "context", None)) for page, _ in self._open())
         return sum(1 for count in per_context.values() if count >= slots)
 
     def stall(self, responses: int, t_seconds: float, full_contexts: int, waiting: int = 0,
-              slots: int = 0, in_callbacks: Collection[Any] = ()) -> str | None:
+              slots: int = 0) -> str | None:
         """Why the crawl would hang, when no response came for ``stall_seconds`` because unclosed pages fill every
         context's slots (``None`` while it progresses, or while a checkpoint holds the slots); it fires again after
         each further ``stall_seconds`` of the same stall, so a stop under way hears of it too (sampler thread).
         With ``slots`` known, a context counts as full only when handed pages hold all of its slots (under load, a
-        crawl that closes its pages went 5 s without a response while its full contexts' pages still worked). A page
-        whose callback still runs (its request among ``in_callbacks``, the scraper's) is not kept: under load, 4
-        screenshots of one context took over 5 s and a crawl that closes its pages was stopped."""
+        crawl that closes its pages went 5 s without a response while its full contexts' pages still worked)."""
         if self._paused:
             return None
         if responses != self._progress[0]:
@@ -110,24 +99,16 @@ class HandedPages:
             return None
         if t_seconds - self._progress[1] < self.stall_seconds or not full_contexts:
             return None
-        keepers = self.keepers(in_callbacks)
+        keepers = self.keepers()
         unclosed = sum(keepers.values())
         if not unclosed:
             return None
         if slots:  # the contexts whose every slot a handed page holds: a full context of pages still working waits
-            full_contexts = self.held_contexts(slots, in_callbacks)
+            full_contexts = self.held_contexts(slots)
             if not full_contexts:
                 return None
         self._progress = (responses, t_seconds)
         return stall_message(unclosed, keepers, self.stall_seconds, full_contexts, waiting)
-
-
-def _weak(value: Any) -> weakref.ref[Any] | None:
-    """A weak reference to ``value`` (``None`` for ``None`` or what cannot be referenced weakly)."""
-    try:
-        return None if value is None else weakref.ref(value)
-    except TypeError:
-        return None
 
 
 def stall_message(unclosed: int, keepers: Counter[str], stall_seconds: float, full_contexts: int, waiting: int) -> str:
@@ -170,7 +151,7 @@ class CrawlBrowser:
         """Note the page a response hands to its callback, and which callback, if it does (reactor thread)."""
         page = response.meta.get("playwright_page")
         if page is not None:
-            self.handed.add(page, callback_name(request or response.request, spider), request or response.request)
+            self.handed.add(page, callback_name(request or response.request, spider))
 
     def sample(self, crawler: Any) -> tuple[TreeReading, probes.PageReading | None]:
         """Read the tree (PSS/USS on schedule, RSS otherwise, when :meth:`tree_due`: between readings the last one
@@ -223,12 +204,9 @@ class CrawlBrowser:
         """Pages handed to callbacks (``playwright_include_page``) that are still open."""
         return self.handed.open()
 
-    def stall(self, responses: int, t_seconds: float, pages: probes.PageReading, slots: int = 0,
-              crawler: Any = None) -> str | None:
-        """Why the crawl would hang on pages callbacks never closed (``None`` while it progresses) (sampler thread);
-        with ``crawler``, the pages whose callbacks still run are not counted."""
-        in_callbacks = probes.in_callbacks(crawler) if crawler is not None else ()
-        return self.handed.stall(responses, t_seconds, pages.full_contexts, pages.waiting, slots, in_callbacks)
+    def stall(self, responses: int, t_seconds: float, pages: probes.PageReading, slots: int = 0) -> str | None:
+        """Why the crawl would hang on pages callbacks never closed (``None`` while it progresses) (sampler thread)."""
+        return self.handed.stall(responses, t_seconds, pages.full_contexts, pages.waiting, slots)
 
     def close_unclosed(self) -> str:
         """Close the handed pages still open, so downloads waiting for a page slot can finish (reactor thread)."""

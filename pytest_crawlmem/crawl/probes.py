@@ -386,12 +386,6 @@ def _waiters(semaphore: Any) -> list[Any]:
     return [f for f in list(getattr(semaphore, "_waiters", None) or ()) if not f.done() and f not in _HOLDS]
 
 
-def in_callbacks(crawler: Any) -> list[Any]:
-    """The requests whose responses the scraper holds: their callbacks (and what they yield) still run."""
-    active = getattr(getattr(getattr(_engine(crawler), "scraper", None), "slot", None), "active", None)
-    return _attempt(list, active) or [] if active is not None else []
-
-
 def parked_downloads(crawler: Any) -> int:
     """Downloads waiting for a page slot or a context of scrapy-playwright (they hold no page)."""
     reading = read_pages(crawler)
