@@ -245,8 +245,6 @@ class CrawlMemExtension:
         self.media_pipelines = probes.media_pipelines(self.crawler)
         if self.crawler.settings.getbool("CRAWLMEM_MEDIA_FAILURES"):  # test crawls: failed media downloads are dropped data
             watch_media_failures(self.media_pipelines, self.ledger)
-        if self.pages is not None:  # before the first page: a creation begun before it would not count as parked
-            self.pages.gate.install(self.crawler)
         self.sampler.start()
         if self.timeout_seconds:
             message = stops.timeout_message(self.timeout_seconds)
