@@ -1,16 +1,20 @@
 """How long a browser checkpoint takes to drain at 32 in flight (scrapy-playwright's published example).
 
-    python benchmarks/browser_drain.py [--runs 3] [--pages 6] [--json out.json]
+    python benchmarks/browser_drain.py [--runs 3] [--pages 6] [--before DIR] [--json out.json]
 
 Each run crawls examples/playwright_books.py (32 in flight, 4 page slots a context, a context per listing
 page, a full-page screenshot per book) through the plugin's runner in a fresh process. For every mid-crawl
 checkpoint it records the drain (from the pause to the moment nothing that holds a page or a response is in
-flight, or the drain timeout) and the whole pause (the drain, the renderers' GC, the readings).
+flight, or the drain timeout) and the whole pause (the drain, the renderers' GC, the readings), and a trace of what
+each checkpoint waited for (in flight, parked, pages, pages opened; every 100 ms of the first one). ``--before DIR``
+is a copy of the package to compare with (``git archive <commit> pytest_crawlmem | tar -x -C DIR``): its crawls and
+this checkout's alternate, run by run.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -24,9 +28,13 @@ from childrun import run_child
 HERE = Path(__file__).resolve().parent
 
 
-def child(pages: int) -> dict[str, Any]:
-    """One crawl in this (fresh) process: its checkpoints' drain and pause seconds."""
+def child(pages: int, code: str | None = None) -> dict[str, Any]:
+    """One crawl in this (fresh) process: its checkpoints' drain and pause seconds (``code``: a copy of the package)."""
+    if code:  # the package copy first: leave out the editable install's finder, which would win over sys.path
+        sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in str(getattr(f, "__module__", ""))]
+        sys.path.insert(0, code)
     sys.path[:0] = [str(HERE), str(HERE.parent / "examples")]
+    importlib.import_module("pytest_crawlmem")  # before harness, which puts this checkout first on sys.path
     import harness
     from playwright_books import BooksSpider, books_settings
 
@@ -38,17 +46,52 @@ def child(pages: int) -> dict[str, Any]:
     begun: list[float] = []
     drained_at: list[float] = []
     begin, collect = CrawlMemExtension._begin_checkpoint, CrawlBrowser.collect_garbage
+    extensions: list[Any] = []
+    wait = CrawlMemExtension._wait_for_drain
+
+    traces: list[dict[str, Any]] = []
+
+    def state(self: Any) -> dict[str, Any]:
+        """What the crawl holds now: in flight, parked, pages, contexts, and what waits for a context."""
+        from pytest_crawlmem.crawl import probes
+
+        handlers = probes.playwright_handlers(self.crawler)
+        lock = getattr(handlers[0], "context_launch_lock", None) if handlers else None
+        reading = probes.read_pages(self.crawler)
+        gate = self.pages.gate
+        return {"t": round(time.monotonic() - begun[-1], 3), "inflight": len(self.crawler.engine.downloader.active),
+                "parked": gate.parked(self.crawler) if gate.is_closed else 0,
+                "lock_waiters": len(getattr(lock, "_waiters", None) or ()) + bool(lock and lock.locked()),
+                "contexts": reading.contexts if reading else 0, "pages": reading.pages if reading else 0,
+                "with_page": sum("playwright_page" in r.meta for r in self.crawler.engine.downloader.active),
+                "scraping": len(getattr(self.crawler.engine.scraper.slot, "active", ()) or ()),
+                "browser": bool(handlers and hasattr(handlers[0], "browser")),
+                "pages_opened": self.crawler.stats.get_value("playwright/page_count") or 0,
+                "creating": sum(getattr(g, "creating", 0) for g in getattr(gate, "_gates", ()))}
 
     def timed_begin(self: Any) -> None:
         begun.append(time.monotonic())
+        extensions[:] = [self]
+        traces.append({"responses": self.responses, "begin": state(self)})
         begin(self)
+
+    def traced_wait(self: Any, started: float) -> None:
+        """Every 100 ms of the first checkpoint's drain, what it still waits for."""
+        if len(traces) == 1:
+            steps = traces[0].setdefault("during", [])
+            if not steps or time.monotonic() - begun[0] - steps[-1]["t"] >= 0.1:
+                steps.append(state(self))
+        wait(self, started)
 
     def timed_collect(self: Any, crawler: Any) -> Any:
         drained_at.append(time.monotonic())  # called once the drain ended (drained, or at the drain timeout)
+        if traces and extensions:
+            traces[-1]["end"] = state(extensions[0])
         return collect(self, crawler)
 
     CrawlMemExtension._begin_checkpoint = timed_begin  # type: ignore[method-assign]
     CrawlBrowser.collect_garbage = timed_collect  # type: ignore[method-assign]
+    CrawlMemExtension._wait_for_drain = traced_wait  # type: ignore[method-assign]
     with start_site() as site, tempfile.TemporaryDirectory() as tmp:
         crawl = harness.Crawl(BooksSpider, {"base_url": site.base_url, "pages": pages}, books_settings(32, LOG_LEVEL="ERROR"))
         started = time.perf_counter()
@@ -60,34 +103,56 @@ def child(pages: int) -> dict[str, Any]:
     return {"items": result.items_scraped, "finish_reason": result.finish_reason, "errors": list(result.errors)[:5],
             "wall_seconds": round(wall, 1), "checkpoints": len(middle),
             "undrained": sum(not c.drained for c in middle), "drain_seconds": drains,
-            "pause_seconds": [round(c.cost_seconds, 3) for c in middle]}
+            "pause_seconds": [round(c.cost_seconds, 3) for c in middle], "traces": traces}
+
+
+def _summary(label: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Drains within 1 s, checkpoints drained, median and max drain, the first checkpoints' drains."""
+    drains = sorted(d for run in runs for d in run["drain_seconds"])
+    if not drains:
+        return {}
+    checkpoints = sum(run["checkpoints"] for run in runs)
+    summary = {"runs": len(runs), "checkpoints": checkpoints,
+               "drained": checkpoints - sum(run["undrained"] for run in runs),
+               "within_1s": sum(d <= 1.0 for d in drains), "drains": len(drains),
+               "median_drain_seconds": drains[len(drains) // 2], "max_drain_seconds": drains[-1],
+               "first_drain_seconds": [run["drain_seconds"][0] for run in runs if run["drain_seconds"]]}
+    print(f"{label}: {summary['drained']} of {checkpoints} checkpoints drained, {summary['within_1s']} of"
+          f" {len(drains)} drains within 1 s (median {summary['median_drain_seconds']} s, max {drains[-1]} s);"
+          f" first checkpoints {summary['first_drain_seconds']} s", flush=True)
+    return summary
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--pages", type=int, default=6)
+    parser.add_argument("--before", help="a copy of the package to compare with (its parent directory)")
     parser.add_argument("--json")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(child(args.pages)), flush=True)
+        print("RESULT " + json.dumps(child(args.pages, args.code)), flush=True)
         return
-    runs = []
-    for _ in range(args.runs):
-        run = run_child([sys.executable, __file__, "--child", "--pages", str(args.pages)])
-        if run is None:
-            continue
-        runs.append(run)
-        print(f"{run['checkpoints']} checkpoints, {run['undrained']} undrained; drains {run['drain_seconds']} s;"
-              f" pauses {run['pause_seconds']} s; crawl {run['wall_seconds']} s, {run['items']} items,"
-              f" {run['finish_reason']}", flush=True)
-    drains = sorted(d for run in runs for d in run["drain_seconds"])
-    if drains:
-        within = sum(d <= 1.0 for d in drains)
-        print(f"{within} of {len(drains)} drains within 1 s (max {drains[-1]} s, median {drains[len(drains) // 2]} s)")
+    labels = ["before", "after"] if args.before else ["after"]
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    for i in range(args.runs):
+        for label in labels[i % len(labels):] + labels[:i % len(labels)]:
+            command = [sys.executable, __file__, "--child", "--pages", str(args.pages)]
+            if label == "before":
+                command += ["--code", str(Path(args.before).resolve())]
+            run = run_child(command, label)
+            if run is None:
+                continue
+            runs[label].append(run)
+            print(f"{label}: {run['checkpoints']} checkpoints, {run['undrained']} undrained; drains"
+                  f" {run['drain_seconds']} s; pauses {run['pause_seconds']} s; crawl {run['wall_seconds']} s,"
+                  f" {run['items']} items, {run['finish_reason']}", flush=True)
+    summary = {label: _summary(label, mine) for label, mine in runs.items()}
     if args.json:
-        Path(args.json).write_text(json.dumps({"pages": args.pages, "runs": runs,
+        Path(args.json).write_text(json.dumps({"pages": args.pages, "summary": summary, "runs": runs.get("after", []),
+                                               "before_runs": runs.get("before", []),
                                                "load_average": [round(x, 2) for x in os.getloadavg()]}, indent=2))
 
 

@@ -1,6 +1,7 @@
 """The plugin's own CPU on a browser crawl, before and after a change, side by side in one run.
 
     python benchmarks/browser_overhead.py [--rounds 3] [--pages 6] [--before DIR] [--json out.json]
+    python benchmarks/browser_overhead.py --profile production [--pages 6]
 
 Each crawl is scrapy-playwright's published example (examples/playwright_books.py: 32 in flight, 4 page
 slots a context, a context per listing page, a screenshot per book) in a fresh process, in four modes
@@ -13,6 +14,9 @@ The plugin's own CPU is what the extension counts as its own (sampler and status
 ``time.thread_time()``: ``crawlmem/status/self_cpu_seconds``), over the crawl process's CPU during the crawl
 (``os.times()``, this process only: the browser's processes are not in it). Checkpoints run on the reactor
 thread and are counted in their pauses (``crawlmem/checkpoint_pause_total_seconds``), not here.
+
+``--profile MODE`` runs one crawl of ``after-MODE`` with cProfile on what the extension counts as its own (each
+sample on the sampler thread, each status line) and prints the calls that cost most.
 """
 
 from __future__ import annotations
@@ -36,7 +40,50 @@ MODES = ("before-test", "after-test", "before-production", "after-production")
 TIMEOUT_SECONDS = 240
 
 
-def child(mode: str, pages: int, code: str | None) -> dict[str, Any]:
+def _profiled(profile_path: str) -> Any:
+    """Profile the extension's own work (samples, status lines) with cProfile; return what writes the profile."""
+    import cProfile
+
+    from pytest_crawlmem.crawl.meter import Sampler
+    from pytest_crawlmem.crawl.status import StatusTicker
+
+    profiles = {name: cProfile.Profile(time.thread_time) for name in ("sampler", "status")}  # CPU, not wall time
+    run_sample, emit = Sampler.run, StatusTicker.emit
+
+    def sampler_run(self: Any) -> None:
+        take = self.take
+
+        def profiled_take() -> object:
+            profiles["sampler"].enable()
+            try:
+                return take()
+            finally:
+                profiles["sampler"].disable()
+
+        self.take = profiled_take
+        run_sample(self)
+
+    def profiled_emit(self: Any, *, log: bool = True) -> Any:
+        profiles["status"].enable()
+        try:
+            return emit(self, log=log)
+        finally:
+            profiles["status"].disable()
+
+    Sampler.run = sampler_run  # type: ignore[method-assign]
+    StatusTicker.emit = profiled_emit  # type: ignore[method-assign]
+
+    def write() -> None:
+        import pstats
+
+        stats = pstats.Stats(profiles["sampler"])
+        stats.add(profiles["status"])
+        stats.dump_stats(profile_path)
+
+    return write
+
+
+def child(mode: str, pages: int, code: str | None, profile_path: str | None = None) -> dict[str, Any]:
     """Run one crawl in this process (a fresh one) and return its figures."""
     if code:  # the package copy first: leave out the editable install's finder, which would win over sys.path
         sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in str(getattr(f, "__module__", ""))]
@@ -48,17 +95,20 @@ def child(mode: str, pages: int, code: str | None) -> dict[str, Any]:
     from scrapy.crawler import CrawlerRunner
 
     import pytest_crawlmem
+    from pytest_crawlmem.core.budgets import Budgets
     from pytest_crawlmem.crawl.runner import CrawlOptions
     from pytest_crawlmem.harness.site import start_site
 
     assert not code or pytest_crawlmem.__file__.startswith(code), pytest_crawlmem.__file__
+    write_profile = _profiled(profile_path) if profile_path else None
     settings = books_settings(32, LOG_LEVEL="ERROR")
     with start_site() as site, tempfile.TemporaryDirectory() as tmp:
         kwargs = {"base_url": site.base_url, "pages": pages}
         before, started = os.times(), time.perf_counter()
         if mode.endswith("-test"):
             result = harness.measured(harness.Crawl(BooksSpider, kwargs, settings),
-                                      CrawlOptions(report_dir=Path(tmp), timeout_seconds=TIMEOUT_SECONDS), reports=False)
+                                      CrawlOptions(report_dir=Path(tmp), budgets=Budgets(timeout=TIMEOUT_SECONDS)),
+                                      reports=False)
             stats, items = result.stats, result.items_scraped
         else:
             runner = CrawlerRunner({**settings, "EXTENSIONS": {"pytest_crawlmem.extension.CrawlMemExtension": 0},
@@ -69,6 +119,8 @@ def child(mode: str, pages: int, code: str | None) -> dict[str, Any]:
             stats, items = crawler.stats.get_stats(), crawler.stats.get_value("item_scraped_count")
         wall, after = time.perf_counter() - started, os.times()
     harness.stop_reactor()
+    if write_profile is not None:
+        write_profile()
     process_cpu = (after.user + after.system) - (before.user + before.system)
     own = float(stats.get("crawlmem/status/self_cpu_seconds") or 0.0)
     return {"mode": mode, "finish_reason": stats.get("finish_reason"), "wall_seconds": round(wall, 2),
@@ -80,6 +132,22 @@ def child(mode: str, pages: int, code: str | None) -> dict[str, Any]:
             "checkpoint_pause_max_seconds": stats.get("crawlmem/checkpoint_pause_max_seconds")}
 
 
+def _print_profile(mode: str, pages: int) -> None:
+    """One ``after-<mode>`` crawl with its own work profiled: its figures and the costliest calls."""
+    import pstats
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "own.prof")
+        run = run_child([sys.executable, __file__, "--child", f"after-{mode}", "--pages", str(pages),
+                         "--profile-path", path], mode)
+        if run is None:
+            return
+        print(f"own {run['own_cpu_seconds']} s of {run['process_cpu_seconds']} s ({run['own_share']:.1%}),"
+              f" {run['samples']} samples, wall {run['wall_seconds']} s", flush=True)
+        pstats.Stats(path).sort_stats("tottime").print_stats(25)
+        pstats.Stats(path).sort_stats("cumulative").print_stats(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -88,9 +156,14 @@ def main() -> None:
     parser.add_argument("--json")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", choices=("test", "production"), help="one crawl, its own CPU profiled")
+    parser.add_argument("--profile-path", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(child(args.child, args.pages, args.code)), flush=True)
+        print("RESULT " + json.dumps(child(args.child, args.pages, args.code, args.profile_path)), flush=True)
+        return
+    if args.profile:
+        _print_profile(args.profile, args.pages)
         return
     modes = [m for m in MODES if args.before or m.startswith("after")]
     runs: list[dict[str, Any]] = []

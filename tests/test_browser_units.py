@@ -170,6 +170,28 @@ def test_a_download_that_waited_on_a_free_slot_while_the_gate_held_it_gets_it_wh
     assert _run(scenario) is True
 
 
+def test_a_slot_freed_while_the_gate_is_closed_is_held_then_goes_to_the_waiting_download():
+    import asyncio
+
+    from pytest_crawlmem.crawl.browserslots import PageGate
+
+    async def scenario() -> tuple[bool, int, bool, int]:
+        semaphore = asyncio.Semaphore(1)
+        await semaphore.acquire()  # the context's one slot: a page open
+        gate = PageGate()
+        gate.close(_crawler_with(_FakeHandler(semaphore, 1)))
+        waiter = asyncio.ensure_future(semaphore.acquire())
+        await asyncio.sleep(0.01)
+        semaphore.release()  # the page closes while the checkpoint drains: a hold takes its slot
+        await asyncio.sleep(0.01)
+        waited = not waiter.done()
+        released = gate.open()
+        await asyncio.wait_for(waiter, 1.0)
+        return waited, released, waiter.result(), len(semaphore._waiters or ())
+
+    assert _run(scenario) == (True, 1, True, 0)
+
+
 def test_page_creation_waits_at_the_closed_gate_and_is_counted_parked():
     import asyncio
 
@@ -230,3 +252,125 @@ def test_a_full_context_whose_pages_still_work_is_not_a_stall():
     assert handed.held_contexts(4) == 1
     message = handed.stall(10, 12.0, full_contexts=1, slots=4) or ""
     assert "4 pages handed to callbacks" in message and "1 browser context(s) had no free page slot" in message
+
+
+class _LaunchingHandler:
+    """scrapy-playwright's page creation as its handler does it (0.0.48): under ``context_launch_lock`` the request's
+    context is looked up or created (``browser.new_context`` takes a while), then a page slot is acquired and a page
+    opened."""
+
+    def __init__(self, slots: int) -> None:
+        import asyncio
+        from types import SimpleNamespace
+
+        self.config = SimpleNamespace(max_pages_per_context=slots)
+        self.context_wrappers: dict[str, object] = {}
+        self.context_launch_lock = asyncio.Lock()
+        self.new_context_done = asyncio.Event()  # browser.new_context() returns when it is set
+        self.new_page_done = asyncio.Event()  # context.new_page() returns when it is set
+        self.new_page_done.set()
+        self.pages = 0
+
+    async def _create_browser_context(self, name, context_kwargs=None, spider=None):
+        import asyncio
+        from types import SimpleNamespace
+
+        await self.new_context_done.wait()
+        wrapper = SimpleNamespace(semaphore=asyncio.Semaphore(self.config.max_pages_per_context),
+                                  context=SimpleNamespace(pages=[]))
+        self.context_wrappers[name] = wrapper
+        return wrapper
+
+    async def _create_page(self, request=None, spider=None):
+        async with self.context_launch_lock:
+            wrapper = self.context_wrappers.get(request)
+            if wrapper is None:
+                wrapper = await self._create_browser_context(name=request)
+        await wrapper.semaphore.acquire()
+        await self.new_page_done.wait()
+        self.pages += 1
+        return object()
+
+
+def test_no_page_opens_in_a_context_created_while_the_gate_is_closed_and_its_waiters_are_parked():
+    # the first checkpoint of the published example at 32 in flight: 24 requests waited for the context lock while
+    # contexts were being created; two contexts were created during the drain and opened 3 pages: 5 s undrained
+    import asyncio
+
+    from pytest_crawlmem.crawl.browserslots import PageGate
+
+    async def scenario() -> tuple[int, int, int, int]:
+        handler = _LaunchingHandler(slots=4)
+        crawler = _crawler_with(handler)
+        gate = PageGate()
+        gate.close(crawler)  # installs the gate in front of page creation,
+        gate.open()
+        creating = [asyncio.ensure_future(handler._create_page(f"page-{i % 2}")) for i in range(6)]
+        await asyncio.sleep(0.01)  # past the gate: one creates context page-0, five wait for the lock
+        gate.close(crawler)
+        handler.new_context_done.set()  # page-0's context is created now, while the checkpoint drains
+        await asyncio.sleep(0.05)
+        opened_while_closed, parked = handler.pages, gate.parked(crawler)
+        gate.open()
+        await asyncio.wait_for(asyncio.gather(*creating), 1.0)
+        return opened_while_closed, parked, len(handler.context_wrappers), handler.pages
+
+    opened_while_closed, parked, contexts, pages = _run(scenario)
+    assert opened_while_closed == 0
+    assert parked == 6  # none holds a page: all six wait (for a slot, the lock or the gate)
+    assert (contexts, pages) == (2, 6)
+
+
+def test_a_page_created_while_the_gate_is_closed_waits_blank_and_creating_it_is_parked():
+    # the first checkpoint at 32 in flight, traced: 9 requests had taken a slot and were in context.new_page(), which
+    # takes a second on a loaded machine; they then navigated and took their screenshots during the drain (14 -> 25
+    # pages opened, 5 s undrained). Creating a page holds no response; a page created while closed waits blank.
+    import asyncio
+
+    from pytest_crawlmem.crawl.browserslots import PageGate
+
+    async def scenario() -> tuple[int, int, bool, bool]:
+        handler = _LaunchingHandler(slots=4)
+        handler.new_context_done.set()
+        handler.new_page_done.clear()
+        crawler = _crawler_with(handler)
+        gate = PageGate()
+        gate.close(crawler)
+        gate.open()
+        creating = [asyncio.ensure_future(handler._create_page("page-0")) for _ in range(3)]
+        await asyncio.sleep(0.01)  # all three hold a slot, in new_page()
+        gate.close(crawler)
+        parked_creating = gate.parked(crawler)
+        handler.new_page_done.set()  # their pages are created while the checkpoint drains
+        await asyncio.sleep(0.05)
+        parked_blank, returned = gate.parked(crawler), any(task.done() for task in creating)
+        gate.open()
+        await asyncio.wait_for(asyncio.gather(*creating), 1.0)
+        return parked_creating, parked_blank, returned, all(task.done() for task in creating)
+
+    assert _run(scenario) == (3, 3, False, True)
+
+
+def test_a_page_creation_begun_before_the_gate_was_installed_still_counts_parked_while_it_waits_for_a_slot():
+    # the gate went in at the first checkpoint: requests already waiting for a slot were counted nowhere, held
+    # behind the checkpoint's holds, and the first two checkpoints waited the whole 5 s drain timeout
+    import asyncio
+
+    from pytest_crawlmem.crawl.browserslots import PageGate
+
+    async def scenario() -> int:
+        handler = _LaunchingHandler(slots=1)
+        handler.new_context_done.set()
+        crawler = _crawler_with(handler)
+        creating = [asyncio.ensure_future(handler._create_page("page-0")) for _ in range(3)]  # no gate yet
+        await asyncio.sleep(0.01)  # one page open, two wait for its slot
+        gate = PageGate()
+        gate.close(crawler)
+        parked = gate.parked(crawler)
+        gate.open()
+        for task in creating:
+            task.cancel()
+        return parked
+
+    assert _run(scenario) == 2
+

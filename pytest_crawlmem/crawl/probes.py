@@ -7,7 +7,6 @@ Scrapy upgrade degrades a figure instead of breaking a crawl. Runs in the crawl 
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import os
@@ -377,54 +376,14 @@ class PageReading:
     waiting: int = 0
 
 
-#: The futures :func:`hold_page_slots` queued: never a download's, never failed by :func:`release_slot_waiters`.
+#: The futures a checkpoint's page gate queued to hold page slots (:class:`pytest_crawlmem.crawl.browserslots.PageGate`):
+#: never a download's, never failed by :func:`release_slot_waiters`.
 _HOLDS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _waiters(semaphore: Any) -> list[Any]:
     """The futures of the downloads waiting on an ``asyncio.Semaphore`` (its private ``_waiters``; empty if it moved)."""
     return [f for f in list(getattr(semaphore, "_waiters", None) or ()) if not f.done() and f not in _HOLDS]
-
-
-def hold_page_slots(crawler: Any) -> list[tuple[Any, Any]]:
-    """Take every page slot that frees up from now on, before any waiting download can (reactor thread).
-
-    For each context of scrapy-playwright, as many futures as it has page slots go to the front of its semaphore's
-    waiters: a page that closes wakes one of them, so no new page opens. A drained checkpoint holds the slots while
-    it drains, then gives them back with :func:`release_page_slots`. Returns ``(semaphore, future)`` pairs.
-    """
-    import asyncio
-    import collections
-
-    held: list[tuple[Any, Any]] = []
-    loop = asyncio.get_event_loop()
-    for handler in _attempt(playwright_handlers, crawler) or []:
-        slots = int(getattr(getattr(handler, "config", None), "max_pages_per_context", 0) or 0)
-        for wrapper in list(handler.context_wrappers.values()):
-            semaphore = wrapper.semaphore
-            if getattr(semaphore, "_waiters", None) is None:
-                semaphore._waiters = collections.deque()
-            for _ in range(slots):
-                future = loop.create_future()
-                _HOLDS.add(future)
-                semaphore._waiters.appendleft(future)
-                held.append((semaphore, future))
-    return held
-
-
-def release_page_slots(held: list[tuple[Any, Any]]) -> int:
-    """Give back the slots :func:`hold_page_slots` took, waking the downloads waiting for them; return how many."""
-    released = 0
-    for semaphore, future in held:  # each leaves the waiters first: a done one left there would lock it for good
-        with contextlib.suppress(ValueError, AttributeError):
-            semaphore._waiters.remove(future)
-    for semaphore, future in held:
-        if future.done() and not future.cancelled() and future.exception() is None:
-            semaphore.release()  # the slot it took goes to the next download waiting
-            released += 1
-        else:
-            future.cancel()
-    return released
 
 
 def parked_downloads(crawler: Any) -> int:
@@ -440,12 +399,19 @@ def _slot_semaphores(handler: Any) -> list[Any]:
     return semaphores
 
 
+def _page_count(context: Any) -> int:
+    """A Playwright context's open pages, counted on its implementation object when it has one (``context.pages``
+    builds a list of API wrappers: a sixth of the sampler's CPU on a browser crawl in production, per cProfile)."""
+    impl_pages = getattr(getattr(context, "_impl_obj", None), "_pages", None)
+    return len(impl_pages) if isinstance(impl_pages, list) else len(context.pages)
+
+
 def _read_pages(handlers: list[Any]) -> PageReading:
     contexts = pages = full = waiting = 0
     for handler in handlers:
         for wrapper in list(handler.context_wrappers.values()):
             contexts += 1
-            pages += len(wrapper.context.pages)
+            pages += _page_count(wrapper.context)
             full += bool(wrapper.semaphore.locked())
         waiting += sum(len(_waiters(semaphore)) for semaphore in _slot_semaphores(handler))
     return PageReading(contexts, pages, full, waiting)
