@@ -25,7 +25,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS
+from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS, CrawlMemConfig
 from pytest_crawlmem.core.models import Sample
 from pytest_crawlmem.crawl.extension import CrawlMemExtension
 from pytest_crawlmem.crawl.status import read_status
@@ -44,8 +44,9 @@ def sample(i: int, interval: float) -> Sample:
 
 def extension(path: Path | None, *, bounded: bool, interval: float) -> CrawlMemExtension:
     """An extension as from_crawler builds it (no crawler: its recording, histograms and status only)."""
-    ext = CrawlMemExtension(None, interval_seconds=interval, jsonl_path=path, timeline_samples=SAMPLES if bounded else 0,
-                            jsonl_max_bytes=BUDGET if bounded else 0)
+    config = CrawlMemConfig.of(interval_seconds=interval, jsonl=str(path) if path else None,
+                               timeline_samples=SAMPLES if bounded else 0, jsonl_max_bytes=BUDGET if bounded else 0)
+    ext = CrawlMemExtension(None, config)
     ext.started_at = time.monotonic()
     ext.recording.header(spider="costs", interval_seconds=interval, crawl_id="costs")
     return ext

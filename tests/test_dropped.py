@@ -124,7 +124,7 @@ def test_it(crawl, fixture_site):
     outcome = run(suite)
     outcome.assert_outcomes(passed=1)
     result = json.loads((suite.path / ".crawlmem" / "test_slow.py__test_it" / "report.json").read_text())["result"]
-    assert result["backout_seconds"] > 0 and result["active_size_ratio"] > 1
+    assert result["peaks"]["backout_seconds"] > 0 and result["active_size_ratio"] > 1
     assert "Backpressure and politeness" in (suite.path / ".crawlmem" / "test_slow.py__test_it" / "report.html").read_text()
 
 

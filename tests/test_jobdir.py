@@ -128,7 +128,7 @@ def test_jobdir_crawls_resume_exactly_lose_unpicklable_requests_and_keep_the_job
     ])
     report_dir = pytester.path / ".crawlmem" / "test_resume.py__test_jobdir_disk_budget"
     report = json.loads((report_dir / "report.json").read_text())
-    assert report["result"]["jobdir_disk"] > 4096 and report["budgets"]["jobdir_disk"] == 4096
+    assert report["result"]["peaks"]["max_jobdir_bytes"] > 4096 and report["budgets"]["jobdir_disk"] == 4096
     page = (report_dir / "report.html").read_text()
     assert "JOBDIR on disk (peak)" in page and "<code>jobdir_disk</code>" in page
 

@@ -4,7 +4,8 @@ One inner pytest session (a subprocess, real crawls of the fixture site) runs on
 and three levels below the spider, a class-level registry, an ``lru_cache`` on a method, a signal receiver's module
 list, a downloader middleware's dict, a stats key per URL, lxml elements and a pipeline's Pillow thumbnails (native
 memory). Each allocates what it keeps
-on one line and stores it on another; the tests read the inner session's output and reports.
+on one line and stores it on another; the tests read the inner session's output and reports (pytester's
+``runpytest_subprocess``, shared by the module's tests through ``inner_session``).
 """
 
 from __future__ import annotations
@@ -12,12 +13,11 @@ from __future__ import annotations
 import html
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
+from inner_session import inner_session
 from keeping_suite_source import SUITE
 
 CASES = ["cached_details", "class_registry", "component_dict", "deep_groups", "deeper_groups", "kept_elements",
@@ -29,16 +29,18 @@ PYTHON_LEVEL = [c for c in CASES if c not in NATIVE]
 LINE = re.compile(r"test_suite\.py:\d+")
 
 
-@pytest.fixture(scope="module")
-def inner(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
-    root = tmp_path_factory.mktemp("keeping")
-    (root / "test_suite.py").write_text(SUITE)
-    (root / "pytest.ini").write_text("[pytest]\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", "-v", "test_suite.py"],
-        cwd=root, capture_output=True, text=True, timeout=2700,  # 9 crawls: ~3 min alone, 16 on a loaded machine
-    )
-    return proc, root
+class Output(NamedTuple):
+    """What the inner session printed."""
+
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def inner(pytester: pytest.Pytester) -> tuple[Output, Path]:
+    # 9 crawls: ~3 min alone, 16 on a loaded machine
+    outcome, root = inner_session(pytester, SUITE, "[pytest]\n", "-rA", "-v", timeout=2700)
+    return Output(outcome.stdout.str(), outcome.stderr.str()), root
 
 
 def report_dir(root: Path, case: str) -> Path:
@@ -55,7 +57,7 @@ def marked(case: str, what: str) -> tuple[str, str]:
     return f"test_suite.py:{number}", text.strip()
 
 
-def failure_message(proc: subprocess.CompletedProcess[str], case: str) -> str:
+def failure_message(proc: Output, case: str) -> str:
     block = proc.stdout.split(f"test_leak[{case}] _")[1]
     return next(line for line in block.splitlines() if line.startswith("crawl_memory budget broken"))
 

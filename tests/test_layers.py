@@ -147,3 +147,39 @@ def test_no_stop_reason_is_spelled_outside_the_stops_module():
         constants = {node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                      if isinstance(node, ast.Constant) and isinstance(node.value, str)}
         assert not constants & HARNESS_STOPS, f"{path.name} spells {sorted(constants & HARNESS_STOPS)}: use core.stops"
+
+
+#: ``CRAWLMEM_`` names that are not Scrapy settings: an environment variable (crawl/browser.py).
+NOT_SETTINGS = frozenset({"CRAWLMEM_CHROMIUM"})
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring constants of a module's tree (module, classes, functions)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def crawlmem_literals(source: str) -> list[str]:
+    """The string literals of ``source`` (f-string parts too, docstrings not) that start with a ``CRAWLMEM_`` name."""
+    tree = ast.parse(source)
+    docstrings = _docstrings(tree)
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+            and node.value.startswith("CRAWLMEM_") and node.value.split()[0].rstrip("=':,") not in NOT_SETTINGS]
+
+
+def test_no_crawlmem_setting_is_spelled_outside_the_settings_table():
+    spelled = {str(path.relative_to(PACKAGE)): found for path in PACKAGE.rglob("*.py")
+               if path.name != "defaults.py" and (found := crawlmem_literals(path.read_text(encoding="utf-8")))}
+    assert not spelled, f"use core.defaults.name_of / settings_of / CrawlMemConfig instead: {spelled}"
+
+
+def test_the_literal_check_sees_keys_messages_and_f_strings_but_not_docstrings():
+    source = '"""CRAWLMEM_ENABLED in a docstring."""\nx = {"CRAWLMEM_JSONL": 1}\ny = f"CRAWLMEM_BUDGET {x} is off"\n'
+    assert crawlmem_literals(source) == ["CRAWLMEM_JSONL", "CRAWLMEM_BUDGET "]
+    assert crawlmem_literals('os.environ.get("CRAWLMEM_CHROMIUM")\n') == []

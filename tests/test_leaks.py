@@ -79,7 +79,7 @@ def test_retained_scrapy_objects_are_named_in_the_verdict(inner, case):
 def test_what_holds_leaked_scrapy_objects_is_named(inner, case, holder, held):
     _, root = inner
     result = report(root, f"test_leak[{case}]")["result"]
-    paths = {r["class"]: r["path"] for r in result["retention"]}
+    paths = {r["class_name"]: r["path"] for r in result["retention"]}
     assert paths[held].startswith(holder) and paths[held].endswith(held), paths
     assert f"held by {holder}" in result["growth"]["reason"]
 

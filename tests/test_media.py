@@ -134,7 +134,7 @@ def test_a_files_pipeline_crawl_counts_failed_media_and_shows_what_the_cache_kee
     assert "kept alive by failed media downloads: 8 Request" in page and "FilesPipeline.spiderinfo.downloaded" in page
     report = json.loads((report_dir / "report.json").read_text())["result"]
     assert report["media"]["pipelines"] == ["FilesPipeline"] and report["media"]["failed_at_close"] == 6
-    assert report["max_media_cached"] == 26 and len(report["dropped"]) == 6
+    assert report["peaks"]["max_media_cached"] == 26 and len(report["dropped"]) == 6
 
 
 class _Response:

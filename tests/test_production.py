@@ -78,7 +78,7 @@ def test_a_production_crawl_logs_status_lines_and_streams_samples_that_crawlmem_
 DAY_SCRIPT = '''
 import json, sys, time, tracemalloc
 from pathlib import Path
-from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS
+from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS, CrawlMemConfig
 from pytest_crawlmem.crawl.extension import CrawlMemExtension
 from pytest_crawlmem.core.growth import next_checkpoint_at
 from pytest_crawlmem.core.models import Checkpoint, Sample
@@ -89,9 +89,8 @@ hours = float(sys.argv[3])
 budget = int(sys.argv[4]) if len(sys.argv) > 4 else CRAWLMEM_DEFAULTS["CRAWLMEM_JSONL_MAX_BYTES"]
 tracemalloc.start(1)
 before = tracemalloc.get_traced_memory()[0]
-ext = CrawlMemExtension(None, interval_seconds=interval, jsonl_path=Path(sys.argv[1]),
-                        timeline_samples=CRAWLMEM_DEFAULTS["CRAWLMEM_TIMELINE_SAMPLES"],
-                        jsonl_max_bytes=budget)
+ext = CrawlMemExtension(None, CrawlMemConfig.of(interval_seconds=interval, jsonl=sys.argv[1],
+                                                jsonl_max_bytes=budget))
 ext.started_at = time.monotonic()
 ext.recording.header(spider="day", interval_seconds=interval, crawl_id="day-1")
 n = int(hours * 3600 / interval)

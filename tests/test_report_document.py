@@ -10,8 +10,9 @@ from test_assemble import every_field_result
 from test_html import HOSTILE, synthetic_crawl, synthetic_document, write_synthetic_dir
 
 from pytest_crawlmem.core.budgets import SPECS
+from pytest_crawlmem.core.models import CrawlResult
 from pytest_crawlmem.reports.cli import main
-from pytest_crawlmem.reports.document import FIGURES, ReportDocument, read_result
+from pytest_crawlmem.reports.document import FIGURE_PATHS, FIGURES, ReportDocument, at_path, read_result
 from pytest_crawlmem.reports.loading import load_report
 
 #: The keys of ``result`` that the first schema_version 1 writer (commit 9bef258) wrote; sites had no in_user_code.
@@ -22,6 +23,14 @@ FIRST_WRITER_KEYS = [
 ]
 
 
+def before_field_keys(result: dict) -> dict:
+    """report.json's ``result`` as writers before ``CrawlResult.ALIASES`` wrote it: flat peaks under their old keys."""
+    old = {k: v for k, v in result.items() if k != "peaks"}
+    for key, path in CrawlResult.ALIASES.items():
+        old[key] = result["peaks"][path.split(".")[1]]
+    return old
+
+
 def row(page: str, label: str) -> str:
     """The value cell of a two-column row of report.html."""
     return page.split(f"<td>{label}</td><td>", 1)[1].split("</td>", 1)[0]
@@ -29,7 +38,7 @@ def row(page: str, label: str) -> str:
 
 def test_a_report_of_the_first_writer_renders_what_it_lacks_as_not_measured(tmp_path):
     document = synthetic_document(synthetic_crawl())
-    document["result"] = {k: v for k, v in document["result"].items() if k in FIRST_WRITER_KEYS}
+    document["result"] = {k: v for k, v in before_field_keys(document["result"]).items() if k in FIRST_WRITER_KEYS}
     for site in document["result"]["top_growth"]:
         del site["in_user_code"]
     (tmp_path / "report.json").write_text(json.dumps(document))
@@ -47,8 +56,9 @@ def test_a_report_of_the_first_writer_renders_what_it_lacks_as_not_measured(tmp_
 def test_a_hand_edited_report_names_the_fields_it_cannot_read_and_still_renders(tmp_path, capsys):
     document = synthetic_document(synthetic_crawl())
     result = document["result"]
-    result.update(peak_rss="a lot", max_scheduled=True, retries=None, status_counts={"200": "many"},
+    result.update(peak_rss="a lot", retries=None, status_counts={"200": "many"},
                   browser={"peak_pss_bytes": 1}, dropped=[{"url": "http://x/", "oops": 1}])
+    result["peaks"]["max_scheduled"] = True
     result["growth"]["per_response_bytes"] = "nan?"
     document["environment"] = ["not", "an", "object"]  # raised a TypeError before report.json was read typed
     document["violations"].append("not an object")
@@ -102,8 +112,8 @@ def test_every_figure_and_budget_path_reads_the_same_from_the_typed_result_as_fr
     result = every_field_result()
     written = json.loads(json.dumps(result.to_json()))
     document = ReportDocument.from_json({"result": written})
-    for name in FIGURES:  # each is an attribute of CrawlResult, with report.json's value
-        assert document.figure(name) == written[name], name
+    for name in FIGURES:  # each is an attribute of CrawlResult, with report.json's value at its field's path
+        assert document.figure(name) == at_path(written, FIGURE_PATHS[name]), name
     for spec in (s for s in SPECS.values() if s.report_path):  # report.html walks them over attributes
         typed: object = result
         data: object = written

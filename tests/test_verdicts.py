@@ -306,7 +306,7 @@ def test_a_crawl_with_big_bodies_in_flight_is_downloader_activity_and_passes_lea
 def test_a_jobdir_crawl_with_a_growing_frontier_is_media_disk(pytester: pytest.Pytester):
     report = run_crawls(pytester, "test_jobdir_frontier")["test_jobdir_frontier"]
     assert report["verdict"] == "media-disk"
-    assert report["jobdir_disk"] > 1_000_000
+    assert report["peaks"]["max_jobdir_bytes"] > 1_000_000
 
 
 # -- replay_copies="auto" ---------------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ class BudgetSpec:
     """One budget, in one row: its name, kind and parser, what it limits, and the figure it is checked against.
 
     ``figure`` is the CrawlResult attribute compared with the limit, ``label`` how messages name it, and
-    ``report`` where report.json's ``result`` keeps it (``(figure,)`` unless given; ``()`` when it has no one figure).
+    ``report`` where report.json's ``result`` keeps it (the figure's field unless given: ``max_scheduled`` is
+    ``peaks.max_scheduled``; ``()`` when it has no one figure).
     """
 
     name: str
@@ -53,7 +54,7 @@ class BudgetSpec:
         """Keys leading to the checked figure in report.json's ``result``, and attributes of the CrawlResult (``()``: none)."""
         if self.report is not None:
             return self.report
-        return (self.figure,) if self.figure else ()
+        return tuple(CrawlResult.ALIASES.get(self.figure, self.figure).split(".")) if self.figure else ()
 
 
 def _row(name: str, kind: str, help: str, figure: str | None = None, label: str = "", **more: object) -> BudgetSpec:

@@ -1,9 +1,10 @@
 """Every ``CRAWLMEM_*`` setting of the Scrapy extension: default, meaning, measured cost (pure, any process).
 
 The one table of the extension's settings, as Scrapy keeps ``default_settings.py``:
-``CrawlMemExtension.from_crawler`` reads them through :func:`read_settings`, test crawls
-override some in ``runner.crawl_settings`` (the ``tests`` column), and ``docs/production.md``'s
-table is generated from it (``python -m pytest_crawlmem.docgen``; tests/test_docs.py keeps them equal).
+``CrawlMemExtension.from_crawler`` reads them once into a typed :class:`CrawlMemConfig`, test crawls
+override some in ``runner.crawl_settings`` (the ``tests`` column) through :func:`settings_of`, and
+``docs/production.md``'s table is generated from it (``python -m pytest_crawlmem.docgen``; tests/test_docs.py
+keeps them equal). No other module spells a ``CRAWLMEM_*`` name: they use :func:`name_of` (tests/test_layers.py).
 Defaults are production defaults: what a crawl that runs for days should pay.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from .growth import CHECKPOINT_MIN_RESPONSES, DEFAULT_LEAK_PER_RESPONSE
 
 MIB = 2**20
+PREFIX = "CRAWLMEM_"
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,12 @@ class SettingSpec:
     tests: str = ""  # what test crawls use when it differs from the default
     minimum: float | None = None  # smallest valid value
     allow_zero: bool = False  # 0 (off) is valid too
+    listed: bool = True  # in docs/production.md's table (False: a setting of a test helper, not of the extension)
+
+    @property
+    def attr(self) -> str:
+        """Its attribute of :class:`CrawlMemConfig`: the name without ``CRAWLMEM_``, in lower case."""
+        return self.name.removeprefix(PREFIX).lower()
 
 
 SETTINGS: tuple[SettingSpec, ...] = (
@@ -130,11 +138,94 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_GOVERNOR_CLOSE_SHARE", 0.95, float,
                 "share of the budget that, held 6 ticks, closes the crawl (reason memory_budget; JOBDIR resumes it)",
                 minimum=0.0001),
+    SettingSpec("CRAWLMEM_SLOW_PIPELINE_DELAY_MS", 0.0, float,
+                "pytest_crawlmem.testing.SlowPipeline: each item waits this long, without blocking the reactor",
+                minimum=0.0, listed=False),
+    SettingSpec("CRAWLMEM_SLOW_PIPELINE_CPU_MS", 0.0, float,
+                "pytest_crawlmem.testing.SlowPipeline: each item burns this much CPU, blocking the reactor",
+                minimum=0.0, listed=False),
 )
 
 #: The defaults by name, as Scrapy's ``default_settings`` (``None``: derived from other settings, or off).
 CRAWLMEM_DEFAULTS: Mapping[str, Any] = {spec.name: spec.default for spec in SETTINGS}
 _BY_NAME = {spec.name: spec for spec in SETTINGS}
+_BY_ATTR = {spec.attr: spec for spec in SETTINGS}
+
+
+def name_of(attr: str) -> str:
+    """The setting of a :class:`CrawlMemConfig` attribute (``"kill_at_bytes"`` -> ``CRAWLMEM_KILL_AT_BYTES``)."""
+    try:
+        return _BY_ATTR[attr].name
+    except KeyError:
+        raise KeyError(f"no {PREFIX}* setting {attr!r} in defaults.SETTINGS") from None
+
+
+def settings_of(**values: Any) -> dict[str, Any]:
+    """Scrapy settings from :class:`CrawlMemConfig` attributes: ``settings_of(kill_at_bytes=0)`` (the runner's)."""
+    return {name_of(attr): value for attr, value in values.items()}
+
+
+@dataclass(frozen=True)
+class CrawlMemConfig:
+    """Every ``CRAWLMEM_*`` setting of a crawl, read and checked once (crawl process); one attribute a row of
+    :data:`SETTINGS`, named :attr:`SettingSpec.attr` (tests/test_settings_table.py keeps the two equal)."""
+
+    enabled: bool
+    interval_seconds: float
+    timeline_samples: int
+    jsonl: str | None
+    jsonl_max_bytes: int
+    checkpoints: bool
+    checkpoint_min_responses: int  # unset: CHECKPOINT_MIN_RESPONSES, 20 for a browser crawl (from_settings)
+    drain_timeout_seconds: float
+    gc_freeze: bool
+    log_interval_seconds: float
+    prometheus_port: int | None
+    prometheus_addr: str
+    tracemalloc_frames: int
+    attribution_frames: int
+    attribution_responses: int
+    leak_per_response: int
+    kill_at_bytes: int
+    timeout_seconds: float
+    browser: bool  # unset: on when DOWNLOAD_HANDLERS name scrapy-playwright (from_settings)
+    browser_detail_seconds: float
+    stall_seconds: float
+    media_failures: bool
+    replay_url: str | None
+    replay_copies: int
+    snapshot_at_bytes: int
+    danger_window_seconds: float
+    amplification: bool
+    cluster_worker: int | None
+    budget: str | None
+    governor_interval_seconds: float
+    governor_min_concurrency: int
+    governor_start_concurrency: int
+    governor_high_share: float
+    governor_low_share: float
+    governor_close_share: float
+    slow_pipeline_delay_ms: float
+    slow_pipeline_cpu_ms: float
+
+    @classmethod
+    def from_settings(cls, settings: Any, *, playwright: bool = False) -> CrawlMemConfig:
+        """Read and check every setting from Scrapy ``settings`` (or a dict); ValueError naming a bad value.
+
+        The derived ones are set here: ``browser`` unset is ``playwright`` (DOWNLOAD_HANDLERS name scrapy-playwright),
+        ``checkpoint_min_responses`` unset is CHECKPOINT_MIN_RESPONSES, 20 for a browser crawl (~100x slower).
+        """
+        values = {_BY_NAME[name].attr: value for name, value in read_settings(settings).items()}
+        if values["browser"] is None:
+            values["browser"] = playwright
+        if values["checkpoint_min_responses"] is None:
+            values["checkpoint_min_responses"] = 20 if values["browser"] else CHECKPOINT_MIN_RESPONSES
+        return cls(**values)
+
+    @classmethod
+    def of(cls, **values: Any) -> CrawlMemConfig:
+        """The defaults with ``values`` (attributes) over them, checked as settings are (an extension without a crawler)."""
+        return cls.from_settings(settings_of(**values))
 
 
 def read_settings(settings: Any) -> dict[str, Any]:
@@ -207,7 +298,7 @@ def _shown(value: Any) -> str:
 def settings_table() -> str:
     """The settings as a Markdown table (the one in docs/production.md)."""
     rows = ["| setting | default | test crawls | what it does | measured cost |", "|---|---|---|---|---|"]
-    for spec in SETTINGS:
+    for spec in (spec for spec in SETTINGS if spec.listed):
         rows.append(f"| `{spec.name}` | {_shown(spec.default)} | {spec.tests or 'default'} | {spec.what} | {spec.cost or '-'} |")
     return "\n".join(rows) + "\n"
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from .serial import COUNT_ONLY, NOT_WRITTEN, JsonRecord, record_json
+from .serial import from_json as record_from_json
 from .units import format_size
 from .verdicts import INCONCLUSIVE
 
@@ -63,7 +65,7 @@ _SAMPLE_NAMES = frozenset(_SAMPLE_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(JsonRecord):
     """Figures read at a drained point of the crawl (no download or callback in progress)."""
 
     responses: int
@@ -85,36 +87,9 @@ class Checkpoint:
     disk_scheduled: int = 0  # of ``scheduled``, the requests in JOBDIR's disk queue (pickled: no memory held)
     plugin_bytes: int = 0  # heap the plugin's closed attribution window left behind, measured when it closed
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the checkpoint as a JSON-ready dict."""
-        data = asdict(self)
-        data["live_refs"] = dict(self.live_refs)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Checkpoint:
-        """Build a checkpoint from a dict written by :meth:`to_json` (unknown keys ignored, missing optional ones defaulted)."""
-        values = {k: v for k, v in data.items() if k in _CHECKPOINT_FIELDS}
-        values.setdefault("heap_bytes", None)
-        values.setdefault("traced_bytes", None)
-        values["tracer_bytes"] = values.get("tracer_bytes") or 0
-        values["cost_seconds"] = values.get("cost_seconds") or 0.0
-        values["drained"] = values.get("drained") is not False
-        values["live_refs"] = {str(k): int(v) for k, v in dict(values.get("live_refs") or {}).items()}
-        return cls(**values)
-
-
-_CHECKPOINT_FIELDS = frozenset(f.name for f in fields(Checkpoint))
-
-
-def _known(cls: type, data: Mapping[str, Any], *skip: str) -> dict[str, Any]:
-    """The items of ``data`` that are fields of the dataclass ``cls`` (minus ``skip``): read back what to_json wrote."""
-    names = {f.name for f in fields(cls)} - set(skip)
-    return {k: v for k, v in data.items() if k in names}
-
 
 @dataclass(frozen=True, slots=True)
-class DroppedResponse:
+class DroppedResponse(JsonRecord):
     """A response the crawl lost on purpose or by failure, with the reason and size seen."""
 
     url: str
@@ -123,7 +98,7 @@ class DroppedResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class SizeDistribution:
+class SizeDistribution(JsonRecord):
     """Response body sizes of a crawl (after decompression): count and percentiles, in bytes.
 
     Percentiles come from a histogram with 16 buckets per octave: at most 6.25% high; ``max_bytes`` is exact.
@@ -136,13 +111,9 @@ class SizeDistribution:
     max_bytes: int | None = None
     total_bytes: int = 0
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the distribution as a JSON-ready dict."""
-        return asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
-class LatencyDistribution:
+class LatencyDistribution(JsonRecord):
     """Download latency of a crawl's responses (``download_latency``): count and percentiles, in seconds."""
 
     count: int = 0
@@ -151,26 +122,18 @@ class LatencyDistribution:
     p99_seconds: float | None = None
     max_seconds: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the distribution as a JSON-ready dict."""
-        return asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
-class MaxsizeSuggestion:
+class MaxsizeSuggestion(JsonRecord):
     """A DOWNLOAD_MAXSIZE derived from this crawl's sizes, and what it would have dropped here."""
 
     download_maxsize: int
     would_drop: int
     rule: str = "next power of two at or above p99 x 2"
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the suggestion as a JSON-ready dict."""
-        return asdict(self)
-
 
 @dataclass(frozen=True, slots=True)
-class GrowthSite:
+class GrowthSite(JsonRecord):
     """One allocation site whose retained memory grew between tracemalloc snapshots."""
 
     location: str
@@ -184,22 +147,9 @@ class GrowthSite:
         """Return ``file:line +N bytes`` for messages."""
         return f"{self.location} +{self.size_diff_bytes:,} B"
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the site as a JSON-ready dict."""
-        return {"location": self.location, "size_diff_bytes": self.size_diff_bytes, "count_diff": self.count_diff,
-                "bytes_per_response": json_value(self.bytes_per_response), "traceback": list(self.traceback),
-                "in_user_code": self.in_user_code}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GrowthSite:
-        """Rebuild a site from :meth:`to_json`'s dict (or ``asdict``'s)."""
-        per = data.get("bytes_per_response")
-        return cls(**{**_known(cls, data), "traceback": tuple(data.get("traceback") or ()),
-                      "bytes_per_response": math.nan if per is None else per})
-
 
 @dataclass(frozen=True, slots=True)
-class Holder:
+class Holder(JsonRecord):
     """A container of the crawl (on the spider, a component or a module) that grew with the responses."""
 
     path: str  # "spider.kept -> list[907]"
@@ -214,8 +164,10 @@ class Holder:
 
 
 @dataclass(frozen=True, slots=True)
-class RetentionPath:
+class RetentionPath(JsonRecord):
     """Live Scrapy objects of one class after the crawl, and what keeps the oldest alive."""
+
+    ALIASES: ClassVar[Mapping[str, str]] = {"class": "class_name"}  # the key report.json had before it named fields
 
     class_name: str
     count: int
@@ -228,8 +180,10 @@ class RetentionPath:
 
 
 @dataclass(frozen=True, slots=True)
-class Growth:
+class Growth(JsonRecord):
     """Growth per response and the evidence behind the verdict."""
+
+    FILL: ClassVar[Mapping[str, Any]] = {"verdict": INCONCLUSIVE}  # read from any record: nothing judged
 
     verdict: str
     reason: str
@@ -243,36 +197,9 @@ class Growth:
     #: Responses a crawl like this one needs for a verdict (``inconclusive`` only; None when it had enough).
     responses_needed: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the growth evidence as a JSON-ready dict."""
-        return {
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "rule": self.rule,
-            "per_response_bytes": json_value(self.per_response_bytes),
-            "detectable_per_response_bytes": json_value(self.detectable_per_response_bytes),
-            "responses_needed": self.responses_needed,
-            "signal": self.signal,
-            "deltas_per_response": [json_value(d) for d in self.deltas_per_response],
-            "checkpoints": [c.to_json() for c in self.checkpoints],
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Growth:
-        """Rebuild the evidence from :meth:`to_json`'s dict (a ``null`` delta was a non-finite one)."""
-        return cls(
-            verdict=str(data.get("verdict") or INCONCLUSIVE), reason=str(data.get("reason") or ""),
-            rule=str(data.get("rule") or ""), per_response_bytes=data.get("per_response_bytes"),
-            checkpoints=tuple(Checkpoint.from_json(c) for c in data.get("checkpoints") or ()),
-            deltas_per_response=tuple(math.nan if d is None else d for d in data.get("deltas_per_response") or ()),
-            signal=str(data.get("signal") or ""),
-            detectable_per_response_bytes=data.get("detectable_per_response_bytes"),
-            responses_needed=data.get("responses_needed"),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class Peaks:
+class Peaks(JsonRecord):
     """Peak values of the engine's queues over the samples."""
 
     max_scheduled: int = 0
@@ -285,8 +212,10 @@ class Peaks:
 
 
 @dataclass(frozen=True, slots=True)
-class BrowserSummary:
+class BrowserSummary(JsonRecord):
     """What the browser process tree (Playwright's driver and Chromium) used during a crawl or job."""
+
+    DERIVED: ClassVar[tuple[str, ...]] = ("rss_overcount",)
 
     peak_pss_bytes: int
     peak_rss_sum_bytes: int
@@ -305,21 +234,9 @@ class BrowserSummary:
         """Summed RSS over summed PSS at their peaks: how much summing RSS overstates the tree."""
         return self.peak_rss_sum_bytes / self.peak_pss_bytes if self.peak_pss_bytes else None
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the summary as a JSON-ready dict."""
-        data = asdict(self)
-        data["pss_by_kind_at_peak"] = dict(self.pss_by_kind_at_peak)
-        data["rss_overcount"] = json_value(self.rss_overcount)
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> BrowserSummary:
-        """Rebuild the summary from :meth:`to_json`'s dict."""
-        return cls(**{**_known(cls, data), "pss_by_kind_at_peak": dict(data.get("pss_by_kind_at_peak") or {})})
-
 
 @dataclass(frozen=True, slots=True)
-class MediaSummary:
+class MediaSummary(JsonRecord):
     """A crawl's media pipelines (FilesPipeline, ImagesPipeline...): their in-memory cache, and what its failures keep alive.
 
     Read when the spider closes, while the pipelines still hold their per-spider cache (``SpiderInfo.downloaded``).
@@ -330,26 +247,12 @@ class MediaSummary:
     failed_at_close: int = 0  # of which failures (Twisted Failures)
     retained: tuple[RetentionPath, ...] = ()  # Scrapy objects those failures keep alive, and through what
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the summary as a JSON-ready dict."""
-        return {
-            "pipelines": list(self.pipelines),
-            "cached_at_close": self.cached_at_close,
-            "failed_at_close": self.failed_at_close,
-            "retained": [{"class": r.class_name, "count": r.count, "path": r.path} for r in self.retained],
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> MediaSummary:
-        """Rebuild the summary from :meth:`to_json`'s dict."""
-        return cls(tuple(data.get("pipelines") or ()), int(data.get("cached_at_close") or 0),
-                   int(data.get("failed_at_close") or 0), _retention(data.get("retained")))
 
 # -- issue 19: screenshot accounting, parse amplification, the danger snapshot ----------------
 
 
 @dataclass(frozen=True, slots=True)
-class ShotMismatch:
+class ShotMismatch(JsonRecord):
     """A capture whose billing disagrees with its verdict (billed and not clean, or clean and not billed)."""
 
     url: str
@@ -358,11 +261,13 @@ class ShotMismatch:
 
 
 @dataclass(frozen=True, slots=True)
-class ShotSummary:
+class ShotSummary(JsonRecord):
     """Captures of a screenshot API seen by a crawl (responses with ``X-Page-Verdict``): counts, billing, bytes.
 
     Responses replayed from Scrapy's HTTP cache are counted in ``replayed`` only: nobody bills them twice.
     """
+
+    DERIVED: ClassVar[tuple[str, ...]] = ("billed_mismatch",)
 
     captures: int = 0
     by_verdict: Mapping[str, int] = field(default_factory=dict)
@@ -389,30 +294,9 @@ class ShotSummary:
         """Captures whose billing is not exactly "billed when clean"."""
         return self.billed_not_clean + self.clean_not_billed
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the summary as a JSON-ready dict."""
-        return {
-            "captures": self.captures,
-            "by_verdict": dict(self.by_verdict),
-            "billed": self.billed,
-            "billed_by_verdict": dict(self.billed_by_verdict),
-            "billed_mismatch": self.billed_mismatch,
-            "bytes_total": self.bytes_total,
-            "max_bytes": self.max_bytes,
-            "replayed": self.replayed,
-            "unreadable_billing": self.unreadable_billing,
-            "mismatches": [asdict(m) for m in self.mismatches],
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ShotSummary:
-        """Rebuild the summary from :meth:`to_json`'s dict."""
-        mismatches = tuple(ShotMismatch(**m) for m in data.get("mismatches") or ())
-        return cls(**{**_known(cls, data, "mismatches"), "mismatches": mismatches})
-
 
 @dataclass(frozen=True, slots=True)
-class AmplifiedPage:
+class AmplifiedPage(JsonRecord):
     """One response's parse: memory its callback held at most against the body size."""
 
     url: str
@@ -422,7 +306,7 @@ class AmplifiedPage:
 
 
 @dataclass(frozen=True, slots=True)
-class AmplificationSummary:
+class AmplificationSummary(JsonRecord):
     """Parse amplification of a crawl: memory held while callbacks parsed, over body size (p50, p95, max), worst pages.
 
     ``held`` is the most malloc-backed memory (libxml2 trees, decoded text, large Python objects) a
@@ -450,21 +334,12 @@ class AmplificationSummary:
             text += f" ({top.url}: {top.body_bytes:,} B body, {top.held_bytes:,} B held)"
         return text
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the summary as a JSON-ready dict."""
-        data = asdict(self)
-        data["worst"] = [asdict(page) for page in self.worst]
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AmplificationSummary:
-        """Rebuild the summary from :meth:`to_json`'s dict."""
-        return cls(**{**_known(cls, data, "worst"), "worst": tuple(AmplifiedPage(**p) for p in data.get("worst") or ())})
-
 
 @dataclass(frozen=True, slots=True)
-class DangerSnapshot:
+class DangerSnapshot(JsonRecord):
     """The crawl's state when RSS first crossed ``snapshot_at``, and what was allocated in the traced window after it."""
+
+    DERIVED: ClassVar[tuple[str, ...]] = ("summary",)
 
     threshold_bytes: int
     t_seconds: float
@@ -503,26 +378,32 @@ class DangerSnapshot:
             text += f"; top site in the next {self.window_seconds:.1f} s: {top.location} +{format_size(top.size_diff_bytes)}"
         return text
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the snapshot as a JSON-ready dict (``danger.json``)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "sites"}
-        data["live_refs"] = dict(self.live_refs)
-        data["sites"] = [asdict(site) for site in self.sites]
-        data["summary"] = self.describe()
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> DangerSnapshot:
-        """Rebuild a snapshot from :meth:`to_json`'s dict (``danger.json``, or report.json's ``danger``)."""
-        return cls(**_known(cls, data, "sites"), sites=tuple(GrowthSite.from_json(site) for site in data.get("sites", ())))
+    @property
+    def summary(self) -> str:
+        """:meth:`describe`'s line (danger.json and report.json hold it as ``summary``)."""
+        return self.describe()
 
 
 @dataclass(frozen=True)
 class CrawlResult:
-    """What one crawl measured; returned by the ``crawl`` fixture."""
+    """What one crawl measured; returned by the ``crawl`` fixture.
+
+    report.json's ``result`` is :meth:`to_json`: one key per field, by its name, then the figures of ``DERIVED``.
+    """
+
+    #: Written after the fields for readers of report.json; computed from the fields, never read back.
+    DERIVED: ClassVar[tuple[str, ...]] = ("verdict", "rss_growth", "active_size_ratio")
+    #: Keys of the reports written before report.json named fields (schema_version 1 until this writer): read as these.
+    ALIASES: ClassVar[Mapping[str, str]] = {
+        "max_scheduled": "peaks.max_scheduled", "max_inflight": "peaks.max_inflight",
+        "max_active_size": "peaks.max_active_size_bytes", "backout_seconds": "peaks.backout_seconds",
+        "max_disk_scheduled": "peaks.max_disk_scheduled", "jobdir_disk": "peaks.max_jobdir_bytes",
+        "max_media_cached": "peaks.max_media_cached",
+    }
+    FILL: ClassVar[Mapping[str, Any]] = {}  # any record reads: a field it lacks is empty (0, "", ...)
 
     spider: str
-    samples: tuple[Sample, ...]
+    samples: tuple[Sample, ...] = field(metadata=COUNT_ONLY)  # report.json: their count (samples.jsonl holds them)
     start_rss: int
     end_rss: int
     peak_rss: int
@@ -541,8 +422,8 @@ class CrawlResult:
     holders: tuple[Holder, ...] = ()  # containers that grew with the responses while the crawl ran
     stats: Mapping[str, Any] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
-    stopped_because: str = ""
-    report_dir: Path | None = None
+    stopped_because: str = field(default="", metadata=NOT_WRITTEN)  # not in report.json: samples.jsonl's stop record
+    report_dir: Path | None = field(default=None, metadata=NOT_WRITTEN)
     dropped_count: int = 0
     warnsize_warnings: int = 0
     response_sizes: SizeDistribution = field(default_factory=SizeDistribution)
@@ -624,55 +505,7 @@ class CrawlResult:
 
     def to_json(self) -> dict[str, Any]:
         """The measured figures as report.json's ``result`` object (samples stay in samples.jsonl: only their count)."""
-        return {
-            "spider": self.spider,
-            "responses": self.responses,
-            "items_scraped": self.items_scraped,
-            "duration_seconds": self.duration_seconds,
-            "finish_reason": self.finish_reason,
-            "start_rss": self.start_rss,
-            "end_rss": self.end_rss,
-            "peak_rss": self.peak_rss,
-            "rss_growth": self.rss_growth,
-            "traced_peak": self.traced_peak,
-            "max_scheduled": self.max_scheduled,
-            "max_inflight": self.max_inflight,
-            "max_active_size": self.max_active_size,
-            "backout_seconds": self.peaks.backout_seconds,
-            "verdict": self.verdict,
-            "growth": self.growth.to_json(),
-            "top_growth": [s.to_json() for s in self.top_growth],
-            "dropped": [{"url": d.url, "reason": d.reason, "size_bytes": d.size_bytes} for d in self.dropped],
-            "dropped_count": self.dropped_count,
-            "warnsize_warnings": self.warnsize_warnings,
-            "response_sizes": self.response_sizes.to_json(),
-            "suggested_maxsize": self.suggested_maxsize.to_json() if self.suggested_maxsize else None,
-            "max_active_size_limit": self.max_active_size_limit,
-            "active_size_ratio": json_value(self.active_size_ratio),
-            "max_disk_scheduled": self.max_disk_scheduled,
-            "jobdir_disk": self.jobdir_disk,
-            "max_media_cached": self.max_media_cached,
-            "media": self.media.to_json() if self.media else None,
-            "scheduled_per_response": json_value(self.scheduled_per_response),
-            "retries": self.retries,
-            "retries_max_reached": self.retries_max_reached,
-            "download_latency": self.download_latency.to_json(),
-            "browser": self.browser.to_json() if self.browser else None,
-            "replay_hits": self.replay_hits,
-            "replay_misses": self.replay_misses,
-            "replay_missed_urls": list(self.replay_missed_urls),
-            "replay_copies": self.replay_copies,
-            "status_counts": {str(k): v for k, v in sorted(self.status_counts.items())},
-            "live_refs": dict(self.live_refs),
-            "samples": len(self.samples),
-            "errors": list(self.errors),
-            "retention": [{"class": r.class_name, "count": r.count, "path": r.path} for r in self.retention],
-            "holders": [{"path": h.path, "gained": h.gained, "responses": h.responses, "line": h.line} for h in self.holders],
-            "stats": dict(self.stats),
-            "shots": self.shots.to_json() if self.shots else None,
-            "parse_amplification": self.parse_amplification.to_json() if self.parse_amplification else None,
-            "danger": self.danger.to_json() if self.danger else None,
-        }
+        return record_json(self)
 
     @classmethod
     def from_json(
@@ -681,65 +514,9 @@ class CrawlResult:
         """Rebuild a result from report.json's ``result`` object (any schema_version 1 report, older ones too).
 
         report.json keeps the samples' count only: pass ``samples`` (read from samples.jsonl) to have them back.
-        Figures computed from others (``rss_growth``, ``verdict``, ``active_size_ratio``) are not read.
+        Figures computed from others (``DERIVED``: ``rss_growth``, ``verdict``, ``active_size_ratio``) are not read.
         """
-        def made(key: str, build: Any) -> Any:
-            value = data.get(key)
-            return build(value) if isinstance(value, Mapping) else None
-
-        suggested = data.get("suggested_maxsize")
-        return cls(
-            spider=str(data.get("spider") or ""),
-            samples=samples,
-            start_rss=int(data.get("start_rss") or 0),
-            end_rss=int(data.get("end_rss") or 0),
-            peak_rss=int(data.get("peak_rss") or 0),
-            traced_peak=data.get("traced_peak"),
-            responses=int(data.get("responses") or 0),
-            items_scraped=int(data.get("items_scraped") or 0),
-            duration_seconds=float(data.get("duration_seconds") or 0.0),
-            finish_reason=str(data.get("finish_reason") or ""),
-            peaks=Peaks(
-                max_scheduled=int(data.get("max_scheduled") or 0), max_inflight=int(data.get("max_inflight") or 0),
-                max_active_size_bytes=int(data.get("max_active_size") or 0),
-                backout_seconds=float(data.get("backout_seconds") or 0.0),
-                max_disk_scheduled=int(data.get("max_disk_scheduled") or 0),
-                max_jobdir_bytes=data.get("jobdir_disk"), max_media_cached=data.get("max_media_cached"),
-            ),
-            growth=Growth.from_json(data.get("growth") or {}),
-            dropped=tuple(DroppedResponse(**d) for d in data.get("dropped") or ()),
-            status_counts={int(k): int(v) for k, v in dict(data.get("status_counts") or {}).items()},
-            top_growth=tuple(GrowthSite.from_json(s) for s in data.get("top_growth") or ()),
-            live_refs=dict(data.get("live_refs") or {}),
-            retention=_retention(data.get("retention")),
-            holders=tuple(Holder(**h) for h in data.get("holders") or ()),
-            stats=dict(data.get("stats") or {}),
-            errors=tuple(data.get("errors") or ()),
-            report_dir=report_dir,
-            dropped_count=int(data.get("dropped_count") or 0),
-            warnsize_warnings=int(data.get("warnsize_warnings") or 0),
-            response_sizes=SizeDistribution(**_known(SizeDistribution, data.get("response_sizes") or {})),
-            suggested_maxsize=MaxsizeSuggestion(**suggested) if isinstance(suggested, Mapping) else None,
-            max_active_size_limit=int(data.get("max_active_size_limit") or 0),
-            scheduled_per_response=data.get("scheduled_per_response"),
-            retries=int(data.get("retries") or 0),
-            retries_max_reached=int(data.get("retries_max_reached") or 0),
-            download_latency=LatencyDistribution(**_known(LatencyDistribution, data.get("download_latency") or {})),
-            browser=made("browser", BrowserSummary.from_json),
-            media=made("media", MediaSummary.from_json),
-            replay_hits=int(data.get("replay_hits") or 0),
-            replay_misses=int(data.get("replay_misses") or 0),
-            replay_missed_urls=tuple(data.get("replay_missed_urls") or ()),
-            replay_copies=int(data.get("replay_copies") or 0),
-            shots=made("shots", ShotSummary.from_json),
-            parse_amplification=made("parse_amplification", AmplificationSummary.from_json),
-            danger=made("danger", DangerSnapshot.from_json),
-        )
-
-
-def _retention(records: Any) -> tuple[RetentionPath, ...]:
-    """Retention paths from their JSON form (``{"class", "count", "path"}``)."""
-    return tuple(RetentionPath(str(r.get("class")), int(r.get("count") or 0), r.get("path")) for r in records or ())
+        return record_from_json(cls, data, samples=samples, report_dir=report_dir)
 
 
 def format_sites(sites: Iterable[GrowthSite]) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from .defaults import settings_of
 from .units import UnitError, parse_seconds, parse_size
 
 REPLAY_MODULE = "fixture_sites.replay"
@@ -90,8 +91,7 @@ def replay_settings(settings: Mapping[str, Any], target: ReplayTarget) -> dict[s
         "DOWNLOAD_HANDLERS": handlers,
         "SPIDER_MIDDLEWARES": middlewares,
         "HTTPCACHE_ENABLED": False,
-        "CRAWLMEM_REPLAY_URL": target.url,
-        "CRAWLMEM_REPLAY_COPIES": target.copies,
+        **settings_of(replay_url=target.url, replay_copies=target.copies),
     }
 
 

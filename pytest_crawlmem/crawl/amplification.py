@@ -22,6 +22,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from ..core.defaults import name_of
 from ..core.distribution import Histogram
 from ..core.models import AmplificationSummary, AmplifiedPage
 
@@ -163,7 +164,7 @@ class ParseAmplificationMiddleware:
 
         meter = next((getattr(e, "amplification", None) for e in getattr(crawler.extensions, "middlewares", ())
                       if isinstance(getattr(e, "amplification", None), AmplificationMeter)), None)
-        if meter is None or not crawler.settings.getbool("CRAWLMEM_AMPLIFICATION", True):
+        if meter is None or not crawler.settings.getbool(name_of("amplification"), True):
             raise NotConfigured("the crawlmem extension is not enabled, or CRAWLMEM_AMPLIFICATION is off")
         if read_malloc_in_use_bytes() is None:
             raise NotConfigured("parse amplification reads glibc's mallinfo2, which this system lacks")

@@ -24,6 +24,7 @@ from typing import Any
 from scrapy import signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
 
+from ..core.defaults import name_of
 from ..core.ledger import LedgerKeys
 from . import probes
 
@@ -207,9 +208,9 @@ class ClusterWorkerExtension:
     @classmethod
     def from_crawler(cls, crawler: Any) -> ClusterWorkerExtension:
         """Build from ``CRAWLMEM_CLUSTER_WORKER``; raise NotConfigured without it."""
-        worker = crawler.settings.get("CRAWLMEM_CLUSTER_WORKER")
+        worker = crawler.settings.get(name_of("cluster_worker"))
         if worker is None:
-            raise NotConfigured("CRAWLMEM_CLUSTER_WORKER is not set")
+            raise NotConfigured(f"{name_of('cluster_worker')} is not set")
         ext = cls(crawler, int(worker), LedgerKeys())
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_idle, signal=signals.spider_idle)

@@ -26,11 +26,10 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from ..core import stops
-from ..core.defaults import CRAWLMEM_DEFAULTS as _DEFAULT
-from ..core.defaults import read_settings
+from ..core.defaults import CrawlMemConfig, name_of
 from ..core.distribution import Histogram
 from ..core.dropped import DropLedger
-from ..core.growth import CHECKPOINT_MIN_RESPONSES, next_checkpoint_at
+from ..core.growth import next_checkpoint_at
 from ..core.models import BrowserSummary, Checkpoint, MediaSummary, Sample
 from ..core.shots import ShotLedger
 from . import probes
@@ -75,48 +74,28 @@ def uses_playwright(settings: Any) -> bool:
 class CrawlMemExtension:
     """Measures one crawl; the result is left in :attr:`recording` and :attr:`summary`.
 
-    ``__init__`` takes plain values (testable without a crawler); their defaults, like ``from_crawler``'s,
-    are the one table of ``CRAWLMEM_*`` settings, :data:`pytest_crawlmem.core.defaults.CRAWLMEM_DEFAULTS`.
+    ``__init__`` takes a plain value (testable without a crawler): the typed :class:`CrawlMemConfig` of the one
+    table of ``CRAWLMEM_*`` settings, :data:`pytest_crawlmem.core.defaults.SETTINGS` (``CrawlMemConfig.of(...)``).
     """
 
-    def __init__(
-        self,
-        crawler: Any,
-        *,
-        interval_seconds: float = _DEFAULT["CRAWLMEM_INTERVAL_SECONDS"],
-        jsonl_path: Path | None = None,
-        checkpoints: bool = _DEFAULT["CRAWLMEM_CHECKPOINTS"],
-        checkpoint_min_responses: int = CHECKPOINT_MIN_RESPONSES,
-        drain_timeout_seconds: float = _DEFAULT["CRAWLMEM_DRAIN_TIMEOUT_SECONDS"],
-        tracemalloc_frames: int = _DEFAULT["CRAWLMEM_TRACEMALLOC_FRAMES"],
-        log_interval_seconds: float = _DEFAULT["CRAWLMEM_LOG_INTERVAL_SECONDS"],
-        attribution_frames: int = _DEFAULT["CRAWLMEM_ATTRIBUTION_FRAMES"],
-        attribution_responses: int = _DEFAULT["CRAWLMEM_ATTRIBUTION_RESPONSES"],
-        kill_at_bytes: int = _DEFAULT["CRAWLMEM_KILL_AT_BYTES"],
-        timeout_seconds: float = _DEFAULT["CRAWLMEM_TIMEOUT_SECONDS"],
-        leak_per_response: int = _DEFAULT["CRAWLMEM_LEAK_PER_RESPONSE"],
-        browser: bool = False,
-        browser_detail_seconds: float = _DEFAULT["CRAWLMEM_BROWSER_DETAIL_SECONDS"],
-        stall_seconds: float = _DEFAULT["CRAWLMEM_STALL_SECONDS"],
-        gc_freeze: bool = _DEFAULT["CRAWLMEM_GC_FREEZE"],
-        timeline_samples: int = _DEFAULT["CRAWLMEM_TIMELINE_SAMPLES"],
-        jsonl_max_bytes: int = _DEFAULT["CRAWLMEM_JSONL_MAX_BYTES"],
-        prometheus_port: int | None = None,
-        prometheus_addr: str = _DEFAULT["CRAWLMEM_PROMETHEUS_ADDR"],
-        snapshot_at_bytes: int = _DEFAULT["CRAWLMEM_SNAPSHOT_AT_BYTES"],
-        danger_window_seconds: float = _DEFAULT["CRAWLMEM_DANGER_WINDOW_SECONDS"],
-    ) -> None:
-        self.crawler = crawler
+    def __init__(self, crawler: Any, config: CrawlMemConfig | None = None) -> None:
+        config = config or CrawlMemConfig.of()
+        self.crawler, self.config = crawler, config
+        browser = config.browser
+        interval_seconds = config.interval_seconds
         if browser:  # a page takes about a second: sampling faster only costs CPU (pages.py)
             interval_seconds = max(interval_seconds, BROWSER_MIN_INTERVAL_SECONDS)
+        checkpoints, checkpoint_min_responses = config.checkpoints, config.checkpoint_min_responses
+        leak_per_response, attribution_frames = config.leak_per_response, config.attribution_frames
+        jsonl_path = Path(config.jsonl) if config.jsonl else None
+        timeline_samples = config.timeline_samples
         self.interval_seconds = interval_seconds
         self.checkpoints_enabled = checkpoints
         self.checkpoint_min_responses = checkpoint_min_responses
-        self.drain_timeout_seconds = drain_timeout_seconds
-        self.tracemalloc_frames = tracemalloc_frames
-        self.log_interval_seconds = log_interval_seconds
-        self.kill_at_bytes = kill_at_bytes
-        self.timeout_seconds = timeout_seconds
+        self.drain_timeout_seconds = config.drain_timeout_seconds
+        self.tracemalloc_frames = config.tracemalloc_frames
+        self.log_interval_seconds = config.log_interval_seconds
+        self.timeout_seconds = config.timeout_seconds
         self.stopped_because = ""  # why the harness stopped the crawl, if it did
         self.escalation: StopEscalation | None = None  # the stop under way, carried through until the crawl ends
         self.leaks = LeakWatch(logger, leak_per_response=leak_per_response, min_interval=checkpoint_min_responses)
@@ -126,16 +105,16 @@ class CrawlMemExtension:
         self.leak_per_response = leak_per_response
         self._traced_whole = False
         # -- production: bounded memory and disk, status, metrics (timeline.py, stream.py, status.py, metrics.py)
-        self.gc_freeze = gc_freeze
-        self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_bytes=jsonl_max_bytes,
+        self.gc_freeze = config.gc_freeze
+        self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_bytes=config.jsonl_max_bytes,
                                    max_checkpoints=max(32, timeline_samples // 8) if timeline_samples else 0)
         self.sampler = Sampler(self._take_sample, interval_seconds, self.recording, name="crawlmem-sampler")
-        self.ceiling = Ceiling(kill_at_bytes, self._request_stop)
+        self.ceiling = Ceiling(config.kill_at_bytes, self._request_stop)
         self.attribution = AttributionWindow(self.recording, frames=attribution_frames,
-                                             max_responses=attribution_responses, enabled=checkpoints,
+                                             max_responses=config.attribution_responses, enabled=checkpoints,
                                              leak_per_response=leak_per_response)
         self.ticker: StatusTicker | None = None
-        self.prometheus_port, self.prometheus_addr = prometheus_port, prometheus_addr
+        self.prometheus_port, self.prometheus_addr = config.prometheus_port, config.prometheus_addr
         self.metrics: MetricsServer | None = None
         # -- end production
         self.epoch = probes.Epoch.now()  # Scrapy objects created before the crawl are not its own
@@ -159,13 +138,14 @@ class CrawlMemExtension:
         self.media_pipelines: list[Any] = []  # the crawl's MediaPipelines while it runs, for the cache probes
         self.media: MediaSummary | None = None  # their cache when the spider closed
         self.browser = browser
-        self.pages = CrawlBrowser(self.recording, detail_seconds=browser_detail_seconds,
-                                  stall_seconds=stall_seconds) if browser else None
+        self.pages = CrawlBrowser(self.recording, detail_seconds=config.browser_detail_seconds,
+                                  stall_seconds=config.stall_seconds) if browser else None
         # issue 19: screenshot captures (shots.py), parse amplification (amplification.py's spider middleware)
         self.shots = ShotLedger()
         self.amplification = AmplificationMeter()
-        self.danger = DangerWatch(snapshot_at_bytes, report_dir=jsonl_path.parent if jsonl_path else None,
-                                  window_seconds=danger_window_seconds, frames=attribution_frames) if snapshot_at_bytes else None
+        snapshot_at = config.snapshot_at_bytes
+        self.danger = DangerWatch(snapshot_at, report_dir=jsonl_path.parent if jsonl_path else None,
+                                  window_seconds=config.danger_window_seconds, frames=attribution_frames) if snapshot_at else None
         if self.danger is not None:
             self.attribution.handoff = self.danger.adopt_tracing
 
@@ -173,44 +153,12 @@ class CrawlMemExtension:
     def from_crawler(cls, crawler: Any) -> CrawlMemExtension:
         """Build from ``CRAWLMEM_*`` settings; raise NotConfigured unless CRAWLMEM_ENABLED."""
         settings = crawler.settings
-        if not settings.getbool("CRAWLMEM_ENABLED"):
-            raise NotConfigured("CRAWLMEM_ENABLED is off")
-        values = read_settings(settings)  # every default and check lives in defaults.py
-        if values["CRAWLMEM_PROMETHEUS_PORT"] is not None:
+        if not settings.getbool(name_of("enabled")):
+            raise NotConfigured(f"{name_of('enabled')} is off")
+        config = CrawlMemConfig.from_settings(settings, playwright=uses_playwright(settings))  # defaults.py's table
+        if config.prometheus_port is not None:
             require_prometheus()
-        jsonl = values["CRAWLMEM_JSONL"]
-        browser = values["CRAWLMEM_BROWSER"]
-        if browser is None:
-            browser = uses_playwright(settings)
-        min_responses = values["CRAWLMEM_CHECKPOINT_MIN_RESPONSES"]
-        ext = cls(
-            crawler,
-            interval_seconds=values["CRAWLMEM_INTERVAL_SECONDS"],
-            jsonl_path=Path(jsonl) if jsonl else None,
-            checkpoints=values["CRAWLMEM_CHECKPOINTS"],
-            # browser crawls are ~100x slower: judge them in batches of 20 pages
-            checkpoint_min_responses=(
-                min_responses if min_responses is not None else (20 if browser else CHECKPOINT_MIN_RESPONSES)
-            ),
-            drain_timeout_seconds=values["CRAWLMEM_DRAIN_TIMEOUT_SECONDS"],
-            tracemalloc_frames=values["CRAWLMEM_TRACEMALLOC_FRAMES"],
-            log_interval_seconds=values["CRAWLMEM_LOG_INTERVAL_SECONDS"],
-            attribution_frames=values["CRAWLMEM_ATTRIBUTION_FRAMES"],
-            attribution_responses=values["CRAWLMEM_ATTRIBUTION_RESPONSES"],
-            kill_at_bytes=values["CRAWLMEM_KILL_AT_BYTES"],
-            timeout_seconds=values["CRAWLMEM_TIMEOUT_SECONDS"],
-            leak_per_response=values["CRAWLMEM_LEAK_PER_RESPONSE"],
-            browser=browser,
-            browser_detail_seconds=values["CRAWLMEM_BROWSER_DETAIL_SECONDS"],
-            stall_seconds=values["CRAWLMEM_STALL_SECONDS"],
-            gc_freeze=values["CRAWLMEM_GC_FREEZE"],
-            timeline_samples=values["CRAWLMEM_TIMELINE_SAMPLES"],
-            jsonl_max_bytes=values["CRAWLMEM_JSONL_MAX_BYTES"],
-            prometheus_port=values["CRAWLMEM_PROMETHEUS_PORT"],
-            prometheus_addr=values["CRAWLMEM_PROMETHEUS_ADDR"],
-            snapshot_at_bytes=values["CRAWLMEM_SNAPSHOT_AT_BYTES"],
-            danger_window_seconds=values["CRAWLMEM_DANGER_WINDOW_SECONDS"],
-        )
+        ext = cls(crawler, config)
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.response_received, signal=signals.response_received)
         crawler.signals.connect(ext.item_scraped, signal=signals.item_scraped)
@@ -243,7 +191,7 @@ class CrawlMemExtension:
         self._exact_peak = probes.reset_peak_rss()
         self.jobdir = jobdir_meter(self.crawler.settings.get("JOBDIR"))
         self.media_pipelines = probes.media_pipelines(self.crawler)
-        if self.crawler.settings.getbool("CRAWLMEM_MEDIA_FAILURES"):  # test crawls: failed media downloads are dropped data
+        if self.config.media_failures:  # test crawls: failed media downloads are dropped data
             watch_media_failures(self.media_pipelines, self.ledger)
         self.sampler.start()
         if self.timeout_seconds:

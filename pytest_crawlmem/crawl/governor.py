@@ -28,7 +28,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from ..core.cgroup import auto_budget, limit_files, parse_proc_cgroup, smallest_limit
-from ..core.defaults import read_settings
+from ..core.defaults import CrawlMemConfig, name_of
 from ..core.governor_policy import GOVERNOR_FILE, MEMORY_BUDGET, RETAINED, Decision, Levers, Policy, PolicyConfig, Sample
 from ..core.models import DangerSnapshot
 from ..core.units import UnitError, parse_size
@@ -37,6 +37,7 @@ from .danger import write_danger
 from .spill import SCHEDULER_PATH, START_GATE_ORDER, START_GATE_PATH, SpillingScheduler, StartGate
 
 logger = logging.getLogger("pytest_crawlmem.governor")
+BUDGET = name_of("budget")  # the setting that turns the governor on
 
 GOVERNOR_PATH = "pytest_crawlmem.governor.MemoryGovernor"
 ADDON_PATH = "pytest_crawlmem.governor.GovernorAddon"
@@ -95,7 +96,7 @@ def resolve_budget(raw: Any) -> int | None:
     if isinstance(raw, str) and raw.strip().lower() == "auto":
         return auto_budget(read_cgroup_limit())
     try:
-        budget = parse_size(raw, source="CRAWLMEM_BUDGET")
+        budget = parse_size(raw, source=BUDGET)
     except UnitError as exc:
         raise ValueError(f"invalid CRAWLMEM_BUDGET {raw!r} from Scrapy settings: {exc}") from None
     if budget <= 0:
@@ -142,7 +143,7 @@ class MemoryGovernor:
         self.policy: Policy = Policy(self.config)
         self.interval_seconds = interval_seconds
         self.jobdir = settings.get("JOBDIR") or None
-        jsonl = settings.get("CRAWLMEM_JSONL")
+        jsonl = settings.get(name_of("jsonl"))
         self.record_path = Path(jsonl).parent / GOVERNOR_FILE if jsonl else None
         self.decisions: list[DecisionRecord] = []
         self.peak_rss_bytes = 0
@@ -169,26 +170,25 @@ class MemoryGovernor:
     def from_crawler(cls, crawler: Any) -> MemoryGovernor:
         """Build from ``CRAWLMEM_BUDGET`` and ``CRAWLMEM_GOVERNOR_*``; NotConfigured without a budget."""
         settings = crawler.settings
-        values = read_settings(settings)
-        raw = values["CRAWLMEM_BUDGET"]
-        if raw in (None, ""):
-            raise NotConfigured("CRAWLMEM_BUDGET is not set")
-        budget = resolve_budget(raw)
+        config = CrawlMemConfig.from_settings(settings)
+        if config.budget in (None, ""):
+            raise NotConfigured(f"{BUDGET} is not set")
+        budget = resolve_budget(config.budget)
         if budget is None:
-            logger.warning("crawlmem governor: CRAWLMEM_BUDGET='auto' but this process's cgroup sets no memory limit:"
-                           " the governor is off")
-            raise NotConfigured("CRAWLMEM_BUDGET is auto and no cgroup limit is set")
-        if values["CRAWLMEM_GOVERNOR_LOW_SHARE"] >= values["CRAWLMEM_GOVERNOR_HIGH_SHARE"]:
+            logger.warning("crawlmem governor: %s='auto' but this process's cgroup sets no memory limit:"
+                           " the governor is off", BUDGET)
+            raise NotConfigured(f"{BUDGET} is auto and no cgroup limit is set")
+        if config.governor_low_share >= config.governor_high_share:
             raise ValueError(
-                f"invalid CRAWLMEM_GOVERNOR_LOW_SHARE {values['CRAWLMEM_GOVERNOR_LOW_SHARE']!r} from Scrapy settings:"
-                f" it must be under CRAWLMEM_GOVERNOR_HIGH_SHARE ({values['CRAWLMEM_GOVERNOR_HIGH_SHARE']!r})"
+                f"invalid {name_of('governor_low_share')} {config.governor_low_share!r} from Scrapy settings:"
+                f" it must be under {name_of('governor_high_share')} ({config.governor_high_share!r})"
             )
         governor = cls(
-            crawler, budget_bytes=budget, interval_seconds=values["CRAWLMEM_GOVERNOR_INTERVAL_SECONDS"],
-            min_concurrency=values["CRAWLMEM_GOVERNOR_MIN_CONCURRENCY"],
-            high_share=values["CRAWLMEM_GOVERNOR_HIGH_SHARE"], low_share=values["CRAWLMEM_GOVERNOR_LOW_SHARE"],
-            close_share=values["CRAWLMEM_GOVERNOR_CLOSE_SHARE"],
-            start_concurrency=values["CRAWLMEM_GOVERNOR_START_CONCURRENCY"],
+            crawler, budget_bytes=budget, interval_seconds=config.governor_interval_seconds,
+            min_concurrency=config.governor_min_concurrency,
+            high_share=config.governor_high_share, low_share=config.governor_low_share,
+            close_share=config.governor_close_share,
+            start_concurrency=config.governor_start_concurrency,
         )
         crawler.signals.connect(governor.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(governor.spider_closed, signal=signals.spider_closed)
@@ -535,14 +535,14 @@ class GovernorAddon:
 
     def update_settings(self, settings: Any) -> None:
         """Add the three components when CRAWLMEM_BUDGET is set (a custom SCHEDULER is kept: no spilling)."""
-        if not settings.get("CRAWLMEM_BUDGET"):
+        if not settings.get(BUDGET):
             return
         add_components(settings)
 
 
 def add_governor(settings: Any, budget: str | int, *, priority: int) -> None:
     """Govern a crawl at ``budget``: set CRAWLMEM_BUDGET and add the components (the test runner's settings)."""
-    settings.set("CRAWLMEM_BUDGET", budget, priority=priority)
+    settings.set(BUDGET, budget, priority=priority)
     add_components(settings)
 
 

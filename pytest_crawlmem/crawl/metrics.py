@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..core.defaults import name_of
 from .status import Status
 
 logger = logging.getLogger("pytest_crawlmem.extension")
@@ -64,7 +65,7 @@ def require_prometheus() -> None:
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
-        message = f"CRAWLMEM_PROMETHEUS_PORT is set but prometheus_client is not installed: {INSTALL_HINT}"
+        message = f"{name_of('prometheus_port')} is set but prometheus_client is not installed: {INSTALL_HINT}"
         raise MissingPrometheus(message) from None
 
 

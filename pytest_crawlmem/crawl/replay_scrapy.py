@@ -21,6 +21,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
+from ..core.defaults import name_of
 from ..core.replay import COPY_PREFIX, HANDLER_PATH, MAX_MISSED_URLS, copy_url
 
 MARKER_HEADER = b"X-Crawlmem-Replay"
@@ -94,7 +95,7 @@ class _ReplayHandlerBase(HTTP11DownloadHandler):
 
     def __init__(self, *args: Any) -> None:  # (crawler) on Scrapy >= 2.14, (settings, crawler) on 2.13
         crawler = args[-1]
-        base = crawler.settings.get("CRAWLMEM_REPLAY_URL")
+        base = crawler.settings.get(name_of("replay_url"))
         if not base:
             raise NotConfigured("ReplayDownloadHandler needs CRAWLMEM_REPLAY_URL")
         super().__init__(*args)
@@ -190,7 +191,7 @@ class ReplayCopiesMiddleware(BaseSpiderMiddleware):
 
     def __init__(self, crawler: Any) -> None:
         super().__init__(crawler)
-        if not crawler.settings.get("CRAWLMEM_REPLAY_URL"):
+        if not crawler.settings.get(name_of("replay_url")):
             raise NotConfigured
         handlers = crawler.settings.getdict("DOWNLOAD_HANDLERS")
         for scheme in ("http", "https"):
@@ -199,7 +200,7 @@ class ReplayCopiesMiddleware(BaseSpiderMiddleware):
                     f"replay: DOWNLOAD_HANDLERS[{scheme!r}] is {handlers.get(scheme)!r} (the spider's custom_settings?),"
                     " not the replay handler: refusing to crawl the network"
                 )
-        self.copies = crawler.settings.getint("CRAWLMEM_REPLAY_COPIES", 1)
+        self.copies = crawler.settings.getint(name_of("replay_copies"), 1)
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """Yield each start request, then its copies 1..N-1."""

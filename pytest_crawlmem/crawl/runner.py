@@ -23,6 +23,7 @@ from ..core.assemble import (
     status_counts,
 )
 from ..core.budgets import Budgets
+from ..core.defaults import name_of, settings_of
 from ..core.distribution import Histogram
 from ..core.dropped import suggest_maxsize
 from ..core.models import (
@@ -56,7 +57,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "LOG_LEVEL": "INFO",
     "ROBOTSTXT_OBEY": False,
     "COOKIES_ENABLED": False,
-    "CRAWLMEM_LOG_INTERVAL_SECONDS": 0,  # no status lines in tests, unless the project or the test sets it
+    **settings_of(log_interval_seconds=0),  # no status lines in tests, unless the project or the test sets it
 }
 #: Settings a test crawl cannot turn back on: they would measure or kill the wrong thing.
 FORCED_SETTINGS: dict[str, Any] = {
@@ -124,19 +125,19 @@ def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOption
 
 def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
     """The ``CRAWLMEM_*`` settings of a measured crawl."""
-    return {
-        "CRAWLMEM_ENABLED": True,
-        "CRAWLMEM_INTERVAL_SECONDS": options.interval_seconds,
-        "CRAWLMEM_TRACEMALLOC_FRAMES": options.tracemalloc_frames,
-        "CRAWLMEM_CHECKPOINTS": options.checkpoints,
-        "CRAWLMEM_LEAK_PER_RESPONSE": options.leak_per_response,  # None: the default (defaults.py)
-        "CRAWLMEM_JSONL": str(options.report_dir / "samples.jsonl") if options.report_dir else None,
-        "CRAWLMEM_KILL_AT_BYTES": options.kill_at_bytes or 0,
-        "CRAWLMEM_TIMEOUT_SECONDS": options.timeout_seconds or 0.0,
-        "CRAWLMEM_MEDIA_FAILURES": True,
-        "CRAWLMEM_GC_FREEZE": True,  # checkpoints walk the crawl's objects only (production leaves it off)
-        "CRAWLMEM_SNAPSHOT_AT_BYTES": options.snapshot_at_bytes or 0,
-    }
+    return settings_of(
+        enabled=True,
+        interval_seconds=options.interval_seconds,
+        tracemalloc_frames=options.tracemalloc_frames,
+        checkpoints=options.checkpoints,
+        leak_per_response=options.leak_per_response,  # None: the default (defaults.py)
+        jsonl=str(options.report_dir / "samples.jsonl") if options.report_dir else None,
+        kill_at_bytes=options.kill_at_bytes or 0,
+        timeout_seconds=options.timeout_seconds or 0.0,
+        media_failures=True,
+        gc_freeze=True,  # checkpoints walk the crawl's objects only (production leaves it off)
+        snapshot_at_bytes=options.snapshot_at_bytes or 0,
+    )
 
 
 def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
@@ -163,7 +164,7 @@ def add_measuring_components(settings: Any, options: CrawlOptions) -> None:
     if options.replay is not None:  # the replay handler and copies middleware, over the spider's own components
         for name, value in replay_settings(settings, options.replay).items():
             settings.set(name, value, priority=MEASURING_PRIORITY)
-    budget = options.governor if options.governor is not None else settings.get("CRAWLMEM_BUDGET")
+    budget = options.governor if options.governor is not None else settings.get(name_of("budget"))
     if budget not in (None, ""):  # the memory governor, its start gate and spilling scheduler (docs/governor.md)
         add_governor(settings, budget, priority=MEASURING_PRIORITY)
     if options.timeout_seconds:  # a response that never completes must not outlive the budget

@@ -17,6 +17,8 @@ from typing import Any
 
 from scrapy.exceptions import NotConfigured
 
+from ..core.defaults import name_of
+
 
 class SlowPipeline:
     """Delays each item by ``delay_ms`` (non-blocking) and burns ``cpu_ms`` of CPU on it."""
@@ -30,11 +32,10 @@ class SlowPipeline:
     @classmethod
     def from_crawler(cls, crawler: Any) -> SlowPipeline:
         """Read CRAWLMEM_SLOW_PIPELINE_DELAY_MS and CRAWLMEM_SLOW_PIPELINE_CPU_MS; NotConfigured when both are 0."""
-        settings = crawler.settings
-        delay_ms = settings.getfloat("CRAWLMEM_SLOW_PIPELINE_DELAY_MS", 0.0)
-        cpu_ms = settings.getfloat("CRAWLMEM_SLOW_PIPELINE_CPU_MS", 0.0)
+        settings, delay, cpu = crawler.settings, name_of("slow_pipeline_delay_ms"), name_of("slow_pipeline_cpu_ms")
+        delay_ms, cpu_ms = settings.getfloat(delay, 0.0), settings.getfloat(cpu, 0.0)
         if not delay_ms and not cpu_ms:
-            raise NotConfigured("CRAWLMEM_SLOW_PIPELINE_DELAY_MS and CRAWLMEM_SLOW_PIPELINE_CPU_MS are both 0")
+            raise NotConfigured(f"{delay} and {cpu} are both 0")
         return cls(delay_ms=delay_ms, cpu_ms=cpu_ms)
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:  # Scrapy 2.13 passes the spider

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..core import verdicts
 from ..core.cluster import ClusterError, ClusterResult, KillPlan, RedisSample, WorkerEnd, cluster_verdict
+from ..core.defaults import settings_of
 from ..core.ledger import Ledger, LedgerKeys, LedgerState, settle
 from ..core.models import CrawlResult
 from ..crawl.cluster_worker import entry_of
@@ -87,7 +88,7 @@ BASE_SETTINGS = {"SCHEDULER": REDIS_SCHEDULER, "DUPEFILTER_CLASS": REDIS_DUPEFIL
 def worker_settings(user: Mapping[str, Any] | None, server: RedisServer, index: int) -> dict[str, Any]:
     """The test's settings for worker ``index``, pointed at the cluster's private Redis (whatever the project says)."""
     return {**dict(user or {}), "REDIS_URL": server.url, "REDIS_HOST": None, "REDIS_PORT": None,
-            "CRAWLMEM_CLUSTER_WORKER": index}
+            **settings_of(cluster_worker=index)}
 
 
 def worker_options(options: ClusterOptions, index: int) -> CrawlOptions:

@@ -13,6 +13,7 @@ import pytest
 
 from ..core import stops
 from ..core.budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold
+from ..core.defaults import name_of
 from ..core.growth import AUTO_REPLAY_RESPONSES, auto_replay_copies
 from ..core.keywords import refuse_misspelt
 from ..core.models import CrawlResult
@@ -277,7 +278,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         **spider_kwargs: Any,
     ) -> CrawlResult:
         _refuse_reactor_greenlet()
-        _check_governor(governor if governor is not None else (settings or {}).get("CRAWLMEM_BUDGET"))
+        _check_governor(governor if governor is not None else (settings or {}).get(name_of("budget")))
         project = resolve_project_settings(item, session, project_settings)
         spider_cls = spider_by_name(spider_cls, project)
         refuse_misspelt_options("crawl", spider_kwargs, keyword_options(run), spider_cls)

@@ -62,8 +62,9 @@ def report_keys() -> str:
     document = report_document(result, test_id="t", budgets=None, violations=[])
     top = ", ".join(f"`{key}`" for key in document)
     figures = ", ".join(f"`{key}`" for key in document["result"])
-    growth = ", ".join(f"`{key}`" for key in document["result"]["growth"])
-    return f"- top level: {top}\n- `result`: {figures}\n- `result.growth`: {growth}"
+    nested = "".join(f"\n- `result.{name}`: " + ", ".join(f"`{key}`" for key in document["result"][name])
+                     for name in ("peaks", "growth"))
+    return f"- top level: {top}\n- `result`: {figures}{nested}"
 
 
 GENERATORS: dict[str, Callable[[], str]] = {"budgets": budgets_table, "options": options_table, "report-keys": report_keys,

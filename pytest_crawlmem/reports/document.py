@@ -14,6 +14,7 @@ from typing import Any
 
 from ..core.budgets import Violation
 from ..core.models import SCHEMA_VERSION, CrawlResult, Sample, json_value
+from ..core.serial import upgraded
 from .jsonl import is_number
 
 #: The figures of ``result`` that CrawlResult holds as plain numbers (0 when absent): report.json must hold them as
@@ -24,6 +25,30 @@ FIGURES = (
     "max_active_size_limit", "active_size_ratio", "max_disk_scheduled", "jobdir_disk", "max_media_cached",
     "scheduled_per_response", "retries", "retries_max_reached", "replay_hits", "replay_misses",
 )
+
+#: Where report.json's ``result`` holds each figure: its field (``peaks.max_scheduled``: read through the
+#: attribute of the same name), or the key of a ``DERIVED`` one; reports of older writers are read upgraded.
+FIGURE_PATHS: Mapping[str, tuple[str, ...]] = {
+    name: tuple(CrawlResult.ALIASES.get(name, name).split(".")) for name in FIGURES
+}
+
+
+def at_path(data: Mapping[str, Any], path: Sequence[str]) -> Any:
+    """The value at ``path`` in nested report.json objects (``None`` when a step is missing)."""
+    value: Any = data
+    for step in path:
+        value = value.get(step) if isinstance(value, Mapping) else None
+    return value
+
+
+def _without(data: Mapping[str, Any], path: Sequence[str]) -> dict[str, Any]:
+    """``data`` (nested objects) without the key at ``path``."""
+    out = dict(data)
+    if len(path) == 1:
+        out.pop(path[0], None)
+    elif isinstance(out.get(path[0]), Mapping):
+        out[path[0]] = _without(out[path[0]], path[1:])
+    return out
 
 
 @dataclass(frozen=True)
@@ -52,6 +77,16 @@ class ReportDocument:
             raise KeyError(f"{name!r} is not one of the figures report.json may lack (FIGURES): read the attribute")
         return None if name in self.unmeasured else getattr(self.result, name)
 
+    def at(self, path: Sequence[str]) -> Any:
+        """The result's attribute at ``path`` (report.json's keys), ``None`` for a figure not measured or a missing step."""
+        for name, figure_path in FIGURE_PATHS.items():
+            if tuple(path[:len(figure_path)]) == figure_path and name in self.unmeasured:
+                return None
+        value: Any = self.result
+        for step in path:
+            value = getattr(value, step, None) if value is not None else None
+        return value
+
     def to_json(self) -> dict[str, Any]:
         """The document as report.json holds it (``source`` and ``note`` only when set)."""
         document: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "test": self.test}
@@ -71,8 +106,9 @@ class ReportDocument:
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, samples: Sequence[Sample] = ()) -> ReportDocument:
         """Read report.json's document back (``data["result"]`` must be an object; anything else is tolerated)."""
-        result, problems = read_result(data["result"], samples=tuple(samples))
-        unmeasured = frozenset(name for name in FIGURES if not is_number(data["result"].get(name)))
+        written = upgraded(CrawlResult, data["result"])
+        result, problems = read_result(written, samples=tuple(samples))
+        unmeasured = frozenset(name for name, path in FIGURE_PATHS.items() if not is_number(at_path(written, path)))
         test, source, note = data.get("test"), data.get("source"), data.get("note")
         environment, budgets = data.get("environment"), data.get("budgets")
         return cls(
@@ -98,12 +134,17 @@ def _violation(data: Mapping[str, Any]) -> Violation:
 
 def read_result(data: Mapping[str, Any], *, samples: tuple[Sample, ...] = ()) -> tuple[CrawlResult, list[str]]:
     """``CrawlResult.from_json`` that never raises: each field that cannot be read is left out and named in a problem."""
-    clean = {k: v for k, v in data.items() if k not in FIGURES or v is None or is_number(v)}
+    clean = upgraded(CrawlResult, data)
+    for path in FIGURE_PATHS.values():
+        value = at_path(clean, path)
+        if value is not None and not is_number(value):
+            clean = _without(clean, path)
     try:
         return CrawlResult.from_json(clean, samples=samples), []
     except Exception:  # a hand-edited report can hold anything: find the fields at fault
         pass
     problems = []
+    clean = dict(clean)
     for key, value in list(clean.items()):
         try:
             CrawlResult.from_json({key: value})

@@ -29,7 +29,7 @@ from ..core.leaktrend import MAX_REQUEST_CREDIT, REQUEST_CREDIT
 from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Sample, ShotSummary
 from ..core.sites import source_line
 from ..core.units import format_size
-from .document import FIGURES, ReportDocument
+from .document import ReportDocument
 from .governor import governor_markers, load_decisions
 from .jsonl import is_number
 from .svgchart import Budget, Marker, Panel, Series, XAxis, count_tick, render_timeline, seconds_tick
@@ -254,12 +254,7 @@ def chart_section(doc: ReportDocument, samples: Sequence[Sample], checkpoints: S
 
 def _checked_figure(doc: ReportDocument, path: Sequence[str]) -> object:
     """The figure a budget row reads (its ``report_path``, attribute by attribute; ``None`` when a step is missing)."""
-    if not path:
-        return None
-    value: object = doc.figure(path[0]) if path[0] in FIGURES else getattr(doc.result, path[0], None)
-    for name in path[1:]:
-        value = getattr(value, name, None) if value is not None else None
-    return value
+    return doc.at(path) if path else None
 
 
 def _measured(name: str, doc: ReportDocument) -> str:
