@@ -28,11 +28,13 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from ..core.cgroup import auto_budget, limit_files, parse_proc_cgroup, smallest_limit
+from ..core.context_policy import BROWSER_CONTEXT
 from ..core.defaults import read_settings
 from ..core.governor_policy import GOVERNOR_FILE, MEMORY_BUDGET, RETAINED, Decision, Levers, Policy, PolicyConfig, Sample
 from ..core.models import DangerSnapshot
 from ..core.units import UnitError, parse_size
 from . import probes
+from .contextlever import ContextLever, LeverEvent
 from .danger import write_danger
 from .spill import SCHEDULER_PATH, START_GATE_ORDER, START_GATE_PATH, SpillingScheduler, StartGate
 
@@ -73,6 +75,7 @@ class DecisionRecord:
     gate_start: bool
     spill: bool
     message: str
+    browser_pss_bytes: int = 0  # the browser tree's PSS the browser lever saw (browser_context decisions)
 
 
 def read_cgroup_limit() -> int | None:
@@ -164,6 +167,7 @@ class MemoryGovernor:
         self.reclaimed_bytes = 0
         self._closing = False
         self.danger: DangerSnapshot | None = None  # the evidence of a close without JOBDIR
+        self.lever: ContextLever | None = None  # the browser lever, once a scrapy-playwright handler is loaded
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> MemoryGovernor:
@@ -215,6 +219,7 @@ class MemoryGovernor:
             gate.on_item = self.overdue_tick
         levers += ["start gate"] if gate is not None else []
         levers += ["spill to disk"] if isinstance(self._scheduler(), SpillingScheduler) else []
+        levers += ["browser contexts"] if probes._attempt(probes.playwright_handlers, self.crawler) else []
         logger.info("crawlmem governor: budget %.1f MiB (acts over %.0f%%, restores under %.0f%%, closes over %.0f%%);"
                     " levers: %s", self.config.budget_bytes / 2**20, 100 * self.config.high_share,
                     100 * self.config.low_share, 100 * self.config.hard_share, ", ".join(levers))
@@ -251,6 +256,9 @@ class MemoryGovernor:
         cost_f, cost_q = self.policy.model.costs()
         stats.set_value("crawlmem/governor/cost_in_flight_bytes", int(cost_f))
         stats.set_value("crawlmem/governor/cost_queued_bytes", int(cost_q))
+        if self.lever is not None:
+            stats.set_value("crawlmem/governor/browser_peak_pss_bytes", self.lever.peak_tree_bytes)
+            stats.set_value("crawlmem/governor/browser_read_cpu_seconds", round(self.lever.cpu_seconds, 6))
         if self.record_path is not None:
             self._write_record(reason)
 
@@ -349,6 +357,33 @@ class MemoryGovernor:
             self._apply(engine, decision, sample)
         if self.policy.governing and sample.rss_bytes >= self.config.high_share * self.config.budget_bytes:
             self._trim()
+        self._browser_tick(sample)
+
+    def _browser_tick(self, sample: Sample) -> None:
+        """The browser lever: rotate the context that grew when the browser tree's PSS passes the act share."""
+        handlers = probes._attempt(probes.playwright_handlers, self.crawler)
+        if not handlers:
+            return
+        if self.lever is None:
+            self.lever = ContextLever(self.config.budget_bytes, self.config.high_share, self.config.low_share)
+        for event in self.lever.tick(handlers):
+            self._record_browser(event, sample)
+
+    def _record_browser(self, event: LeverEvent, sample: Sample) -> None:
+        """Count, log and record what the browser lever did (a rotation, or the close of a rotated context)."""
+        stats = self.crawler.stats
+        stats.inc_value("crawlmem/governor/decisions")
+        stats.inc_value(f"crawlmem/governor/decisions/{BROWSER_CONTEXT}")
+        counter = {"rotate": "browser_rotations", "close": "browser_contexts_closed"}.get(event.action, "browser_floor")
+        stats.inc_value(f"crawlmem/governor/{counter}")
+        stats.max_value("crawlmem/governor/browser_peak_pss_bytes", event.tree_bytes)
+        logger.log(logging.WARNING if event.action == "floor" else logging.INFO, "crawlmem governor: %s", event.message)
+        levers = self.policy.levers
+        self.decisions.append(DecisionRecord(
+            round(time.monotonic() - self._started, 3), int(stats.get_value("response_received_count", 0) or 0),
+            BROWSER_CONTEXT, sample.rss_bytes, levers.concurrency, levers.max_active_size, levers.gate_start,
+            levers.spill, event.message, browser_pss_bytes=event.tree_bytes,
+        ))
 
     def _sample(self, engine: Any) -> Sample:
         scheduler = self._scheduler()
