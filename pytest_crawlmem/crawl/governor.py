@@ -149,7 +149,9 @@ class MemoryGovernor:
         self.record_path = Path(jsonl).parent / GOVERNOR_FILE if jsonl else None
         self.decisions: list[DecisionRecord] = []
         self.peak_rss_bytes = 0
-        self.cpu_seconds = 0.0
+        self.tick_seconds = 0.0  # ticks, spills and collections (thread CPU)
+        self.signal_seconds = 0.0  # the signal handlers (wall time: an upper bound of their CPU)
+        self.spill_seconds = 0.0  # of cpu_seconds: moving requests to disk
         self.ticks = 0
         self._statm = _Statm()
         self._task: Any = None
@@ -168,6 +170,11 @@ class MemoryGovernor:
         self._closing = False
         self.danger: DangerSnapshot | None = None  # the evidence of a close without JOBDIR
         self.lever: ContextLever | None = None  # the browser lever, once a scrapy-playwright handler is loaded
+
+    @property
+    def cpu_seconds(self) -> float:
+        """The governor's own time: its ticks (spills, collections, the browser lever) and its signal handlers."""
+        return self.tick_seconds + self.signal_seconds
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> MemoryGovernor:
@@ -236,7 +243,7 @@ class MemoryGovernor:
             if self.policy.levers.concurrency < self.config.base_concurrency:
                 engine.downloader.total_concurrency = self.policy.levers.concurrency
                 stats.set_value("crawlmem/governor/concurrency", self.policy.levers.concurrency)
-        self.cpu_seconds += time.thread_time() - began  # the collection before gc.freeze() is the governor's too
+        self.tick_seconds += time.thread_time() - began  # the collection before gc.freeze() is the governor's too
         self._task = task.LoopingCall(self.tick)
         self._task.start(self.interval_seconds, now=True)
 
@@ -253,6 +260,8 @@ class MemoryGovernor:
         stats.set_value("crawlmem/governor/peak_rss_bytes", self.peak_rss_bytes)
         stats.set_value("crawlmem/governor/ticks", self.ticks)
         stats.set_value("crawlmem/governor/cpu_seconds", round(self.cpu_seconds, 6))
+        stats.set_value("crawlmem/governor/cpu_seconds/signals", round(self.signal_seconds, 6))
+        stats.set_value("crawlmem/governor/cpu_seconds/spill", round(self.spill_seconds, 6))
         cost_f, cost_q = self.policy.model.costs()
         stats.set_value("crawlmem/governor/cost_in_flight_bytes", int(cost_f))
         stats.set_value("crawlmem/governor/cost_queued_bytes", int(cost_q))
@@ -287,21 +296,21 @@ class MemoryGovernor:
         began = time.perf_counter()
         if body_length and body_length > 0:
             self._learn_body(body_length)
-        self.cpu_seconds += time.perf_counter() - began
+        self.signal_seconds += time.perf_counter() - began
         self._signal_tick()
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
         """A response arrived: learn its size; tick out of turn when RSS is past the act share."""
         began = time.perf_counter()
         self._learn_body(len(getattr(response, "body", b"")))
-        self.cpu_seconds += time.perf_counter() - began
+        self.signal_seconds += time.perf_counter() - began
         self._signal_tick()
 
     def item_scraped(self) -> None:
         """An item was scraped: tick if the LoopingCall is late (the scraper can hold the reactor through a burst)."""
         began = time.perf_counter()
         late = time.monotonic() - self._last_tick >= self.interval_seconds
-        self.cpu_seconds += time.perf_counter() - began
+        self.signal_seconds += time.perf_counter() - began
         if late:
             self.tick()
 
@@ -321,11 +330,11 @@ class MemoryGovernor:
             self.tick()
             return
         if now - self._last_signal_read < SIGNAL_TICK_SECONDS:  # at most one statm read in SIGNAL_TICK_SECONDS
-            self.cpu_seconds += time.perf_counter() - began
+            self.signal_seconds += time.perf_counter() - began
             return
         self._last_signal_read = now
         pressed = self._statm.rss_bytes() >= self.config.high_share * self.config.budget_bytes
-        self.cpu_seconds += time.perf_counter() - began
+        self.signal_seconds += time.perf_counter() - began
         if pressed:
             self.tick()
 
@@ -341,7 +350,7 @@ class MemoryGovernor:
         except Exception:  # a Scrapy internal that moved must not stop the crawl
             logger.exception("crawlmem governor: a tick failed")
         finally:
-            self.cpu_seconds += time.thread_time() - began
+            self.tick_seconds += time.thread_time() - began
 
     def _tick(self) -> None:
         engine = probes._engine(self.crawler)
@@ -422,7 +431,9 @@ class MemoryGovernor:
         if isinstance(scheduler, SpillingScheduler):
             scheduler.spilling = levers.spill
             if decision.spill_now:
+                began = time.thread_time()
                 moved = scheduler.spill(decision.spill_now)
+                self.spill_seconds += time.thread_time() - began
                 if moved < decision.spill_now:
                     message += f" ({decision.spill_now - moved:,} cannot be serialized and stay in memory)"
         elif levers.spill:
