@@ -266,6 +266,7 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
     stats = crawler.stats.get_stats()
     governor_cpu = float(stats.get("crawlmem/governor/cpu_seconds", 0.0) or 0.0)
     crawl_cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    children_cpu = (cpu1.children_user - cpu0.children_user) + (cpu1.children_system - cpu0.children_system)
     browser: dict[str, Any] = {}
     if watch is not None:
         crawl_cpu -= watch.sampler.cpu_seconds  # the benchmark's own readings are not the crawl's
@@ -275,7 +276,8 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
                    "governor_contexts_closed": stats.get("crawlmem/governor/browser_contexts_closed", 0),
                    "governor_tree_peak_bytes": stats.get("crawlmem/governor/browser_peak_pss_bytes"),
                    "governor_tree_read_cpu_seconds": stats.get("crawlmem/governor/browser_read_cpu_seconds"),
-                   "contexts": stats.get("playwright/context_count")}
+                   "contexts": stats.get("playwright/context_count"),
+                   "tree_cpu_seconds": round(children_cpu, 3)}  # Playwright's driver and Chromium, reaped at the end
     out.write_text(json.dumps({
         "workload": workload, "mode": mode, "items": len(scraped), "expected": WORKLOADS[workload]["expected"],
         "peak_rss_bytes": peak_rss_bytes(), "duration_seconds": round(duration, 2),

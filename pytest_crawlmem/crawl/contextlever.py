@@ -28,9 +28,11 @@ from .browsertree import TreeSampler
 
 #: Seconds between two readings of the tree (RSS, estimated as PSS: ~10 us a process).
 READ_SECONDS = 0.5
-#: Seconds between two PSS readings of the tree on schedule (each reads every process's smaps_rollup: ~45 ms of CPU
-#: for a 15-process tree; read every second it was 4% of a browser crawl's CPU).
-DETAIL_SECONDS = 10.0
+#: Seconds between two PSS readings of the tree on schedule, to re-base the estimate (each reads every process's
+#: smaps_rollup: 34 ms of CPU for a 13-process tree, against 0.16 ms for its RSS). A browser crawl's own process
+#: does little (Chromium does the work): at 10 s, and confirming every estimate over the act share, the readings were
+#: 3.9 s of a 200-page crawl process's 8.6 s of CPU.
+DETAIL_SECONDS = 30.0
 #: A PSS reading younger than this confirms an estimate over the act share without reading again.
 CONFIRM_SECONDS = 3.0
 #: The most pages a context serves before it may be rotated, once rotations stopped helping (the back-off's cap).
@@ -145,18 +147,22 @@ class ContextLever:
             self.min_served = MIN_SERVED_PAGES
         if footprint < self.high_share * self.budget_bytes:
             return events
-        if now - self._last_detail >= CONFIRM_SECONDS:  # act on a PSS reading, not on an estimate
-            footprint = self._read(now, detail=True)
-            if footprint < self.high_share * self.budget_bytes:
-                return events
+        confirmed = now - self._last_detail < CONFIRM_SECONDS
         for handler in handlers:
             state = self._states.get(handler)
             if state is None:
                 continue
             contexts = self._contexts(handler, state)
             if self._rotated and not self.retiring and all(c.served < self.min_served for c in contexts):
-                events += self._back_off(footprint)  # over the act share with only fresh contexts: the floor
+                if not confirmed:
+                    footprint, confirmed = self._read(now, detail=True), True
+                if footprint >= self.high_share * self.budget_bytes:
+                    events += self._back_off(footprint)  # over the act share with only fresh contexts: the floor
+                self._rotated = False  # judged: the rotation helped, or it did not
             choice = choose_rotation(footprint, self.budget_bytes, self.high_share, contexts, self.min_served)
+            if choice is not None and not confirmed:  # act on a PSS reading, not on an estimate (read only now)
+                footprint, confirmed = self._read(now, detail=True), True
+                choice = choose_rotation(footprint, self.budget_bytes, self.high_share, contexts, self.min_served)
             if choice is not None:
                 events.append(self._rotate(handler, state, choice, footprint))
                 break
@@ -183,7 +189,7 @@ class ContextLever:
         last = self.tree.last_detail
         if detail is None and (last is None or not last.processes):
             detail = True  # no PSS read of the tree yet: an estimate would count every process at its RSS (2-3x)
-        reading = self.tree.sample(detail=detail)
+        reading = self.tree.sample(detail=detail, read_new=False)  # a new renderer counts at its kind's PSS/RSS
         if reading.pss_bytes is not None:
             self._last_detail = now
             footprint = reading.pss_bytes
