@@ -326,14 +326,17 @@ class MemoryGovernor:
         self._signal(self.overdue_tick)
 
     def _signal(self, handler: Any, *args: Any) -> None:
-        """Run a signal's handler; time one call in SIGNAL_SAMPLE_EVERY in thread CPU (a tick it runs counts apart)."""
+        """Run a signal's handler; time one call in SIGNAL_SAMPLE_EVERY in thread CPU (a tick it runs counts apart, and
+        a call in which the collector ran is not a sample: whichever allocation crosses its threshold pays for it)."""
         self.signal_calls += 1
         if self.signal_calls % SIGNAL_SAMPLE_EVERY:
             handler(*args)
             return
-        ticks, began = self.tick_seconds, time.thread_time()
+        young, ticks, began = gc.get_count()[0], self.tick_seconds, time.thread_time()
         handler(*args)
         spent = time.thread_time() - began - (self.tick_seconds - ticks) - self._clock_seconds
+        if gc.get_count()[0] < young:  # a collection ran in the call: the crawl's allocations pay it, not the handler
+            return
         self.signal_sampled_seconds += max(0.0, spent)
         self.signal_sampled += 1
 
