@@ -7,7 +7,14 @@ fixture site):
 - ``large``: 200 pages of 2 MiB (``/large/<id>?kb=2048``) at ``CONCURRENT_REQUESTS=64`` (64 per domain);
 - ``catalog``: 20,000 products discovered up front by ``start()``, each request carrying its 16 KiB listing card
   in ``cb_kwargs`` (the backlog is what grows), ``CONCURRENT_REQUESTS=16``;
-- ``slow``: 200 pages of 2 MiB at 64 through an item pipeline that waits 100 ms an item.
+- ``slow``: 200 pages of 2 MiB at 64 through an item pipeline that waits 100 ms an item;
+- ``browser``: 200 scrapy-playwright pages at ``CONCURRENT_REQUESTS=4`` on Debian's Chromium, each keeping 4 MiB in
+  its context's IndexedDB (``/js/<id>?mode=store&kb=4096``: an incognito context holds it in memory after the page
+  closes), all in the default context. Its peak is the browser tree's PSS (a sampler thread in the crawl process:
+  PSS every second, RSS-estimated between; its CPU is taken out of the crawl's), and its budget is 1 GiB: the tree's
+  floor (Playwright's driver, Chromium and a renderer per open page) is 330-650 MiB on this machine, over 300 MiB
+  before a page is stored. Only ``ungoverned`` and ``governed`` run: MemoryUsage and the Crawlee-style rule read the
+  crawl process, which a browser crawl's memory is not in.
 
 Modes, all at a 300 MiB budget: ``ungoverned``; ``governed`` (``CRAWLMEM_BUDGET="300 MiB"`` with the
 GovernorAddon); ``memusage`` (Scrapy's ``MEMUSAGE_LIMIT_MB=300``, checked every second instead of its default
@@ -41,11 +48,19 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "large": {"expected": 200, "concurrency": 64},
     "catalog": {"expected": 20_000, "concurrency": 16},
     "slow": {"expected": 200, "concurrency": 64},
+    "browser": {"expected": 200, "concurrency": 4, "budget_mib": 1024, "modes": ("ungoverned", "governed")},
 }
 #: Plain Scrapy at CONCURRENT_REQUESTS=N (``static-N``), and with only the governor's parse-tree release (``release-N``:
 #: the StartGate middleware, no budget): the static settings a crawl_sweep would choose among.
-STATIC = {"large": (8,), "slow": (8,), "catalog": ()}
-RELEASE = {"large": (16, 32, 48), "slow": (16, 32, 48), "catalog": ()}
+STATIC = {"large": (8,), "slow": (8,), "catalog": (), "browser": ()}
+RELEASE = {"large": (16, 32, 48), "slow": (16, 32, 48), "catalog": (), "browser": ()}
+#: KiB each browser page keeps in IndexedDB.
+BROWSER_STORE_KB = 4096
+
+
+def budget_mib(workload: str) -> int:
+    """The budget of a workload's runs (the browser's covers its tree's floor)."""
+    return int(WORKLOADS[workload].get("budget_mib", BUDGET_MIB))
 
 
 class Large(scrapy.Spider):
@@ -78,6 +93,50 @@ class Catalog(scrapy.Spider):
     def parse(self, response: Any, card: str) -> Any:
         yield {"id": int(response.url.rsplit("/", 1)[1]), "name": response.css("h1.name::text").get(),
                "card_bytes": len(card)}
+
+
+class Stores(scrapy.Spider):
+    """200 browser pages that each keep BROWSER_STORE_KB KiB in the context's IndexedDB, then render 20 products."""
+
+    name = "stores"
+    base = ""
+    pages = 200
+
+    async def start(self) -> Any:
+        from scrapy_playwright.page import PageMethod
+
+        for page in range(self.pages):
+            yield scrapy.Request(f"{self.base}/js/{page}?mode=store&kb={BROWSER_STORE_KB}", cb_kwargs={"page": page},
+                                 meta={"playwright": True, "playwright_page_methods": [
+                                     PageMethod("wait_for_selector", "body[data-rendered]")]})
+
+    def parse(self, response: Any, page: int) -> Any:
+        yield {"id": page, "products": len(response.css("div.product"))}
+
+
+class TreeWatch:
+    """A thread reading the browser tree every 0.25 s (PSS every second): its peak, and the CPU the readings took."""
+
+    def __init__(self) -> None:
+        import threading
+
+        from pytest_crawlmem.crawl.browsertree import TreeSampler
+
+        self.sampler = TreeSampler(None, detail_seconds=1.0)
+        self.peak_read = 0  # the highest PSS read
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, name="tree-watch", daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.25):
+            reading = self.sampler.sample()
+            if reading.pss_bytes is not None:
+                self.peak_read = max(self.peak_read, reading.pss_bytes)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 class SlowPipeline:
@@ -169,8 +228,13 @@ def mode_settings(workload: str, mode: str) -> dict[str, Any]:
     }
     if workload == "slow":
         settings["ITEM_PIPELINES"] = {"__main__.SlowPipeline": 100}
+    if workload == "browser":
+        from pytest_crawlmem.crawl.browser import playwright_settings
+
+        settings = playwright_settings(settings)
     if mode == "governed":
-        settings.update({"CRAWLMEM_BUDGET": f"{BUDGET_MIB} MiB", "ADDONS": {"pytest_crawlmem.governor.GovernorAddon": 0}})
+        settings.update({"CRAWLMEM_BUDGET": f"{budget_mib(workload)} MiB",
+                         "ADDONS": {"pytest_crawlmem.governor.GovernorAddon": 0}})
     elif mode.startswith("release-"):
         settings["SPIDER_MIDDLEWARES"] = {"pytest_crawlmem.governor.StartGate": 1}
     elif mode == "memusage":
@@ -185,33 +249,51 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
 
-    spider = {"large": Large, "catalog": Catalog, "slow": Large}[workload]
+    spider = {"large": Large, "catalog": Catalog, "slow": Large, "browser": Stores}[workload]
     spider.base = base_url
     process = CrawlerProcess(mode_settings(workload, mode))
     crawler = process.create_crawler(spider)
     scraped: set[int] = set()
     crawler.signals.connect(lambda item, **_: scraped.add(item["id"]), signal=signals.item_scraped, weak=False)
+    watch = TreeWatch() if workload == "browser" else None
     cpu0, started = os.times(), time.monotonic()
     process.crawl(crawler)
     process.start()
     duration = time.monotonic() - started
     cpu1 = os.times()
+    if watch is not None:
+        watch.close()
     stats = crawler.stats.get_stats()
     governor_cpu = float(stats.get("crawlmem/governor/cpu_seconds", 0.0) or 0.0)
     crawl_cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+    children_cpu = (cpu1.children_user - cpu0.children_user) + (cpu1.children_system - cpu0.children_system)
+    browser: dict[str, Any] = {}
+    if watch is not None:
+        crawl_cpu -= watch.sampler.cpu_seconds  # the benchmark's own readings are not the crawl's
+        browser = {"tree_peak_pss_bytes": watch.peak_read, "tree_peak_estimated_bytes": watch.sampler.peak_pss_bytes,
+                   "tree_watch_cpu_seconds": round(watch.sampler.cpu_seconds, 3),
+                   "governor_rotations": stats.get("crawlmem/governor/browser_rotations", 0),
+                   "governor_contexts_closed": stats.get("crawlmem/governor/browser_contexts_closed", 0),
+                   "governor_tree_peak_bytes": stats.get("crawlmem/governor/browser_peak_pss_bytes"),
+                   "governor_tree_read_cpu_seconds": stats.get("crawlmem/governor/browser_read_cpu_seconds"),
+                   "contexts": stats.get("playwright/context_count"),
+                   "tree_cpu_seconds": round(children_cpu, 3)}  # Playwright's driver and Chromium, reaped at the end
     out.write_text(json.dumps({
         "workload": workload, "mode": mode, "items": len(scraped), "expected": WORKLOADS[workload]["expected"],
         "peak_rss_bytes": peak_rss_bytes(), "duration_seconds": round(duration, 2),
         "finish_reason": stats.get("finish_reason"), "crawl_cpu_seconds": round(crawl_cpu, 3),
         "governor_cpu_seconds": round(governor_cpu, 4),
         "governor_reclaim_seconds": stats.get("crawlmem/governor/reclaim_seconds", 0.0),
+        "governor_signal_seconds": stats.get("crawlmem/governor/cpu_seconds/signals"),
+        "governor_spill_seconds": stats.get("crawlmem/governor/cpu_seconds/spill"),
+        "governor_ticks": stats.get("crawlmem/governor/ticks"),
         "governor_decisions": stats.get("crawlmem/governor/decisions", 0),
         "governor_min_concurrency": stats.get("crawlmem/governor/min_concurrency"),
         "governor_spilled": stats.get("crawlmem/governor/spilled", 0),
         "governor_reclaims": stats.get("crawlmem/governor/reclaims", 0),
         "governor_reclaimed_bytes": stats.get("crawlmem/governor/reclaimed_bytes", 0),
         "governor_concurrency": stats.get("crawlmem/governor/concurrency"),
-        "crawlee_steps": stats.get("crawlee/steps"),
+        "crawlee_steps": stats.get("crawlee/steps"), **browser,
     }))
 
 
@@ -238,26 +320,28 @@ def run_one(workload: str, mode: str, base_url: str, scratch: Path, timeout: flo
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The Markdown table of the runs, and per workload the best static setting that fits the budget."""
-    lines = ["| workload | mode | peak RSS | items | lost | items/s | finish | crawl CPU | governor CPU |",
+    lines = ["| workload | mode | peak RSS (browser: tree PSS) | items | lost | items/s | finish | crawl CPU | governor CPU |",
              "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         share = "-"
         if row.get("governor_cpu_seconds") and row.get("crawl_cpu_seconds"):
             share = (f"{row['governor_cpu_seconds']:.3f} s ({100 * row['governor_cpu_seconds'] / row['crawl_cpu_seconds']:.1f}%)")
-        lines.append(f"| {row['workload']} | {row['mode']} | {row['peak_rss_bytes'] / 2**20:,.0f} MiB |"
+        peak = row.get("tree_peak_pss_bytes", row["peak_rss_bytes"])
+        lines.append(f"| {row['workload']} | {row['mode']} | {peak / 2**20:,.0f} MiB |"
                      f" {row['items']:,} | {row['expected'] - row['items']:,} | {rate(row):,.1f} |"
                      f" {row['finish_reason']} | {row.get('crawl_cpu_seconds', 0):,.1f} s | {share} |")
     for workload in dict.fromkeys(row["workload"] for row in rows):
         static = [row for row in rows if row["workload"] == workload
                   and (row["mode"] == "ungoverned" or row["mode"].startswith(("static-", "release-")))]
-        fits = [row for row in static if row["peak_rss_bytes"] <= BUDGET_MIB * 2**20 and row["items"] == row["expected"]]
+        fits = [row for row in static if row.get("tree_peak_pss_bytes", row["peak_rss_bytes"]) <= budget_mib(workload) * 2**20
+                and row["items"] == row["expected"]]
         best = max(fits, key=rate, default=None)
         governed = next((row for row in rows if row["workload"] == workload and row["mode"] == "governed"), None)
         versus = ""
         if best is not None and governed is not None and rate(best):
             versus = f"; governed {rate(governed):,.1f} items/s, {100 * rate(governed) / rate(best):.0f}% of it"
         lines.append("")
-        lines.append(f"- `{workload}`: best static setting within {BUDGET_MIB} MiB: "
+        lines.append(f"- `{workload}`: best static setting within {budget_mib(workload)} MiB: "
                      + (f"{best['mode']} at {rate(best):,.1f} items/s{versus}" if best else "none fits"))
     return "\n".join(lines)
 
@@ -292,7 +376,7 @@ def main() -> None:
     rows = []
     try:
         for workload in args.workloads.split(","):
-            modes = ["ungoverned", "governed", "memusage", "crawlee"]
+            modes = list(WORKLOADS[workload].get("modes", ("ungoverned", "governed", "memusage", "crawlee")))
             modes += [] if args.no_static else [f"static-{n}" for n in STATIC[workload]]
             modes += [] if args.no_static else [f"release-{n}" for n in RELEASE[workload]]
             if args.modes:

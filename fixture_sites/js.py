@@ -8,7 +8,7 @@ import json
 from fixture_sites.catalog import make_product
 from fixture_sites.replies import BodyWriter
 
-JS_MODES = ("render", "alloc", "socket")
+JS_MODES = ("render", "alloc", "socket", "store")
 ITEMS_PER_JS_PAGE = 20
 
 _HEAD = '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{title}</title></head>\n<body>\n'
@@ -61,13 +61,33 @@ document.body.dataset.rendered = "true";
 """
 
 
-def render_js_page(seed: int, page_id: int, mode: str) -> bytes:
-    """Render ``/js/<id>``: an empty ``#app`` container filled by an inline script."""
-    if mode == "render":
+_STORE_SCRIPT = """
+// Keeps {kb} KiB in the origin's IndexedDB (a browser context's state, kept in memory by an incognito context after
+// the page closes), then renders the products.
+const request = indexedDB.open("hoard", 1);
+request.onupgradeneeded = () => request.result.createObjectStore("pages");
+request.onsuccess = () => {{
+  const block = new Uint8Array({kb} * 1024);
+  for (let i = 0; i < block.length; i += 4096) {{ block[i] = (i / 4096 + {page_id}) % 251; }}
+  const transaction = request.result.transaction("pages", "readwrite");
+  transaction.objectStore("pages").put(new Blob([block]), location.pathname);
+  transaction.oncomplete = () => {{
+{render}  }};
+}};
+"""
+
+
+def render_js_page(seed: int, page_id: int, mode: str, kb: int = 1024) -> bytes:
+    """Render ``/js/<id>``: an empty ``#app`` container filled by an inline script (``store``: after keeping ``kb``
+    KiB in IndexedDB)."""
+    if mode in ("render", "store"):
         first = page_id * ITEMS_PER_JS_PAGE + 1
         products = [make_product(seed, pid) for pid in range(first, first + ITEMS_PER_JS_PAGE)]
         data = json.dumps([{"id": p.product_id, "name": p.name, "price": p.price} for p in products])
         script = _RENDER_SCRIPT.format(data=data.replace("</", "<\\/"))
+        if mode == "store":
+            render = "".join(f"    {line}\n" for line in script.strip().splitlines())
+            script = _STORE_SCRIPT.format(kb=kb, page_id=page_id, render=render)
     elif mode == "alloc":
         script = _ALLOC_SCRIPT
     else:

@@ -56,7 +56,7 @@ ROUTE_TABLE: tuple[tuple[str, str, str], ...] = (
     ),
     ("/media/missing/<id>.jpg", "/media/missing/1.jpg", "always 404"),
     (
-        "/js/<id>?mode=render|alloc|socket",
+        "/js/<id>?mode=render|alloc|socket|store&kb=K",
         "/js/1",
         "page built by JavaScript; alloc keeps allocating; socket opens an EventSource",
     ),

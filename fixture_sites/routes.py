@@ -196,10 +196,12 @@ class Site:
         return Streamed(200, "image/jpeg", partial(write_all, jpeg_chunks(self.seed, image_id, total)), total)
 
     def js_page(self, match: re.Match[str], query: Query) -> Reply:
-        """``/js/<id>?mode=render|alloc|socket``: a page built or driven by JavaScript."""
+        """``/js/<id>?mode=render|alloc|socket|store&kb=K``: a page built or driven by JavaScript (``store`` keeps K
+        KiB in IndexedDB first)."""
         page_id = int(match[1])
         mode = choice_param(query, "mode", JS_MODES)
-        return self._page(("js", page_id, mode), partial(render_js_page, self.seed, page_id, mode))
+        kb = int_param(query, "kb", 1024, 1, limits.JS_STORE_MAX_KB)
+        return self._page(("js", page_id, mode, kb), partial(render_js_page, self.seed, page_id, mode, kb))
 
     def js_stream(self, match: re.Match[str], query: Query) -> Reply:
         """``/js/stream/<id>?ms=D``: server-sent events every D ms until the client disconnects."""

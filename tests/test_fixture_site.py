@@ -286,7 +286,7 @@ def test_missing_media_is_404(site: RunningSite) -> None:
     assert fetch(site, "/media/missing/5.jpg").status == 404
 
 
-@pytest.mark.parametrize("mode", ["render", "alloc", "socket"])
+@pytest.mark.parametrize("mode", ["render", "alloc", "socket", "store"])
 def test_js_pages_are_built_by_an_inline_script(site: RunningSite, mode: str) -> None:
     page = fetch(site, f"/js/2?mode={mode}")
     assert page.status == 200
@@ -296,6 +296,9 @@ def test_js_pages_are_built_by_an_inline_script(site: RunningSite, mode: str) ->
         assert b"EventSource" in page.body and b"/js/stream/2" in page.body
     if mode == "alloc":
         assert b"setInterval" in page.body
+    if mode == "store":  # 1 MiB kept in IndexedDB by default, K KiB with kb=K
+        assert b"indexedDB.open" in page.body and b"Uint8Array(1024 * 1024)" in page.body
+        assert b"Uint8Array(64 * 1024)" in fetch(site, "/js/2?mode=store&kb=64").body
     assert fetch(site, f"/js/2?mode={mode}").body == page.body
 
 

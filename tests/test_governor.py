@@ -204,6 +204,7 @@ def test_the_governors_gauges_join_the_measuring_extensions_prometheus_registry(
     assert 'crawlmem_governor_budget_bytes{spider="shop"} 3.145728e+08' in text
     assert 'crawlmem_governor_concurrency{spider="shop"} 16.0' in text  # CONCURRENT_REQUESTS
     assert 'crawlmem_governor_spilling{spider="shop"} 0.0' in text
+    assert 'crawlmem_governor_browser_rotations{spider="shop"} 0.0' in text  # no browser: no lever yet
 
 
 def test_the_start_gate_frees_a_responses_parse_tree_once_its_callback_is_done():

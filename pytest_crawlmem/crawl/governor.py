@@ -28,11 +28,13 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from ..core.cgroup import auto_budget, limit_files, parse_proc_cgroup, smallest_limit
+from ..core.context_policy import BROWSER_CONTEXT
 from ..core.defaults import CrawlMemConfig, name_of
 from ..core.governor_policy import GOVERNOR_FILE, MEMORY_BUDGET, RETAINED, Decision, Levers, Policy, PolicyConfig, Sample
 from ..core.models import DangerSnapshot
 from ..core.units import UnitError, parse_size
 from . import probes
+from .contextlever import ContextLever, LeverEvent
 from .danger import write_danger
 from .spill import SCHEDULER_PATH, START_GATE_ORDER, START_GATE_PATH, SpillingScheduler, StartGate
 
@@ -53,8 +55,11 @@ RECLAIM_GROWTH = 0.03
 RECLAIM_EVERY_SECONDS = 2.0
 #: Least seconds between two statm reads that a response's signal makes (over the act share it ticks out of turn).
 SIGNAL_TICK_SECONDS = 0.02
-# The signal handlers time themselves with ``perf_counter`` (wall time: an upper bound of their CPU, 0.5 us a read);
-# ``thread_time`` is a system call (3.3 us, and a chance to lose the core on a loaded machine), read only by ticks.
+#: One signal handler call in this many is timed, in thread CPU time (``thread_time`` is a system call: 3.3 us, more
+#: than a handler's ~1 us); the handlers' CPU is the sampled calls' CPU scaled to every call. Timing every call in wall
+#: time (``perf_counter``) counted the waits of a loaded machine: 2.7 s for 60,000 calls on the catalog crawl at load
+#: 6-15, where the calls cost ~1 us of CPU each.
+SIGNAL_SAMPLE_EVERY = 64
 #: Weight of the latest response in the mean body size.
 BODY_WEIGHT = 0.25
 #: Seconds over the close share before the governor closes the crawl.
@@ -74,6 +79,7 @@ class DecisionRecord:
     gate_start: bool
     spill: bool
     message: str
+    browser_pss_bytes: int = 0  # the browser tree's PSS the browser lever saw (browser_context decisions)
 
 
 def read_cgroup_limit() -> int | None:
@@ -102,6 +108,15 @@ def resolve_budget(raw: Any) -> int | None:
     if budget <= 0:
         raise ValueError(f"invalid CRAWLMEM_BUDGET {raw!r} from Scrapy settings: expected a size above 0")
     return budget
+
+
+def _clock_overhead() -> float:
+    """The median of 31 empty spans timed by two ``thread_time()`` reads (~0.9 us), taken out of each timed call."""
+    spans = []
+    for _ in range(31):
+        began = time.thread_time()
+        spans.append(time.thread_time() - began)
+    return sorted(spans)[15]
 
 
 class _Statm:
@@ -147,7 +162,12 @@ class MemoryGovernor:
         self.record_path = Path(jsonl).parent / GOVERNOR_FILE if jsonl else None
         self.decisions: list[DecisionRecord] = []
         self.peak_rss_bytes = 0
-        self.cpu_seconds = 0.0
+        self.tick_seconds = 0.0  # ticks, spills and collections (thread CPU)
+        self.signal_calls = 0  # signal handler calls
+        self.signal_sampled = 0  # ... of which timed (one in SIGNAL_SAMPLE_EVERY)
+        self.signal_sampled_seconds = 0.0  # thread CPU of the timed calls (their ticks excepted)
+        self._clock_seconds = _clock_overhead()  # what an empty span of two thread_time() reads measures
+        self.spill_seconds = 0.0  # of cpu_seconds: moving requests to disk
         self.ticks = 0
         self._statm = _Statm()
         self._task: Any = None
@@ -165,6 +185,19 @@ class MemoryGovernor:
         self.reclaimed_bytes = 0
         self._closing = False
         self.danger: DangerSnapshot | None = None  # the evidence of a close without JOBDIR
+        self.lever: ContextLever | None = None  # the browser lever, once a scrapy-playwright handler is loaded
+
+    @property
+    def signal_seconds(self) -> float:
+        """The signal handlers' CPU: the sampled calls' CPU scaled to every call."""
+        if not self.signal_sampled:
+            return 0.0
+        return self.signal_sampled_seconds * self.signal_calls / self.signal_sampled
+
+    @property
+    def cpu_seconds(self) -> float:
+        """The governor's own CPU: its ticks (spills, collections, the browser lever) and its signal handlers."""
+        return self.tick_seconds + self.signal_seconds
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> MemoryGovernor:
@@ -215,6 +248,7 @@ class MemoryGovernor:
             gate.on_item = self.overdue_tick
         levers += ["start gate"] if gate is not None else []
         levers += ["spill to disk"] if isinstance(self._scheduler(), SpillingScheduler) else []
+        levers += ["browser contexts"] if probes._attempt(probes.playwright_handlers, self.crawler) else []
         logger.info("crawlmem governor: budget %.1f MiB (acts over %.0f%%, restores under %.0f%%, closes over %.0f%%);"
                     " levers: %s", self.config.budget_bytes / 2**20, 100 * self.config.high_share,
                     100 * self.config.low_share, 100 * self.config.hard_share, ", ".join(levers))
@@ -231,7 +265,7 @@ class MemoryGovernor:
             if self.policy.levers.concurrency < self.config.base_concurrency:
                 engine.downloader.total_concurrency = self.policy.levers.concurrency
                 stats.set_value("crawlmem/governor/concurrency", self.policy.levers.concurrency)
-        self.cpu_seconds += time.thread_time() - began  # the collection before gc.freeze() is the governor's too
+        self.tick_seconds += time.thread_time() - began  # the collection before gc.freeze() is the governor's too
         self._task = task.LoopingCall(self.tick)
         self._task.start(self.interval_seconds, now=True)
 
@@ -248,9 +282,14 @@ class MemoryGovernor:
         stats.set_value("crawlmem/governor/peak_rss_bytes", self.peak_rss_bytes)
         stats.set_value("crawlmem/governor/ticks", self.ticks)
         stats.set_value("crawlmem/governor/cpu_seconds", round(self.cpu_seconds, 6))
+        stats.set_value("crawlmem/governor/cpu_seconds/signals", round(self.signal_seconds, 6))
+        stats.set_value("crawlmem/governor/cpu_seconds/spill", round(self.spill_seconds, 6))
         cost_f, cost_q = self.policy.model.costs()
         stats.set_value("crawlmem/governor/cost_in_flight_bytes", int(cost_f))
         stats.set_value("crawlmem/governor/cost_queued_bytes", int(cost_q))
+        if self.lever is not None:
+            stats.set_value("crawlmem/governor/browser_peak_pss_bytes", self.lever.peak_tree_bytes)
+            stats.set_value("crawlmem/governor/browser_read_cpu_seconds", round(self.lever.cpu_seconds, 6))
         if self.record_path is not None:
             self._write_record(reason)
 
@@ -276,26 +315,39 @@ class MemoryGovernor:
 
     def headers_received(self, headers: Any, body_length: int, request: Any, spider: Any) -> None:
         """A download's headers arrived: learn its announced size before its body is in memory."""
-        began = time.perf_counter()
-        if body_length and body_length > 0:
-            self._learn_body(body_length)
-        self.cpu_seconds += time.perf_counter() - began
-        self._signal_tick()
+        self._signal(self._on_headers, body_length)
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
         """A response arrived: learn its size; tick out of turn when RSS is past the act share."""
-        began = time.perf_counter()
-        self._learn_body(len(getattr(response, "body", b"")))
-        self.cpu_seconds += time.perf_counter() - began
-        self._signal_tick()
+        self._signal(self._on_response, len(getattr(response, "body", b"")))
 
     def item_scraped(self) -> None:
         """An item was scraped: tick if the LoopingCall is late (the scraper can hold the reactor through a burst)."""
-        began = time.perf_counter()
-        late = time.monotonic() - self._last_tick >= self.interval_seconds
-        self.cpu_seconds += time.perf_counter() - began
-        if late:
-            self.tick()
+        self._signal(self.overdue_tick)
+
+    def _signal(self, handler: Any, *args: Any) -> None:
+        """Run a signal's handler; time one call in SIGNAL_SAMPLE_EVERY in thread CPU (a tick it runs counts apart, and
+        a call in which the collector ran is not a sample: whichever allocation crosses its threshold pays for it)."""
+        self.signal_calls += 1
+        if self.signal_calls % SIGNAL_SAMPLE_EVERY:
+            handler(*args)
+            return
+        young, ticks, began = gc.get_count()[0], self.tick_seconds, time.thread_time()
+        handler(*args)
+        spent = time.thread_time() - began - (self.tick_seconds - ticks) - self._clock_seconds
+        if gc.get_count()[0] < young:  # a collection ran in the call: the crawl's allocations pay it, not the handler
+            return
+        self.signal_sampled_seconds += max(0.0, spent)
+        self.signal_sampled += 1
+
+    def _on_headers(self, body_length: int) -> None:
+        if body_length and body_length > 0:
+            self._learn_body(body_length)
+        self._signal_tick()
+
+    def _on_response(self, body_length: int) -> None:
+        self._learn_body(body_length)
+        self._signal_tick()
 
     def _learn_body(self, body_bytes: int) -> None:
         self._body_bytes = body_bytes if self._body_bytes <= 0 else (
@@ -307,18 +359,14 @@ class MemoryGovernor:
         The cost of a large response arrives with it, between two ticks: acting on the signal that carries it
         lowers concurrency before the next downloads start.
         """
-        began = time.perf_counter()
         now = time.monotonic()
         if now - self._last_tick >= self.interval_seconds:
             self.tick()
             return
         if now - self._last_signal_read < SIGNAL_TICK_SECONDS:  # at most one statm read in SIGNAL_TICK_SECONDS
-            self.cpu_seconds += time.perf_counter() - began
             return
         self._last_signal_read = now
-        pressed = self._statm.rss_bytes() >= self.config.high_share * self.config.budget_bytes
-        self.cpu_seconds += time.perf_counter() - began
-        if pressed:
+        if self._statm.rss_bytes() >= self.config.high_share * self.config.budget_bytes:
             self.tick()
 
     # -- one tick -----------------------------------------------------------------------
@@ -333,7 +381,7 @@ class MemoryGovernor:
         except Exception:  # a Scrapy internal that moved must not stop the crawl
             logger.exception("crawlmem governor: a tick failed")
         finally:
-            self.cpu_seconds += time.thread_time() - began
+            self.tick_seconds += time.thread_time() - began
 
     def _tick(self) -> None:
         engine = probes._engine(self.crawler)
@@ -349,6 +397,33 @@ class MemoryGovernor:
             self._apply(engine, decision, sample)
         if self.policy.governing and sample.rss_bytes >= self.config.high_share * self.config.budget_bytes:
             self._trim()
+        self._browser_tick(sample)
+
+    def _browser_tick(self, sample: Sample) -> None:
+        """The browser lever: rotate the context that grew when the browser tree's PSS passes the act share."""
+        handlers = probes._attempt(probes.playwright_handlers, self.crawler)
+        if not handlers:
+            return
+        if self.lever is None:
+            self.lever = ContextLever(self.config.budget_bytes, self.config.high_share, self.config.low_share)
+        for event in self.lever.tick(handlers):
+            self._record_browser(event, sample)
+
+    def _record_browser(self, event: LeverEvent, sample: Sample) -> None:
+        """Count, log and record what the browser lever did (a rotation, or the close of a rotated context)."""
+        stats = self.crawler.stats
+        stats.inc_value("crawlmem/governor/decisions")
+        stats.inc_value(f"crawlmem/governor/decisions/{BROWSER_CONTEXT}")
+        counter = {"rotate": "browser_rotations", "close": "browser_contexts_closed"}.get(event.action, "browser_floor")
+        stats.inc_value(f"crawlmem/governor/{counter}")
+        stats.max_value("crawlmem/governor/browser_peak_pss_bytes", event.tree_bytes)
+        logger.log(logging.WARNING if event.action == "floor" else logging.INFO, "crawlmem governor: %s", event.message)
+        levers = self.policy.levers
+        self.decisions.append(DecisionRecord(
+            round(time.monotonic() - self._started, 3), int(stats.get_value("response_received_count", 0) or 0),
+            BROWSER_CONTEXT, sample.rss_bytes, levers.concurrency, levers.max_active_size, levers.gate_start,
+            levers.spill, event.message, browser_pss_bytes=event.tree_bytes,
+        ))
 
     def _sample(self, engine: Any) -> Sample:
         scheduler = self._scheduler()
@@ -387,7 +462,9 @@ class MemoryGovernor:
         if isinstance(scheduler, SpillingScheduler):
             scheduler.spilling = levers.spill
             if decision.spill_now:
+                began = time.thread_time()
                 moved = scheduler.spill(decision.spill_now)
+                self.spill_seconds += time.thread_time() - began
                 if moved < decision.spill_now:
                     message += f" ({decision.spill_now - moved:,} cannot be serialized and stay in memory)"
         elif levers.spill:

@@ -27,6 +27,10 @@ GAUGES: tuple[tuple[str, str, Callable[[MemoryGovernor], float]], ...] = (
      lambda g: g.policy.model.costs()[0]),
     ("crawlmem_governor_cost_queued_bytes", "Learned memory cost of a queued request",
      lambda g: g.policy.model.costs()[1]),
+    ("crawlmem_governor_browser_pss_bytes", "The browser tree's PSS as the governor's browser lever last read it",
+     lambda g: g.lever.tree_bytes if g.lever is not None else 0),
+    ("crawlmem_governor_browser_rotations", "Browser contexts the governor rotated",
+     lambda g: g.lever.rotations if g.lever is not None else 0),
 )
 
 

@@ -30,7 +30,7 @@ from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Sample, ShotS
 from ..core.sites import source_line
 from ..core.units import format_size
 from .document import ReportDocument
-from .governor import governor_markers, load_decisions
+from .governor import governor_bands, governor_markers, load_decisions
 from .jsonl import is_number
 from .svgchart import Budget, Marker, Panel, Series, XAxis, count_tick, render_timeline, seconds_tick
 
@@ -211,9 +211,11 @@ def timeline(doc: ReportDocument, samples: Sequence[Sample], checkpoints: Sequen
     if danger is not None and is_number(at):
         markers.append(Marker(float(at), "danger", _danger_summary(danger)))
     markers += governor_markers(result.report_dir, x_key)  # the memory governor's decisions (governor.json)
+    x_end = max([float(getattr(s, x_key)) for s in samples] + [float(x) for x in cp_x], default=0.0)
     by_responses = x_key == "responses"
     axis = XAxis(f"{unit} processed" if by_responses else "seconds since the start",
-                 count_tick if by_responses else seconds_tick, shade_until=warm, markers=markers)
+                 count_tick if by_responses else seconds_tick, shade_until=warm, markers=markers,
+                 bands=governor_bands(result.report_dir, x_key, x_end))
     caption = f"memory and queues against {unit if by_responses else 'time'}"
     return render_timeline(panels, axis, caption=caption)
 
@@ -235,7 +237,9 @@ def chart_section(doc: ReportDocument, samples: Sequence[Sample], checkpoints: S
         '<li><span class="swatch budget"></span>budget</li>'
         + ('<li><span class="swatch danger"></span>danger snapshot (danger.json)</li>' if doc.result.danger else "")
         + ('<li><span class="swatch governor"></span>memory governor decision (governor.json: lowered blue,'
-           ' restored green; hover for the sentence)</li>' if load_decisions(doc.result.report_dir) else "")
+           ' restored green; hover for the sentence)</li><li><span class="swatch band-governed"></span>governed:'
+           ' lowered until restored</li><li><span class="swatch band-rotation"></span>a browser context rotated,'
+           ' until it closed</li>' if load_decisions(doc.result.report_dir) else "")
         + f'</ul><p class="note">{esc(zoom)}</p>'
     )
     body = (
@@ -836,6 +840,10 @@ svg .marker.warmup { stroke:#5f6b7a; stroke-dasharray:5 3; stroke-width:1.5; }
 svg .marker.danger { stroke:#d55e00; stroke-width:2; }
 svg .marker.governor { stroke:#0072b2; stroke-width:2; stroke-opacity:.6; }
 svg .marker.governor.restore { stroke:#009e73; }
+svg .band.governed { fill:#0072b2; fill-opacity:.08; }
+svg .band.rotation { fill:#cc79a7; fill-opacity:.14; }
+.swatch.band-governed { background:rgba(0,114,178,.16); }
+.swatch.band-rotation { background:rgba(204,121,167,.28); }
 .swatch.danger { border-left:2px solid #d55e00; width:1px; height:14px; margin:0 10px 0 8px; vertical-align:-3px; }
 .swatch.governor { border-left:2px solid #0072b2; width:1px; height:14px; margin:0 10px 0 8px; vertical-align:-3px; }
 svg polyline.series { stroke-width:1.8; stroke-linejoin:round; }

@@ -85,6 +85,16 @@ class Marker:
 
 
 @dataclass(frozen=True)
+class Band:
+    """A shaded span across every panel, from ``x0`` to ``x1`` (a period the memory governor held a lever)."""
+
+    x0: float
+    x1: float
+    kind: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
 class XAxis:
     """The shared x axis: its label and how to write its ticks."""
 
@@ -92,6 +102,7 @@ class XAxis:
     formatter: Callable[[float], str]
     shade_until: float | None = None
     markers: Sequence[Marker] = field(default_factory=tuple)
+    bands: Sequence[Band] = field(default_factory=tuple)
 
 
 def nice_ticks(low: float, high: float, count: int = 5, *, binary: bool = False, whole: bool = False) -> list[float]:
@@ -238,6 +249,13 @@ def _panel(panel: Panel, top: float, x_range: tuple[float, float], axis: XAxis, 
         out.append(f'<rect class="warmup" x="{LEFT}" y="{top}" width="{shade:.1f}" height="{PLOT_HEIGHT}"/>')
         if first:
             out.append(f'<text class="warmup-label" x="{LEFT + 6}" y="{top + PLOT_HEIGHT - 6}">warm-up</text>')
+    for band in axis.bands:
+        x0, x1 = max(band.x0, frame.x0), min(band.x1, frame.x1)
+        if x0 <= x1:
+            left, right = frame.px(x0), frame.px(x1)
+            title = f"<title>{escape(band.title)}</title>" if band.title else ""
+            out.append(f'<rect class="band {escape(band.kind)}" x="{left:.1f}" y="{top}"'
+                       f' width="{max(right - left, 2.0):.1f}" height="{PLOT_HEIGHT}">{title}</rect>')
     for tick in nice_ticks(y0, y1, binary=panel.unit == "bytes", whole=panel.unit == "count"):
         if y0 <= tick <= y1:
             y = frame.py(tick)
