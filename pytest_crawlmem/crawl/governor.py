@@ -104,9 +104,9 @@ def resolve_budget(raw: Any) -> int | None:
     try:
         budget = parse_size(raw, source=BUDGET)
     except UnitError as exc:
-        raise ValueError(f"invalid CRAWLMEM_BUDGET {raw!r} from Scrapy settings: {exc}") from None
+        raise ValueError(f"invalid {BUDGET} {raw!r} from Scrapy settings: {exc}") from None
     if budget <= 0:
-        raise ValueError(f"invalid CRAWLMEM_BUDGET {raw!r} from Scrapy settings: expected a size above 0")
+        raise ValueError(f"invalid {BUDGET} {raw!r} from Scrapy settings: expected a size above 0")
     return budget
 
 
