@@ -464,3 +464,16 @@ def test_a_steady_crawl_long_enough_says_which_checkpoints_it_lost_not_that_it_w
     assert "too few (about" not in growth.reason, growth.reason
     assert "294 responses gave 3 judged checkpoints" in growth.reason, growth.reason
     assert "2 read while the attribution window traced allocations" in growth.reason, growth.reason
+
+
+def test_jobdir_growth_is_read_at_the_checkpoints_not_from_a_stale_sample():
+    """Beside a CPU hog the sampler thread starves: its last JOBDIR reading before a checkpoint can be the one before
+    the previous checkpoint, so an interval reads no disk growth (a 1,016-response frontier crawl read ``inconclusive``
+    in a loaded full run). The reading taken at the checkpoint itself decides."""
+    points = [replace(c, jobdir_bytes=2048 * c.responses) for c in series(1000, lambda n: 0)]
+    stale = [Sample(t_seconds=0.0, responses=0, items=0, rss_bytes=BASE, jobdir_bytes=0)]  # no later reading
+    growth = analyze(points, stale)
+    assert growth.verdict == V.MEDIA_DISK, growth.reason
+    assert "JOBDIR grew on disk" in growth.reason
+    without = analyze([replace(c, jobdir_bytes=None) for c in points], stale)  # older reports: the samples decide
+    assert without.verdict == V.STEADY, without.reason

@@ -972,28 +972,33 @@ def _media_cache(
     )
 
 
-def _at_checkpoints(judged: Sequence[Checkpoint], samples: Sequence[Sample]) -> list[Sample] | None:
-    """The last sample with a JOBDIR reading taken by each checkpoint (``None`` if one has none)."""
+def _jobdir_at(judged: Sequence[Checkpoint], samples: Sequence[Sample]) -> list[int] | None:
+    """JOBDIR's size at each checkpoint: read at the checkpoint, else (older reports) the last sample before it.
+
+    The sampler's last reading can be seconds old beside a CPU hog (its thread starves), older than the previous
+    checkpoint; the checkpoint's own reading is what the interval grew by. ``None`` if a checkpoint has neither.
+    """
+    if judged and all(c.jobdir_bytes is not None for c in judged):
+        return [c.jobdir_bytes or 0 for c in judged]
     readings = [s for s in samples if s.jobdir_bytes is not None]
     picked = []
     for checkpoint in judged:
         before = [s for s in readings if s.t_seconds <= checkpoint.t_seconds]
         if not before:
             return None
-        picked.append(before[-1])
+        picked.append(before[-1].jobdir_bytes or 0)
     return picked
 
 
 def _jobdir_growth(judged: Sequence[Checkpoint], samples: Sequence[Sample], per_response: int) -> str:
     """Describe JOBDIR's disk use growing by ``per_response`` or more in every judged interval ('' if it did not)."""
-    picked = _at_checkpoints(judged, samples)
+    picked = _jobdir_at(judged, samples)
     if picked is None or len(picked) < MIN_DELTAS + 1:
         return ""
-    rates = [((b.jobdir_bytes or 0) - (a.jobdir_bytes or 0)) / (cb.responses - ca.responses)
-             for (a, ca), (b, cb) in pairwise(zip(picked, judged, strict=True))]
+    rates = [(b - a) / (cb.responses - ca.responses) for (a, ca), (b, cb) in pairwise(zip(picked, judged, strict=True))]
     if not all(r >= per_response for r in rates):
         return ""
-    first, last = picked[0].jobdir_bytes or 0, picked[-1].jobdir_bytes or 0
+    first, last = picked[0], picked[-1]
     window = judged[-1].responses - judged[0].responses
     peak = max((s.disk_scheduled for s in samples if s.disk_scheduled is not None), default=None)
     queued = f"; its disk request queue peaked at {peak:,} requests" if peak else ""

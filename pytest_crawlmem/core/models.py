@@ -86,6 +86,7 @@ class Checkpoint(JsonRecord):
     open_contexts: int | None = None
     disk_scheduled: int = 0  # of ``scheduled``, the requests in JOBDIR's disk queue (pickled: no memory held)
     plugin_bytes: int = 0  # heap the plugin's closed attribution window left behind, measured when it closed
+    jobdir_bytes: int | None = None  # JOBDIR's size on disk, read at the checkpoint (None without JOBDIR)
 
 
 @dataclass(frozen=True, slots=True)

@@ -452,6 +452,9 @@ class CrawlMemExtension:
             scheduled=queues.scheduled or 0, disk_scheduled=queues.disk_scheduled or 0,
             plugin_bytes=self.attribution.plugin_bytes, read=lambda: {"live_refs": probes.live_ref_counts(self.epoch)},
         )
+        if self.jobdir is not None:  # read here: the sampler's last reading can be older than the previous checkpoint
+            self.jobdir.expire()
+            checkpoint = replace(checkpoint, jobdir_bytes=self.jobdir.read())
         browser = self.pages.checkpoint_fields(self.crawler) if self.pages is not None else {}  # read after the checkpoint's cost
         if browser:
             checkpoint = replace(checkpoint, **browser)
