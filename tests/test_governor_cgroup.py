@@ -127,7 +127,14 @@ def crawl_in(cgroup: Cgroup, base_url: str, tmp_path: Path, *, governed: bool) -
 
     done = subprocess.run([sys.executable, str(script), base_url, str(PRODUCTS), "1" if governed else "0", str(out)],
                           preexec_fn=enter, capture_output=True, text=True, timeout=600)
+    (tmp_path / f"crawl-{int(governed)}.log").write_text(done.stderr)  # the governor's decisions, kept for a failure
     return done.returncode, json.loads(out.read_text()) if out.exists() else {}
+
+
+def decisions(tmp_path: Path) -> str:
+    """The governed crawl's governor lines and its closing line (what a failure message shows)."""
+    lines = (tmp_path / "crawl-1.log").read_text().splitlines()
+    return "\n".join(line for line in lines if "crawlmem governor" in line or "Closing spider" in line)[-3000:]
 
 
 def test_in_a_400_mib_cgroup_the_auto_budget_keeps_the_crawl_alive_and_loses_nothing(cgroup, fixture_site, tmp_path):
@@ -135,7 +142,7 @@ def test_in_a_400_mib_cgroup_the_auto_budget_keeps_the_crawl_alive_and_loses_not
     assert code == 0, f"the governed crawl exited with {code}"
     assert cgroup.oom_kills() == 0
     assert governed["budget"] == int(LIMIT_BYTES * 0.8)  # "auto": 80% of the cgroup's limit
-    assert governed["items"] == PRODUCTS and governed["finish_reason"] == "finished"
+    assert governed["items"] == PRODUCTS and governed["finish_reason"] == "finished", (governed, decisions(tmp_path))
     # how it stayed under (start gate, concurrency, spilling: governed["spilled"]) depends on the machine's pace
     assert governed["peak_rss_bytes"] < LIMIT_BYTES
 
