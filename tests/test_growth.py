@@ -477,3 +477,35 @@ def test_jobdir_growth_is_read_at_the_checkpoints_not_from_a_stale_sample():
     assert "JOBDIR grew on disk" in growth.reason
     without = analyze([replace(c, jobdir_bytes=None) for c in points], stale)  # older reports: the samples decide
     assert without.verdict == V.STEADY, without.reason
+
+
+# A request.meta chain keeping 1 KiB a product over 609 responses (benchmarks/detection.py, ``meta:1024@600``): the
+# list lives as long as a request carries it, so the close let go of 690 KiB with 4 requests queued, and read
+# ``inconclusive``. A cache of 300 products filling until the 300th and flat after it: its close fell by what its 66
+# queued requests held.
+META_CHAIN_600 = [
+    (0, 80230880, 0, 0, 0), (34, 80404352, 30, 0, 0), (58, 80442512, 27, 0, 0), (90, 80534496, 37, 0, 0),
+    (114, 80561408, 34, 0, 0), (131, 80599088, 38, 0, 0), (163, 80642384, 48, 0, 0), (187, 80682000, 45, 0, 0),
+    (211, 80720512, 42, 0, 0), (235, 80722496, 39, 0, 0), (299, 81558608, 38, 557392, 0), (347, 82370912, 32, 597136, 0),
+    (461, 81012594, 23, 0, 632798), (605, 81196994, 4, 0, 632798), (609, 80506354, 0, 0, 632798)]
+FILLING_CACHE_600 = [
+    (0, 67285120, 0, 0, 0), (34, 67454160, 30, 0, 0), (65, 67560560, 41, 0, 0), (89, 67595760, 38, 0, 0),
+    (107, 67633136, 41, 0, 0), (139, 67696928, 51, 0, 0), (163, 67734272, 48, 0, 0), (179, 67803552, 53, 0, 0),
+    (211, 67856016, 63, 0, 0), (227, 67915984, 68, 0, 0), (259, 68010880, 78, 0, 0), (283, 68049232, 75, 0, 0),
+    (347, 68759472, 74, 542864, 0), (395, 69505600, 68, 584560, 0), (523, 68397068, 66, 0, 400084),
+    (609, 68236172, 0, 0, 400084)]
+
+
+def test_memory_the_crawls_end_released_does_not_cancel_what_its_requests_kept_while_it_ran():
+    growth = analyze(window_series(META_CHAIN_600))
+    assert growth.verdict == V.RETAINED_OBJECTS, growth.reason
+    assert "the crawl's end released" in growth.reason and "request.meta" in growth.reason, growth.reason
+    assert growth.checkpoints[-1].responses == 609  # every checkpoint is still reported; the trend left the close out
+
+
+def test_a_close_that_falls_by_what_its_queue_held_still_shows_a_filled_cache_levelled_off():
+    growth = analyze(window_series(FILLING_CACHE_600))
+    assert growth.verdict == V.STEADY, growth.reason
+    # the same crawl's close falling by 200 KiB more than its queue held would be judged without it (and flag)
+    released = [(n, est - (200 * 1024 if n == 609 else 0), q, t, r) for n, est, q, t, r in FILLING_CACHE_600]
+    assert analyze(window_series(released)).verdict == V.RETAINED_OBJECTS

@@ -56,6 +56,7 @@ class Trend:
     robust_bias: float
     raw_slope: float
     deltas: tuple[float, ...]
+    credit_per_request: float = float(REQUEST_CREDIT)  # what a request in the memory queue was taken to cost
 
     @property
     def net_slope(self) -> float:
@@ -124,7 +125,7 @@ def measure_trend(
     whole, later = _robust_fits(xs, ys, NOISE_FLOOR_BYTES)
     rates = [(b - a) / (xb - xa) for (xa, a), (xb, b) in pairwise(zip(xs, ys, strict=True))]
     return Trend(tuple(points), threshold, whole, later, queue_slope, slope_only(xs, ys) - whole.slope,
-                 slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates))
+                 slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates), credit)
 
 
 def _queue_cost(xs: Sequence[float], points: Sequence[Checkpoint], values: Sequence[int], measured: float) -> float:
