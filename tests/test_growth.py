@@ -509,3 +509,21 @@ def test_a_close_that_falls_by_what_its_queue_held_still_shows_a_filled_cache_le
     # the same crawl's close falling by 200 KiB more than its queue held would be judged without it (and flag)
     released = [(n, est - (200 * 1024 if n == 609 else 0), q, t, r) for n, est, q, t, r in FILLING_CACHE_600]
     assert analyze(window_series(released)).verdict == V.RETAINED_OBJECTS
+
+
+# The same chain keeping 2 KiB a product over 294 responses (``meta:2048@300``, session 8, read ``steady``): the
+# attribution window opened at 228 and ran to the end, so its residue was measured against the close itself, which
+# had let go of the chain; the close still fell below the checkpoints taken while the crawl ran.
+META_CHAIN_294 = [
+    (0, 98243056, 0, 0, 0), (34, 98473888, 30, 0, 0), (58, 98541728, 27, 0, 0), (83, 98661328, 44, 0, 0),
+    (115, 98731152, 54, 0, 0), (139, 98798288, 51, 0, 0), (163, 98867088, 48, 0, 0), (187, 98931456, 45, 0, 0),
+    (211, 98961616, 42, 0, 0), (228, 99036832, 46, 0, 0), (292, 99653440, 2, 373264, 0), (294, 98981872, 0, 0, 0)]
+
+
+def test_a_close_after_a_window_that_ran_to_the_end_does_not_cancel_the_growth_before_it():
+    growth = analyze(window_series(META_CHAIN_294))
+    assert growth.verdict == V.RETAINED_OBJECTS, growth.reason
+    assert "after an attribution window that ran to the end" in growth.reason, growth.reason
+    # flat while the crawl ran: the same close is judged with the rest, and nothing is flagged
+    flat = [(n, est if n <= 115 else 98731152 + (n - 115) * 64, q, t, r) for n, est, q, t, r in META_CHAIN_294]
+    assert analyze(window_series(flat)).verdict == V.STEADY
