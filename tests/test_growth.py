@@ -527,3 +527,9 @@ def test_a_close_after_a_window_that_ran_to_the_end_does_not_cancel_the_growth_b
     # flat while the crawl ran: the same close is judged with the rest, and nothing is flagged
     flat = [(n, est if n <= 115 else 98731152 + (n - 115) * 64, q, t, r) for n, est, q, t, r in META_CHAIN_294]
     assert analyze(window_series(flat)).verdict == V.STEADY
+
+
+def test_a_running_crawls_verdict_so_far_judges_its_last_checkpoint_with_the_rest():
+    """The production WARNING judges the checkpoints so far: the last of them is no close, so nothing is left out."""
+    assert analyze(window_series(META_CHAIN_600), running=True).verdict != V.RETAINED_OBJECTS
+    assert analyze(window_series(META_CHAIN_294), running=True).verdict != V.RETAINED_OBJECTS

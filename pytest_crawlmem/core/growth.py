@@ -370,6 +370,7 @@ class Limits:
     disk_per_response: int = DEFAULT_DISK_PER_RESPONSE
     min_interval: int = CHECKPOINT_MIN_RESPONSES
     responses_per_copy: int | None = None  # a replayed crawl: the recording's responses (one copy)
+    running: bool = False  # judged while the crawl runs (its last checkpoint is not the close)
 
 
 @dataclass(frozen=True)
@@ -450,7 +451,7 @@ def gather(
             if candidate.is_leak:
                 judged, (signal, values), trend = close, close_signal, candidate
     released, running = 0, list[Checkpoint]()
-    if trend is not None and not trend.is_leak:
+    if trend is not None and not trend.is_leak and not limits.running:
         # memory the crawl's end let go of says nothing of the rate while it ran: judge the running checkpoints alone
         running, released = _before_release(judged, values, trend, _window_at_end(checkpoints))
         if running:
@@ -787,6 +788,7 @@ def analyze(
     min_interval: int = CHECKPOINT_MIN_RESPONSES,
     download_excess: ExcessSummary | None = None,
     responses_per_copy: int | None = None,
+    running: bool = False,
 ) -> Growth:
     """Return the verdict for a crawl from its checkpoints (and samples for processing pressure).
 
@@ -802,9 +804,10 @@ def analyze(
     ``min_interval`` is the extension's CRAWLMEM_CHECKPOINT_MIN_RESPONSES (to say how many responses a judgement
     needs); ``responses_per_copy`` a replayed crawl's recording size (to say which ``replay_copies`` would do).
     ``download_excess`` is the timeline's running summary of RSS above the drained level (exact on a thinned one).
+    ``running``: the crawl still runs (a production crawl's verdict so far), so its last checkpoint is no close.
     """
     limits = Limits(leak_per_response, request_allowance, max_active_size, browser_per_page, disk_per_response,
-                    min_interval, responses_per_copy)
+                    min_interval, responses_per_copy, running)
     ev = gather(checkpoints, samples, limits, media=media, media_failure_body_bytes=media_failure_body_bytes,
                 held_after_close=dict(held_after_close or {}), response_sizes=response_sizes,
                 download_excess=download_excess)

@@ -39,9 +39,10 @@ class LeakWatch:
             return
         try:
             if self.leak_per_response:
-                growth = analyze(drained, min_interval=self.min_interval, leak_per_response=self.leak_per_response)
+                growth = analyze(drained, min_interval=self.min_interval, leak_per_response=self.leak_per_response,
+                                 running=True)
             else:
-                growth = analyze(drained, min_interval=self.min_interval)
+                growth = analyze(drained, min_interval=self.min_interval, running=True)
         except Exception as exc:  # a verdict engine that fails must not stop the crawl
             self.reason = f"could not judge: {exc!r}"
             return
