@@ -1,16 +1,23 @@
-"""Budgets of the ``crawl_memory`` marker: parsing, precedence and checks (pure: no pytest, no Scrapy)."""
+"""Budgets of the ``crawl_memory`` marker: parsing, precedence and checks (pure: no pytest, no Scrapy).
+
+Each budget is one :class:`BudgetSpec` row of :data:`SPECS`: its parser, its help, the figure it is checked against
+and how (``check``), and how report.html shows its limit, figure and status (``show_limit``, ``show_measured``,
+``status``). ``check_budgets``, report.html, the ``--markers`` help and the docs' table all read the rows.
+"""
 
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from . import stops, verdicts
-from .growth import DEFAULT_LEAK_PER_RESPONSE
+from .defaults import DEFAULT_LEAK_PER_RESPONSE
 from .models import CrawlResult
 from .tolerances import parse_compare_fail
-from .units import UnitError, format_size, parse_count, parse_ratio, parse_seconds, parse_size
+from .units import UnitError, format_duration, format_size, parse_count, parse_ratio, parse_seconds, parse_size
 
 LEAK_MODES = ("fail", "warn", "off")
 LEAK_VERDICTS = verdicts.LEAKS
@@ -29,14 +36,30 @@ def _parse_leak(value: object, *, source: str) -> str:
 #: How a budget's value is written and compared: each kind has one parser, one docs wording and one report format.
 KINDS = ("size", "count", "seconds", "ratio", "mode", "tolerances")
 
+#: How a row's checked figure reads in report.html: by its kind, ``reached`` (a threshold crossed or not: the figure
+#: is where), ``verdict`` (the verdict, then the growth per unit), ``per-unit`` (a size per response).
+SHOWS = ("kind", "reached", "verdict", "per-unit")
+
+#: A budget's check: the violation of ``result`` against this row's limit in ``budgets`` (``None``: kept).
+Check = Callable[["BudgetSpec", "Budgets", CrawlResult], "Violation | None"]
+
+
+def _number(value: object) -> float | None:
+    """A finite int or float (not a bool) as a float, else ``None`` (what report.json may hold instead)."""
+    if type(value) is int or (type(value) is float and math.isfinite(value)):
+        return float(value)
+    return None
+
 
 @dataclass(frozen=True)
 class BudgetSpec:
-    """One budget, in one row: its name, kind and parser, what it limits, and the figure it is checked against.
+    """One budget, in one row: its name, kind and parser, what it limits, the figure it is checked against and how,
+    and how report.html renders it.
 
-    ``figure`` is the CrawlResult attribute compared with the limit, ``label`` how messages name it, and
-    ``report`` where report.json's ``result`` keeps it (the figure's field unless given: ``max_scheduled`` is
-    ``peaks.max_scheduled``; ``()`` when it has no one figure).
+    ``figure`` is the CrawlResult attribute (a dotted path: ``peaks.max_inflight``) compared with the limit, ``label``
+    how messages name it, and ``report`` where report.json's ``result`` keeps it (the figure's path unless given:
+    ``max_scheduled`` is ``peaks.max_scheduled``; ``()`` when it has no one figure). ``check`` finds its violation
+    (size and count rows with a figure: the figure over the limit); ``cause`` is why it breaks and what to change.
     """
 
     name: str
@@ -48,6 +71,15 @@ class BudgetSpec:
     label: str = ""
     report: tuple[str, ...] | None = None
     positive: bool = False  # 0 is refused too (a tolerance of nothing)
+    check: Check | None = None
+    cause: str = ""
+    stop: str = ""  # the finish reason of a crawl this hard limit stopped (core.stops)
+    danger: bool = False  # its violation carries the danger snapshot's summary
+    shows: str = "kind"  # one of SHOWS
+    kept: tuple[str, str] = ("kept", "pass")  # report.html's status when set and not broken: text, style
+    off: str | None = None  # the value that turns its check off (report.html: "not checked")
+    panel: str = ""  # the timeline panel its limit is drawn on (report.html), "" for none
+    from_start: bool = False  # drawn at the start RSS plus the limit (a growth)
 
     @property
     def report_path(self) -> tuple[str, ...]:
@@ -56,9 +88,226 @@ class BudgetSpec:
             return self.report
         return tuple(CrawlResult.ALIASES.get(self.figure, self.figure).split(".")) if self.figure else ()
 
+    def measure(self, result: CrawlResult) -> object:
+        """The figure of ``result`` this budget is checked against (``None`` when not measured)."""
+        value: object = result
+        for step in (self.figure or self.name).split("."):
+            value = getattr(value, step, None)
+        return value
+
+    def show_limit(self, value: object) -> str:
+        """The limit as report.html shows it."""
+        number = _number(value)
+        if self.kind == "ratio":
+            return f"{value}x"
+        if self.kind not in ("size", "count", "seconds"):
+            return str(value)
+        if number is None:
+            return "-"
+        text = format_size(number) if self.kind == "size" else format_duration(number) if self.kind == "seconds" else (
+            f"{number:,.0f}")
+        return text + ("/response" if self.shows == "per-unit" else "")
+
+    def show_measured(self, value: object, *, unit: str = "responses", per_response: object = None) -> str:
+        """The checked figure (``value``: what ``report_path`` reads) as report.html shows it; ``-``: not measured.
+
+        A ``verdict`` row shows the growth ``per_response`` (per ``unit``) after the verdict.
+        """
+        if self.shows == "verdict":
+            per = _number(per_response)
+            return f"{value}" + ("" if per is None else f" ({format_size(per)}/{unit[:-1]})")
+        number = _number(value)
+        if self.shows == "reached":
+            return "not reached" if value is None else f"reached ({'-' if number is None else format_size(number)})"
+        if not self.report_path or number is None:
+            return "-"
+        if self.shows == "per-unit":
+            return f"{format_size(number)}/{unit[:-1]}"
+        if self.kind == "ratio":
+            return f"{number:.1f}x"
+        if self.kind == "seconds":
+            return format_duration(number)
+        if self.kind == "size":
+            return format_size(number) + (f" {self.label}" if self.stop and number else "")
+        return f"{number:,.0f}"
+
+    def status(self, value: object, measured: str, violation: Violation | None) -> tuple[str, str]:
+        """report.html's status of this budget, set to ``value``: text and style (pass, fail, warn, muted)."""
+        if violation is not None:
+            return ("broken", "fail") if violation.fails else ("warned", "warn")
+        if self.off is not None and value == self.off:
+            return f"not checked ({self.name}={value!r})", "muted"
+        if self.kept != ("kept", "pass") or measured != "-":
+            return self.kept
+        return "kept: not reached (nothing measured)", "pass"
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A budget the crawl broke, with a one-sentence message naming both numbers."""
+
+    budget: str
+    measured: float
+    limit: float
+    message: str
+    fails: bool = True
+
+
+def _over(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation | None:
+    """A size or count budget: the figure its row names, of ``result``, over the test's limit."""
+    limit, measured = getattr(budgets, spec.name), spec.measure(result)
+    if limit is None or measured is None or measured <= limit:
+        return None
+    if spec.kind == "size":
+        message = f"{spec.label} was {format_size(measured)}, over the budget {spec.name}={format_size(limit)}"  # type: ignore[arg-type]
+    else:
+        message = f"{spec.label} reached {measured:,}, over the budget {spec.name}={limit:,}"
+    return Violation(spec.name, measured, limit, message + (f": {spec.cause}" if spec.cause else ""))  # type: ignore[arg-type]
+
+
+def _stop_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation | None:
+    """The harness stopped the crawl because it hit this hard limit (its row's ``stop`` reason)."""
+    limit = getattr(budgets, spec.name)
+    if limit is None or result.finish_reason != spec.stop:
+        return None
+    limit_text = format_size(limit) if spec.kind == "size" else f"{limit:g} s"
+    message = (
+        f"{result.stopped_because or spec.name}={limit_text}: the crawl was stopped after {result.responses:,} responses"
+        f" and {result.duration_seconds:.1f} s (peak RSS {format_size(result.peak_rss)})"
+    )
+    return Violation(spec.name, spec.measure(result), limit, message)  # type: ignore[arg-type]
+
+
+def _amplification_check(limit: float | None, result: CrawlResult) -> Violation | None:
+    """A callback held more than ``max_amplification`` times its response body while parsing."""
+    amp = result.parse_amplification
+    if limit is None or amp is None or amp.max_ratio is None or amp.max_ratio <= limit:
+        return None
+    worst = amp.worst[0] if amp.worst else None
+    where = (f": {worst.url} ({format_size(worst.body_bytes)} body) held {format_size(worst.held_bytes)} while its callback"
+             " parsed" if worst else "")
+    over = sum(1 for page in amp.worst if page.ratio > limit)
+    message = (f"parse amplification reached {amp.max_ratio:.1f}x, over the budget max_amplification={limit:g}x{where}"
+               f" (p50 {amp.p50_ratio:.1f}x, p95 {amp.p95_ratio:.1f}x over {amp.count:,} callbacks; {over:,} of the"
+               f" {len(amp.worst):,} worst pages over)")
+    return Violation("max_amplification", amp.max_ratio, limit, message)
+
+
+def _billing_check(limit: int | None, result: CrawlResult) -> Violation | None:
+    """More screenshot captures were billed wrongly (billed and not clean, or clean and not billed) than allowed."""
+    shots = result.shots
+    if limit is None or shots is None or shots.billed_mismatch <= limit:
+        return None
+    from .shots import describe_mismatch  # pure, reads only the summary
+
+    message = (f"{shots.billed_mismatch:,} of {shots.captures:,} screenshot captures were billed wrongly, over the budget"
+               f" billed_mismatch={limit:,}: {describe_mismatch(shots)}")
+    return Violation("billed_mismatch", shots.billed_mismatch, limit, message)
+
+
+def _dropped_check(limit: int | None, result: CrawlResult, shown: int = 3) -> Violation | None:
+    """More responses were dropped (size limits) than ``max_dropped`` allows; names the first few."""
+    measured = max(result.dropped_count, len(result.dropped))
+    if limit is None or measured <= limit:
+        return None
+    urls = ", ".join(f"{d.url} ({d.reason}{f', {format_size(d.size_bytes)}' if d.size_bytes is not None else ''})"
+                     for d in result.dropped[:shown])
+    more = measured - min(shown, len(result.dropped))
+    tail = f" and {more:,} more" if more > 0 else ""
+    message = f"{measured:,} responses were dropped, over the budget max_dropped={limit:,}: {urls}{tail}"
+    return Violation("max_dropped", measured, limit, message)
+
+
+def _replay_misses_check(limit: int | None, result: CrawlResult, shown: int = 3) -> Violation | None:
+    """More requests of a replayed crawl missed the recording than ``max_replay_misses`` allows; names the first few."""
+    if limit is None or result.replay_misses <= limit:
+        return None
+    urls = ", ".join(result.replay_missed_urls[:shown])
+    more = result.replay_misses - min(shown, len(result.replay_missed_urls))
+    message = (f"{result.replay_misses:,} requests were not in the replay recording (answered 404), over the budget"
+               f" max_replay_misses={limit:,}: {urls}" + (f" and {more:,} more" if more > 0 else ""))
+    return Violation("max_replay_misses", result.replay_misses, limit, message)
+
+
+def _unclosed_pages_check(result: CrawlResult) -> Violation | None:
+    """Pages handed to callbacks were never closed: always a failure (the crawl hangs or holds ~20-40 MiB each)."""
+    if result.finish_reason == stops.UNCLOSED_PAGES:
+        return Violation("unclosed_pages", result.browser.unclosed_pages if result.browser else 0, 0, result.stopped_because)
+    left = result.browser.unclosed_pages if result.browser else 0
+    if not left:
+        return None
+    message = (
+        f"{left:,} pages handed to callbacks (playwright_include_page=True) were still open when the spider closed:"
+        " close each page in its callback (`await page.close()`) and in the errback"
+    )
+    return Violation("unclosed_pages", left, 0, message)
+
+
+def _jobdir_check(limit: int | None, result: CrawlResult) -> Violation | None:
+    """JOBDIR took more disk than ``jobdir_disk`` allows at some sample (a crawl without JOBDIR is not checked)."""
+    measured = result.jobdir_disk
+    if limit is None or measured is None or measured <= limit:
+        return None
+    message = (
+        f"JOBDIR grew to {format_size(measured)} on disk, over the budget jobdir_disk={format_size(limit)}"
+        " (its disk request queues hold every pending request; requests.seen, a fingerprint per request ever scheduled)"
+    )
+    return Violation("jobdir_disk", measured, limit, message)
+
+
+def _leak_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation | None:
+    """A leak verdict fails, warns or is ignored as ``leak`` says; ``leak="fail"`` warns when it could not judge."""
+    growth = result.growth
+    # never a silent pass: a warning that says why (a crawl without responses or stopped by a hard limit says so already)
+    if budgets.leak == "fail" and growth.verdict == verdicts.INCONCLUSIVE and result.responses and not result.stopped_because:
+        message = f"leak=\"fail\" could not judge this crawl's memory: {growth.reason}"
+        return Violation("leak", growth.per_response_bytes or 0.0, 0.0, message, fails=False)
+    if budgets.leak == "off" or growth.verdict not in LEAK_VERDICTS:
+        return None
+    per_response = growth.per_response_bytes or 0.0
+    limit = float(budgets.leak_per_response or DEFAULT_LEAK_PER_RESPONSE)
+    return Violation("leak", per_response, limit, f"{growth.verdict}: {growth.reason}", fails=budgets.leak == "fail")
+
+
+#: A crawl with fewer responses than this measured nothing: it fails unless ``min_responses`` says otherwise.
+DEFAULT_MIN_RESPONSES = 1
+
+
+def nothing_measured(minimum: int | None, result: CrawlResult) -> Violation | None:
+    """The crawl got fewer responses than ``minimum`` (default 1): say so, with what went wrong instead.
+
+    A crawl the harness stopped (kill_at, timeout, pages never closed) is not judged here: its own budget says why.
+    """
+    limit = DEFAULT_MIN_RESPONSES if minimum is None else minimum
+    if result.responses >= limit or result.stopped_because:
+        return None
+    prefix = "downloader/exception_type_count/"
+    errors = {k[len(prefix):].rsplit(".", 1)[-1]: v for k, v in result.stats.items() if k.startswith(prefix)}
+    why = ", ".join(f"{count:,} {name}" for name, count in sorted(errors.items())) or "no download error"
+    message = (
+        f"the crawl got {result.responses:,} responses, fewer than min_responses={limit:,}, so nothing was measured"
+        f" (download errors: {why}; finish reason {result.finish_reason or 'unknown'!r}); check the start URLs, or"
+        " set crawl_memory(min_responses=0) if a crawl without responses is what this test expects"
+    )
+    return Violation("min_responses", result.responses, limit, message)
+
+
+def only_errors(result: CrawlResult) -> str | None:
+    """A sentence when every response of the crawl had an HTTP error status (its figures describe error pages)."""
+    statuses = result.status_counts
+    if not statuses or any(status < 400 for status in statuses):
+        return None
+    counts = ", ".join(f"{count:,} x {status}" for status, count in sorted(statuses.items()))
+    return (
+        f"every response of the crawl was an HTTP error ({counts}): its memory figures describe error pages,"
+        " not the pages the spider is written for"
+    )
+
 
 def _row(name: str, kind: str, help: str, figure: str | None = None, label: str = "", **more: object) -> BudgetSpec:
-    """A budget row whose parser is its kind's."""
+    """A budget row whose parser is its kind's; a size or count row with a figure is checked on it (``_over``)."""
+    if "check" not in more and figure is not None and kind in ("size", "count"):
+        more["check"] = _over
     return BudgetSpec(name, _PARSERS[kind], help, kind=kind, figure=figure, label=label, **more)  # type: ignore[arg-type]
 
 
@@ -67,49 +316,79 @@ _PARSERS: dict[str, Callable[..., object]] = {
     "tolerances": parse_compare_fail,
 }
 
+#: Kept, for report.html, by the rows whose status is not "kept".
+_NOT_STOPPED = ("kept: the crawl was not stopped", "pass")
+
+
+def _checked(check: Callable[[Any, CrawlResult], Violation | None]) -> Check:
+    """A row's check from a function of its limit and the result."""
+    return lambda spec, budgets, result: check(getattr(budgets, spec.name), result)
+
+
+#: The budgets, in the order ``check_budgets`` reports their violations (a stopped crawl's leak verdict comes second).
 SPECS: dict[str, BudgetSpec] = {
     spec.name: spec
     for spec in (
-        _row("peak_rss", "size", "highest RSS of the process during the crawl (exact, from VmHWM)", "peak_rss", "peak RSS"),
-        _row("rss_growth", "size", "RSS at the end of the crawl minus RSS at its start", "rss_growth", "RSS growth"),
+        _row("peak_rss", "size", "highest RSS of the process during the crawl (exact, from VmHWM)", "peak_rss", "peak RSS",
+             danger=True, panel="rss"),
+        _row("rss_growth", "size", "RSS at the end of the crawl minus RSS at its start", "rss_growth", "RSS growth",
+             panel="rss", from_start=True),
         _row("traced_peak", "size", "peak of Python allocations traced by tracemalloc during the crawl", "traced_peak",
-             "traced peak"),
-        _row("leak_per_response", "size", "retained growth per response tolerated before a leak verdict",
-             report=("growth", "per_response_bytes"), positive=True),
-        _row("leak", "mode", "what a leak verdict does: 'fail' (default), 'warn' or 'off'", report=("verdict",)),
-        _row("max_scheduled", "count", "most requests waiting in the scheduler", "max_scheduled", "the scheduler queue"),
+             "traced peak", panel="traced"),
+        _row("max_scheduled", "count", "most requests waiting in the scheduler", "max_scheduled", "the scheduler queue",
+             panel="scheduled", cause="the spider discovers requests faster than they are downloaded, and the scheduler"
+             " keeps every one in memory; fix: yield requests lazily from start() as they are needed, keep the queue on"
+             " disk with JOBDIR, or bound the frontier (DEPTH_LIMIT, CLOSESPIDER_ITEMCOUNT)"),
         _row("max_active_size", "size", "largest scraper active_size (response bytes being processed)", "max_active_size",
-             "scraper active size"),
-        _row("max_inflight", "count", "most downloads in flight at once", "max_inflight", "downloads in flight"),
+             "scraper active size", panel="active", cause="responses pile up behind slow callbacks or pipelines (Scrapy"
+             " backs out softly at SCRAPER_SLOT_MAX_ACTIVE_SIZE); fix: make callbacks and pipelines cheaper, or lower"
+             " CONCURRENT_REQUESTS"),
+        _row("max_inflight", "count", "most downloads in flight at once", "max_inflight", "downloads in flight",
+             panel="inflight", cause="CONCURRENT_REQUESTS (and CONCURRENT_REQUESTS_PER_DOMAIN) allow this many downloads"
+             " at once, each buffering its body; fix: lower them, or raise the budget if the memory is affordable"),
         _row("max_dropped", "count", "most responses dropped (size limits, failed media)", "dropped_count",
-             "dropped responses"),
+             "dropped responses", check=_checked(_dropped_check)),
         _row("jobdir_disk", "size", "most disk used by JOBDIR (file sizes summed; crawls without JOBDIR pass)", "jobdir_disk",
-             "JOBDIR on disk"),
+             "JOBDIR on disk", check=_checked(_jobdir_check)),
         _row("browser_pss", "size", "peak summed PSS of the browser process tree (Playwright driver and Chromium)",
-             "browser_pss", "the browser tree's peak PSS", report=("browser", "peak_pss_bytes")),
+             "browser_pss", "the browser tree's peak PSS", report=("browser", "peak_pss_bytes"), panel="pss"),
         _row("max_open_pages", "count", "most browser pages open at once", "max_open_pages", "open browser pages",
-             report=("browser", "max_open_pages")),
+             report=("browser", "max_open_pages"), panel="pages"),
         _row("max_replay_misses", "count", "most requests a replayed crawl found nowhere in its recording (404)",
-             "replay_misses", "replay misses"),
+             "replay_misses", "replay misses", check=_checked(_replay_misses_check)),
         _row("kill_at", "size", "hard ceiling: RSS (in a browser crawl, plus the browser tree's PSS) at which the crawl"
-             " is stopped at once (the test fails)", "peak_rss", "peak RSS"),
+             " is stopped at once (the test fails)", "peak_rss", "peak RSS", stop=stops.KILL_AT,
+             check=_stop_check, danger=True, kept=_NOT_STOPPED,
+             panel="rss"),
         _row("timeout", "seconds", "seconds after which the crawl is stopped (the test fails)", "duration_seconds",
-             "duration"),
+             "duration", stop=stops.TIMEOUT, check=_stop_check,
+             kept=_NOT_STOPPED),
+        _row("leak_per_response", "size", "retained growth per response tolerated before a leak verdict",
+             report=("growth", "per_response_bytes"), positive=True, shows="per-unit", kept=("threshold of leak", "muted")),
+        _row("leak", "mode", "what a leak verdict does: 'fail' (default), 'warn' or 'off'", report=("verdict",),
+             check=_leak_check, shows="verdict", off="off"),
         _row("min_responses", "count", "fewest responses a crawl must get (default 1: a crawl that measured"
-             " nothing fails; 0 lets it pass)", "responses", "responses"),
+             " nothing fails; 0 lets it pass)", "responses", "responses",
+             check=_checked(nothing_measured)),
         _row("lost", "count", "crawl_cluster: most requests scheduled and never processed", report=()),
         _row("redis_memory", "size", "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger left out)",
              report=()),
         _row("cluster_rss", "size", "crawl_cluster: the workers' peak RSS summed", report=()),
-        _row("compare_fail", "tolerances", "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'"),
+        _row("compare_fail", "tolerances", "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'",
+             kept=("tolerance of --crawlmem-compare", "muted")),
         _row("snapshot_at", "size", "RSS at which the danger snapshot is taken once (danger.json; default 80% of"
-             " kill_at, else of peak_rss); never fails a test", report=("danger", "rss_bytes")),
+             " kill_at, else of peak_rss); never fails a test", report=("danger", "rss_bytes"), shows="reached"),
         _row("max_amplification", "ratio", "most memory a callback may hold while parsing, as a multiple of the"
-             " response body (e.g. 8 or '8x')", report=("parse_amplification", "max_ratio")),
+             " response body (e.g. 8 or '8x')", report=("parse_amplification", "max_ratio"),
+             check=_checked(_amplification_check)),
         _row("billed_mismatch", "count", "most screenshot captures billed although not clean, or clean and not"
-             " billed (X-Page-Verdict / X-Billed)", report=("shots", "billed_mismatch")),
+             " billed (X-Page-Verdict / X-Billed)", report=("shots", "billed_mismatch"),
+             check=_checked(_billing_check)),
     )
 }
+
+#: Why a queue budget breaks and what to change, appended to its message (the terminal and report.html show both).
+CAUSES = {name: spec.cause for name, spec in SPECS.items() if spec.cause}
 
 
 @dataclass(frozen=True)
@@ -196,74 +475,11 @@ def resolve_budgets(
     return Budgets(**merged)  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
-class Violation:
-    """A budget the crawl broke, with a one-sentence message naming both numbers."""
-
-    budget: str
-    measured: float
-    limit: float
-    message: str
-    fails: bool = True
-
-
-#: Why a queue budget breaks and what to change, appended to its message (the terminal and report.html show both).
-CAUSES = {
-    "max_scheduled": "the spider discovers requests faster than they are downloaded, and the scheduler keeps every"
-    " one in memory; fix: yield requests lazily from start() as they are needed, keep the queue on disk with JOBDIR,"
-    " or bound the frontier (DEPTH_LIMIT, CLOSESPIDER_ITEMCOUNT)",
-    "max_inflight": "CONCURRENT_REQUESTS (and CONCURRENT_REQUESTS_PER_DOMAIN) allow this many downloads at once, each"
-    " buffering its body; fix: lower them, or raise the budget if the memory is affordable",
-    "max_active_size": "responses pile up behind slow callbacks or pipelines (Scrapy backs out softly at"
-    " SCRAPER_SLOT_MAX_ACTIVE_SIZE); fix: make callbacks and pipelines cheaper, or lower CONCURRENT_REQUESTS",
-}
-
-
-def _size_check(name: str, what: str, measured: int | None, limit: int | None) -> Violation | None:
-    if limit is None or measured is None or measured <= limit:
-        return None
-    message = f"{what} was {format_size(measured)}, over the budget {name}={format_size(limit)}"
-    return Violation(name, measured, limit, message + (f": {CAUSES[name]}" if name in CAUSES else ""))
-
-
-def _count_check(name: str, what: str, measured: int, limit: int | None) -> Violation | None:
-    if limit is None or measured <= limit:
-        return None
-    message = f"{what} reached {measured:,}, over the budget {name}={limit:,}"
-    return Violation(name, measured, limit, message + (f": {CAUSES[name]}" if name in CAUSES else ""))
-
-
-def _figure_check(name: str, budgets: Budgets, result: CrawlResult) -> Violation | None:
-    """A size or count budget: the figure its row names, of ``result``, against the test's limit."""
-    spec = SPECS[name]
-    measured = getattr(result, spec.figure or name)
-    if spec.kind == "size":
-        return _size_check(name, spec.label, measured, getattr(budgets, name))
-    return _count_check(name, spec.label, measured, getattr(budgets, name))
-
-
 def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
-    """Return every budget ``result`` broke (empty when it kept them all)."""
-    checks = [
-        _figure_check("peak_rss", budgets, result),
-        _figure_check("rss_growth", budgets, result),
-        _figure_check("traced_peak", budgets, result),
-        _figure_check("max_scheduled", budgets, result),
-        _figure_check("max_active_size", budgets, result),
-        _figure_check("max_inflight", budgets, result),
-        _dropped_check(budgets.max_dropped, result),
-        _jobdir_check(budgets.jobdir_disk, result),
-        _figure_check("browser_pss", budgets, result),
-        _figure_check("max_open_pages", budgets, result),
-        _unclosed_pages_check(result),
-        _replay_misses_check(budgets.max_replay_misses, result),
-        _stop_check("kill_at", budgets.kill_at, result, stops.KILL_AT),  # a stopped crawl's leak verdict comes second
-        _stop_check("timeout", budgets.timeout, result, stops.TIMEOUT),
-        _leak_check(budgets, result),
-        nothing_measured(budgets.min_responses, result),
-        _amplification_check(budgets.max_amplification, result),
-        _billing_check(budgets.billed_mismatch, result),
-    ]
+    """Return every budget ``result`` broke (empty when it kept them all): pages a browser crawl left open (always a
+    failure), then each row's check in the order of ``SPECS``."""
+    checks = [_unclosed_pages_check(result)]
+    checks += [spec.check(spec, budgets, result) for spec in SPECS.values() if spec.check is not None]
     return [_with_danger(v, result) for v in checks if v is not None]
 
 
@@ -281,144 +497,7 @@ def snapshot_threshold(budgets: Budgets) -> int | None:
 
 def _with_danger(violation: Violation, result: CrawlResult) -> Violation:
     """A broken peak_rss or kill_at carries the danger snapshot's one-line summary."""
-    if result.danger is None or violation.budget not in ("peak_rss", "kill_at"):
+    spec = SPECS.get(violation.budget)
+    if result.danger is None or spec is None or not spec.danger:
         return violation
     return replace(violation, message=f"{violation.message}; {result.danger.describe()} (danger.json)")
-
-
-def _amplification_check(limit: float | None, result: CrawlResult) -> Violation | None:
-    """A callback held more than ``max_amplification`` times its response body while parsing."""
-    amp = result.parse_amplification
-    if limit is None or amp is None or amp.max_ratio is None or amp.max_ratio <= limit:
-        return None
-    worst = amp.worst[0] if amp.worst else None
-    where = (f": {worst.url} ({format_size(worst.body_bytes)} body) held {format_size(worst.held_bytes)} while its callback"
-             " parsed" if worst else "")
-    over = sum(1 for page in amp.worst if page.ratio > limit)
-    message = (f"parse amplification reached {amp.max_ratio:.1f}x, over the budget max_amplification={limit:g}x{where}"
-               f" (p50 {amp.p50_ratio:.1f}x, p95 {amp.p95_ratio:.1f}x over {amp.count:,} callbacks; {over:,} of the"
-               f" {len(amp.worst):,} worst pages over)")
-    return Violation("max_amplification", amp.max_ratio, limit, message)
-
-
-def _billing_check(limit: int | None, result: CrawlResult) -> Violation | None:
-    """More screenshot captures were billed wrongly (billed and not clean, or clean and not billed) than allowed."""
-    shots = result.shots
-    if limit is None or shots is None or shots.billed_mismatch <= limit:
-        return None
-    from .shots import describe_mismatch  # pure, reads only the summary
-
-    message = (f"{shots.billed_mismatch:,} of {shots.captures:,} screenshot captures were billed wrongly, over the budget"
-               f" billed_mismatch={limit:,}: {describe_mismatch(shots)}")
-    return Violation("billed_mismatch", shots.billed_mismatch, limit, message)
-
-
-def _dropped_check(limit: int | None, result: CrawlResult, shown: int = 3) -> Violation | None:
-    """More responses were dropped (size limits) than ``max_dropped`` allows; names the first few."""
-    measured = max(result.dropped_count, len(result.dropped))
-    if limit is None or measured <= limit:
-        return None
-    urls = ", ".join(f"{d.url} ({d.reason}{f', {format_size(d.size_bytes)}' if d.size_bytes is not None else ''})"
-                     for d in result.dropped[:shown])
-    more = measured - min(shown, len(result.dropped))
-    tail = f" and {more:,} more" if more > 0 else ""
-    message = f"{measured:,} responses were dropped, over the budget max_dropped={limit:,}: {urls}{tail}"
-    return Violation("max_dropped", measured, limit, message)
-
-
-def _replay_misses_check(limit: int | None, result: CrawlResult, shown: int = 3) -> Violation | None:
-    """More requests of a replayed crawl missed the recording than ``max_replay_misses`` allows; names the first few."""
-    if limit is None or result.replay_misses <= limit:
-        return None
-    urls = ", ".join(result.replay_missed_urls[:shown])
-    more = result.replay_misses - min(shown, len(result.replay_missed_urls))
-    message = (f"{result.replay_misses:,} requests were not in the replay recording (answered 404), over the budget"
-               f" max_replay_misses={limit:,}: {urls}" + (f" and {more:,} more" if more > 0 else ""))
-    return Violation("max_replay_misses", result.replay_misses, limit, message)
-
-
-def _unclosed_pages_check(result: CrawlResult) -> Violation | None:
-    """Pages handed to callbacks were never closed: always a failure (the crawl hangs or holds ~20-40 MiB each)."""
-    if result.finish_reason == stops.UNCLOSED_PAGES:
-        return Violation("unclosed_pages", result.browser.unclosed_pages if result.browser else 0, 0, result.stopped_because)
-    left = result.browser.unclosed_pages if result.browser else 0
-    if not left:
-        return None
-    message = (
-        f"{left:,} pages handed to callbacks (playwright_include_page=True) were still open when the spider closed:"
-        " close each page in its callback (`await page.close()`) and in the errback"
-    )
-    return Violation("unclosed_pages", left, 0, message)
-
-
-def _jobdir_check(limit: int | None, result: CrawlResult) -> Violation | None:
-    """JOBDIR took more disk than ``jobdir_disk`` allows at some sample (a crawl without JOBDIR is not checked)."""
-    measured = result.jobdir_disk
-    if limit is None or measured is None or measured <= limit:
-        return None
-    message = (
-        f"JOBDIR grew to {format_size(measured)} on disk, over the budget jobdir_disk={format_size(limit)}"
-        " (its disk request queues hold every pending request; requests.seen, a fingerprint per request ever scheduled)"
-    )
-    return Violation("jobdir_disk", measured, limit, message)
-
-
-def _stop_check(name: str, limit: float | None, result: CrawlResult, reason: str) -> Violation | None:
-    """The harness stopped the crawl because it hit this hard limit."""
-    if limit is None or result.finish_reason != reason:
-        return None
-    limit_text = format_size(limit) if name == "kill_at" else f"{limit:g} s"
-    message = (
-        f"{result.stopped_because or name}={limit_text}: the crawl was stopped after {result.responses:,} responses"
-        f" and {result.duration_seconds:.1f} s (peak RSS {format_size(result.peak_rss)})"
-    )
-    measured = result.peak_rss if name == "kill_at" else result.duration_seconds
-    return Violation(name, measured, limit, message)
-
-
-def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:
-    growth = result.growth
-    # never a silent pass: a warning that says why (a crawl without responses or stopped by a hard limit says so already)
-    if budgets.leak == "fail" and growth.verdict == verdicts.INCONCLUSIVE and result.responses and not result.stopped_because:
-        message = f"leak=\"fail\" could not judge this crawl's memory: {growth.reason}"
-        return Violation("leak", growth.per_response_bytes or 0.0, 0.0, message, fails=False)
-    if budgets.leak == "off" or growth.verdict not in LEAK_VERDICTS:
-        return None
-    per_response = growth.per_response_bytes or 0.0
-    limit = float(budgets.leak_per_response or DEFAULT_LEAK_PER_RESPONSE)
-    return Violation("leak", per_response, limit, f"{growth.verdict}: {growth.reason}", fails=budgets.leak == "fail")
-
-
-#: A crawl with fewer responses than this measured nothing: it fails unless ``min_responses`` says otherwise.
-DEFAULT_MIN_RESPONSES = 1
-
-
-def nothing_measured(minimum: int | None, result: CrawlResult) -> Violation | None:
-    """The crawl got fewer responses than ``minimum`` (default 1): say so, with what went wrong instead.
-
-    A crawl the harness stopped (kill_at, timeout, pages never closed) is not judged here: its own budget says why.
-    """
-    limit = DEFAULT_MIN_RESPONSES if minimum is None else minimum
-    if result.responses >= limit or result.stopped_because:
-        return None
-    prefix = "downloader/exception_type_count/"
-    errors = {k[len(prefix):].rsplit(".", 1)[-1]: v for k, v in result.stats.items() if k.startswith(prefix)}
-    why = ", ".join(f"{count:,} {name}" for name, count in sorted(errors.items())) or "no download error"
-    message = (
-        f"the crawl got {result.responses:,} responses, fewer than min_responses={limit:,}, so nothing was measured"
-        f" (download errors: {why}; finish reason {result.finish_reason or 'unknown'!r}); check the start URLs, or"
-        " set crawl_memory(min_responses=0) if a crawl without responses is what this test expects"
-    )
-    return Violation("min_responses", result.responses, limit, message)
-
-
-def only_errors(result: CrawlResult) -> str | None:
-    """A sentence when every response of the crawl had an HTTP error status (its figures describe error pages)."""
-    statuses = result.status_counts
-    if not statuses or any(status < 400 for status in statuses):
-        return None
-    counts = ", ".join(f"{count:,} x {status}" for status, count in sorted(statuses.items()))
-    return (
-        f"every response of the crawl was an HTTP error ({counts}): its memory figures describe error pages,"
-        " not the pages the spider is written for"
-    )

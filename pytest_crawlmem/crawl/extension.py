@@ -426,10 +426,10 @@ class CrawlMemExtension:
         waiting = f", {parked:,} of them parked (waiting for a page or to start)" if parked else ""
         browser = " (or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT)" if self.pages is not None else ""
         message = (
-            f"the checkpoint at {self.responses:,} responses did not drain within CRAWLMEM_DRAIN_TIMEOUT_SECONDS"
+            f"the checkpoint at {self.responses:,} responses did not drain within {name_of('drain_timeout_seconds')}"
             f" ({self.drain_timeout_seconds:g} s): {queues.inflight or 0:,} requests were still in flight{waiting};"
             " it is not judged. Checkpoints drain when what is in flight finishes within the timeout: lower"
-            f" CONCURRENT_REQUESTS{browser} or raise CRAWLMEM_DRAIN_TIMEOUT_SECONDS"
+            f" CONCURRENT_REQUESTS{browser} or raise {name_of('drain_timeout_seconds')}"
         )
         self.recording.add_error(message)
         if not self.undrained_checkpoints:
