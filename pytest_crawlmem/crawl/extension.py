@@ -282,7 +282,6 @@ class CrawlMemExtension:
             t_seconds=round(time.monotonic() - self.started_at, 4),
             responses=self.responses,
             items=self.items,
-            rss_bytes=probes.read_rss_bytes(),
             traced_bytes=traced,
             scheduled=queues.scheduled,
             inflight=queues.inflight,
@@ -297,6 +296,7 @@ class CrawlMemExtension:
             open_contexts=pages.contexts if pages else None,
             jobdir_bytes=self.jobdir.read() if self.jobdir else None,
             media_cached=probes.read_media_cached(self.media_pipelines),
+            **probes.read_process(),  # rss_bytes, ...
         )
         self.recording.add_sample(sample)
         if self.danger is not None:

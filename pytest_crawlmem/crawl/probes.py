@@ -14,7 +14,7 @@ import re
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import psutil
 
@@ -29,6 +29,17 @@ def read_rss_bytes() -> int:
             return int(statm.read().split()[1]) * _PAGE_SIZE
     except (OSError, IndexError, ValueError):
         return int(_PROCESS.memory_info().rss)
+
+
+class ProcessReading(TypedDict):
+    """This process's own figures in a sample, by :class:`~pytest_crawlmem.core.models.Sample` field."""
+
+    rss_bytes: int
+
+
+def read_process() -> ProcessReading:
+    """Read this process's own figures for a sample (sampler thread)."""
+    return {"rss_bytes": read_rss_bytes()}
 
 
 def reset_peak_rss() -> bool:
