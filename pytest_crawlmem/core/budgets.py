@@ -354,6 +354,8 @@ SPECS: dict[str, BudgetSpec] = {
              "browser_pss", "the browser tree's peak PSS", report=("browser", "peak_pss_bytes"), panel="pss"),
         _row("max_open_pages", "count", "most browser pages open at once", "max_open_pages", "open browser pages",
              report=("browser", "max_open_pages"), panel="pages"),
+        _row("max_open_fds", "count", "most file descriptors the crawl process held open at once (sampled)",
+             "peaks.max_open_fds", "open file descriptors"),
         _row("max_replay_misses", "count", "most requests a replayed crawl found nowhere in its recording (404)",
              "replay_misses", "replay misses", check=_checked(_replay_misses_check)),
         _row("kill_at", "size", "hard ceiling: RSS (in a browser crawl, plus the browser tree's PSS) at which the crawl"
@@ -408,6 +410,7 @@ class Budgets:
     browser_pss: int | None = None
     max_open_pages: int | None = None
     max_replay_misses: int | None = None
+    max_open_fds: int | None = None
     kill_at: int | None = None
     timeout: float | None = None
     min_responses: int | None = None

@@ -57,6 +57,7 @@ class Sample:
     jobdir_bytes: int | None = field(default=None, metadata=PEAK)  # sum of the file sizes under JOBDIR (None without JOBDIR)
     # entries in the media pipelines' per-spider cache (None without a media pipeline)
     media_cached: int | None = field(default=None, metadata=PEAK)
+    open_fds: int | None = field(default=None, metadata=PEAK)  # file descriptors the process holds (None without /proc)
     span: int = 1  # raw samples this one stands for (more than 1 once a long crawl's timeline is thinned: timeline.py)
 
     def to_json(self) -> dict[str, Any]:
@@ -224,6 +225,7 @@ class Peaks(JsonRecord):
     max_disk_scheduled: int = 0
     max_jobdir_bytes: int | None = field(default=None, metadata=peak_of("jobdir_bytes"))  # None without JOBDIR
     max_media_cached: int | None = field(default=None, metadata=peak_of("media_cached"))  # None without a media pipeline
+    max_open_fds: int | None = field(default=None, metadata=peak_of("open_fds"))
 
 
 @dataclass(frozen=True, slots=True)
