@@ -185,6 +185,15 @@ def test_no_crawlmem_setting_is_spelled_outside_the_settings_table():
     assert not spelled, f"use core.defaults.name_of / settings_of / CrawlMemConfig instead: {spelled}"
 
 
+def test_report_html_names_no_budget_it_renders_from_the_budgets_row():
+    from pytest_crawlmem.core.budgets import SPECS
+    from pytest_crawlmem.reports.document import FIGURES
+
+    tree = ast.parse((PACKAGE / "reports" / "html.py").read_text(encoding="utf-8"))
+    named = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in SPECS}
+    assert not named - set(FIGURES), f"reports/html.py names budgets {sorted(named - set(FIGURES))}: read their SPECS row"
+
+
 def test_the_settings_table_is_a_leaf_so_every_module_can_name_its_settings():
     tree = ast.parse((PACKAGE / "core" / "defaults.py").read_text(encoding="utf-8"))
     relative = [node.module or "." for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]

@@ -20,6 +20,8 @@ from .tolerances import parse_compare_fail
 from .units import UnitError, format_duration, format_size, parse_count, parse_ratio, parse_seconds, parse_size
 
 LEAK_MODES = ("fail", "warn", "off")
+#: The budget of the growth verdict: its violation is the verdict's (report.html gives the verdict's fix instead).
+VERDICT_BUDGET = "leak"
 LEAK_VERDICTS = verdicts.LEAKS
 
 
@@ -261,12 +263,12 @@ def _leak_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Viol
     # never a silent pass: a warning that says why (a crawl without responses or stopped by a hard limit says so already)
     if budgets.leak == "fail" and growth.verdict == verdicts.INCONCLUSIVE and result.responses and not result.stopped_because:
         message = f"leak=\"fail\" could not judge this crawl's memory: {growth.reason}"
-        return Violation("leak", growth.per_response_bytes or 0.0, 0.0, message, fails=False)
+        return Violation(spec.name, growth.per_response_bytes or 0.0, 0.0, message, fails=False)
     if budgets.leak == "off" or growth.verdict not in LEAK_VERDICTS:
         return None
     per_response = growth.per_response_bytes or 0.0
     limit = float(budgets.leak_per_response or DEFAULT_LEAK_PER_RESPONSE)
-    return Violation("leak", per_response, limit, f"{growth.verdict}: {growth.reason}", fails=budgets.leak == "fail")
+    return Violation(spec.name, per_response, limit, f"{growth.verdict}: {growth.reason}", fails=budgets.leak == "fail")
 
 
 #: A crawl with fewer responses than this measured nothing: it fails unless ``min_responses`` says otherwise.
@@ -367,7 +369,7 @@ SPECS: dict[str, BudgetSpec] = {
              kept=_NOT_STOPPED),
         _row("leak_per_response", "size", "retained growth per response tolerated before a leak verdict",
              report=("growth", "per_response_bytes"), positive=True, shows="per-unit", kept=("threshold of leak", "muted")),
-        _row("leak", "mode", "what a leak verdict does: 'fail' (default), 'warn' or 'off'", report=("verdict",),
+        _row(VERDICT_BUDGET, "mode", "what a leak verdict does: 'fail' (default), 'warn' or 'off'", report=("verdict",),
              check=_leak_check, shows="verdict", off="off"),
         _row("min_responses", "count", "fewest responses a crawl must get (default 1: a crawl that measured"
              " nothing fails; 0 lets it pass)", "responses", "responses",
