@@ -124,3 +124,15 @@ def test_many(crawl, fixture_site):
     measured = json.loads((few / "report.json").read_text())["result"]["peaks"]["max_open_fds"]
     assert measured > 3
     assert f"<td><code>max_open_fds</code></td><td>3</td><td>{measured:,}</td>" in (few / "report.html").read_text()
+
+
+REPORT_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**60, 2**60), st.floats(allow_nan=True),
+                          st.text(max_size=12), st.lists(st.integers(), max_size=2))
+
+
+@given(name=st.sampled_from(sorted(SPECS)), limit=REPORT_VALUES, figure=REPORT_VALUES, per=REPORT_VALUES)
+def test_every_row_renders_whatever_a_hand_edited_report_holds(name, limit, figure, per):
+    spec = SPECS[name]
+    shown = [spec.show_limit(limit), spec.show_measured(figure, unit="pages", per_response=per)]
+    text, style = spec.status(limit, shown[1], None)
+    assert all(isinstance(s, str) and s for s in [*shown, text]) and style in ("pass", "muted")
