@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 
 import pytest
 from hypothesis import given
@@ -97,3 +98,41 @@ def test_a_leak_verdict_fails_warns_or_is_ignored_by_the_leak_budget():
     assert not check_budgets(Budgets(leak="warn"), leaky)[0].fails
     assert check_budgets(Budgets(leak="off"), leaky) == []
     assert check_budgets(Budgets(leak="fail"), result()) == []
+
+
+def test_max_open_fds_fails_a_real_crawl_on_its_sampled_peak_and_report_html_shows_its_row(pytester: pytest.Pytester):
+    from spiders_source import SPIDERS
+
+    pytester.makepyfile(spiders=SPIDERS)
+    pytester.makepyfile(test_crawl="""
+import pytest
+from spiders import *
+
+@pytest.mark.crawl_memory(max_open_fds=3)
+def test_few(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=2&per_page=5")])
+
+@pytest.mark.crawl_memory(max_open_fds=100000)
+def test_many(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=2&per_page=5")])
+""")
+    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist", timeout=300)
+    outcome.assert_outcomes(passed=1, failed=1)
+    outcome.stdout.fnmatch_lines(["*crawl_memory budget broken: open file descriptors reached *, over the budget"
+                                  " max_open_fds=3*"])
+    few = pytester.path / ".crawlmem" / "test_crawl.py__test_few"
+    measured = json.loads((few / "report.json").read_text())["result"]["peaks"]["max_open_fds"]
+    assert measured > 3
+    assert f"<td><code>max_open_fds</code></td><td>3</td><td>{measured:,}</td>" in (few / "report.html").read_text()
+
+
+REPORT_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**60, 2**60), st.floats(allow_nan=True),
+                          st.text(max_size=12), st.lists(st.integers(), max_size=2))
+
+
+@given(name=st.sampled_from(sorted(SPECS)), limit=REPORT_VALUES, figure=REPORT_VALUES, per=REPORT_VALUES)
+def test_every_row_renders_whatever_a_hand_edited_report_holds(name, limit, figure, per):
+    spec = SPECS[name]
+    shown = [spec.show_limit(limit), spec.show_measured(figure, unit="pages", per_response=per)]
+    text, style = spec.status(limit, shown[1], None)
+    assert all(isinstance(s, str) and s for s in [*shown, text]) and style in ("pass", "muted")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import struct
 import subprocess
@@ -14,6 +13,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
+from inner_session import inner_session
 from spiders_source import SPIDERS
 
 from pytest_crawlmem.core.budgets import Budgets, Violation
@@ -275,27 +275,22 @@ def test_sweep(crawl_sweep, fixture_site):
 '''
 
 
-@pytest.fixture(scope="module")
-def real_reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Run two real crawls (a leaky one with a hostile test id and source line, a clean one) in a pytest subprocess."""
-    root = tmp_path_factory.mktemp("real")
-    (root / "spiders.py").write_text(REAL_SPIDERS)
-    (root / "test_crawls.py").write_text(REAL_TESTS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--junitxml=junit.xml", "test_crawls.py"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+@pytest.fixture
+def real_reports(pytester: pytest.Pytester) -> Path:
+    """The directory of REAL_TESTS' run (a leaky crawl with a hostile test id and source line, clean ones, a browser
+    job, a sweep): run once through pytester's ``runpytest_subprocess`` by the first test that needs it."""
+    (pytester.path / "spiders.py").write_text(REAL_SPIDERS)  # the first test's directory is where the run happens
+    outcome, root = inner_session(pytester, REAL_TESTS, "[pytest]\n", "--junitxml=junit.xml", timeout=600)
+    assert outcome.ret == 0, outcome.stdout.str() + outcome.stderr.str()
     return root
 
 
-def leaky_dir(root: Path) -> Path:
-    return next((root / ".crawlmem").glob("test_crawls.py__test_leaky*"))
+def leaky_dir(root: Path) -> Path:  # inner_session runs REAL_TESTS as test_suite.py
+    return next((root / ".crawlmem").glob("test_suite.py__test_leaky*"))
 
 
 def clean_dir(root: Path) -> Path:
-    return root / ".crawlmem" / "test_crawls.py__test_clean"
+    return root / ".crawlmem" / "test_suite.py__test_clean"
 
 
 def chromium_path() -> str | None:
@@ -535,8 +530,8 @@ def test_synthetic_reports_are_readable_at_1400_px(tmp_path, request):
 
 
 def test_real_reports_answer_above_the_fold_and_are_readable_in_chromium(real_reports, request):
-    browser = real_reports / ".crawlmem" / "test_crawls.py__test_browser" / "report.html"
-    sweep = real_reports / ".crawlmem" / "test_crawls.py__test_sweep" / "sweep.html"
+    browser = real_reports / ".crawlmem" / "test_suite.py__test_browser" / "report.html"
+    sweep = real_reports / ".crawlmem" / "test_suite.py__test_sweep" / "sweep.html"
     pages = [clean_dir(real_reports) / "report.html", leaky_dir(real_reports) / "report.html", sweep]
     pages += [browser] if browser.exists() else []
     clean, leaky, swept, *browser_found = layout(pages, artifacts_dir(request))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -164,13 +165,18 @@ def _docstrings(tree: ast.AST) -> set[int]:
     return found
 
 
+#: A ``CRAWLMEM_*`` name, wherever it stands in a string.
+SETTING_NAME = re.compile(r"CRAWLMEM_[A-Z0-9_]*[A-Z0-9]")
+
+
 def crawlmem_literals(source: str) -> list[str]:
-    """The string literals of ``source`` (f-string parts too, docstrings not) that start with a ``CRAWLMEM_`` name."""
+    """The ``CRAWLMEM_*`` names spelled in the string literals of ``source`` (keys, and inside messages and f-string
+    parts; docstrings and comments not)."""
     tree = ast.parse(source)
     docstrings = _docstrings(tree)
-    return [node.value for node in ast.walk(tree)
+    return [name for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
-            and node.value.startswith("CRAWLMEM_") and node.value.split()[0].rstrip("=':,") not in NOT_SETTINGS]
+            for name in SETTING_NAME.findall(node.value) if name not in NOT_SETTINGS]
 
 
 def test_no_crawlmem_setting_is_spelled_outside_the_settings_table():
@@ -179,7 +185,23 @@ def test_no_crawlmem_setting_is_spelled_outside_the_settings_table():
     assert not spelled, f"use core.defaults.name_of / settings_of / CrawlMemConfig instead: {spelled}"
 
 
-def test_the_literal_check_sees_keys_messages_and_f_strings_but_not_docstrings():
-    source = '"""CRAWLMEM_ENABLED in a docstring."""\nx = {"CRAWLMEM_JSONL": 1}\ny = f"CRAWLMEM_BUDGET {x} is off"\n'
-    assert crawlmem_literals(source) == ["CRAWLMEM_JSONL", "CRAWLMEM_BUDGET "]
+def test_report_html_names_no_budget_it_renders_from_the_budgets_row():
+    from pytest_crawlmem.core.budgets import SPECS
+    from pytest_crawlmem.reports.document import FIGURES
+
+    tree = ast.parse((PACKAGE / "reports" / "html.py").read_text(encoding="utf-8"))
+    named = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in SPECS}
+    assert not named - set(FIGURES), f"reports/html.py names budgets {sorted(named - set(FIGURES))}: read their SPECS row"
+
+
+def test_the_settings_table_is_a_leaf_so_every_module_can_name_its_settings():
+    tree = ast.parse((PACKAGE / "core" / "defaults.py").read_text(encoding="utf-8"))
+    relative = [node.module or "." for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level]
+    assert not relative, f"core/defaults.py imports {relative}: a module it imports could not import it (a cycle)"
+
+
+def test_the_literal_check_sees_keys_and_names_inside_messages_and_f_strings_but_not_docstrings():
+    source = ('"""CRAWLMEM_ENABLED in a docstring."""\nx = {"CRAWLMEM_JSONL": 1}  # CRAWLMEM_GC_FREEZE in a comment\n'
+              'y = f"CRAWLMEM_BUDGET {x} is off"\nz = f"raise CRAWLMEM_DRAIN_TIMEOUT_SECONDS ({x} s)"\n')
+    assert sorted(crawlmem_literals(source)) == ["CRAWLMEM_BUDGET", "CRAWLMEM_DRAIN_TIMEOUT_SECONDS", "CRAWLMEM_JSONL"]
     assert crawlmem_literals('os.environ.get("CRAWLMEM_CHROMIUM")\n') == []

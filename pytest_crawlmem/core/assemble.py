@@ -8,7 +8,7 @@ isolated crawl killed before it wrote its result (``isolated``) and a bare ``sam
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,8 +137,8 @@ def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], inter
         max_active_size_bytes=max((s.active_size_bytes or 0 for s in samples), default=0),
         backout_seconds=round(sum(s.span for s in samples if s.backout) * interval_seconds, 3),  # span: timeline.py
         max_disk_scheduled=max((s.disk_scheduled or 0 for s in samples), default=0),
-        max_jobdir_bytes=_max_known(s.jobdir_bytes for s in samples),
-        max_media_cached=_max_known(s.media_cached for s in samples),
+        **{f.name: _max_known(getattr(s, f.metadata["sample"]) for s in samples) for f in fields(Peaks)
+           if "sample" in f.metadata},  # the largest reading of a sample field (models.peak_of)
     )
 
 

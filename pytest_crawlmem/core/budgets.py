@@ -1,18 +1,27 @@
-"""Budgets of the ``crawl_memory`` marker: parsing, precedence and checks (pure: no pytest, no Scrapy)."""
+"""Budgets of the ``crawl_memory`` marker: parsing, precedence and checks (pure: no pytest, no Scrapy).
+
+Each budget is one :class:`BudgetSpec` row of :data:`SPECS`: its parser, its help, the figure it is checked against
+and how (``check``), and how report.html shows its limit, figure and status (``show_limit``, ``show_measured``,
+``status``). ``check_budgets``, report.html, the ``--markers`` help and the docs' table all read the rows.
+"""
 
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from . import stops, verdicts
-from .growth import DEFAULT_LEAK_PER_RESPONSE
+from .defaults import DEFAULT_LEAK_PER_RESPONSE
 from .models import CrawlResult
 from .tolerances import parse_compare_fail
-from .units import UnitError, format_size, parse_count, parse_ratio, parse_seconds, parse_size
+from .units import UnitError, format_duration, format_size, parse_count, parse_ratio, parse_seconds, parse_size
 
 LEAK_MODES = ("fail", "warn", "off")
+#: The budget of the growth verdict: its violation is the verdict's (report.html gives the verdict's fix instead).
+VERDICT_BUDGET = "leak"
 LEAK_VERDICTS = verdicts.LEAKS
 
 
@@ -29,14 +38,30 @@ def _parse_leak(value: object, *, source: str) -> str:
 #: How a budget's value is written and compared: each kind has one parser, one docs wording and one report format.
 KINDS = ("size", "count", "seconds", "ratio", "mode", "tolerances")
 
+#: How a row's checked figure reads in report.html: by its kind, ``reached`` (a threshold crossed or not: the figure
+#: is where), ``verdict`` (the verdict, then the growth per unit), ``per-unit`` (a size per response).
+SHOWS = ("kind", "reached", "verdict", "per-unit")
+
+#: A budget's check: the violation of ``result`` against this row's limit in ``budgets`` (``None``: kept).
+Check = Callable[["BudgetSpec", "Budgets", CrawlResult], "Violation | None"]
+
+
+def _number(value: object) -> float | None:
+    """A finite int or float (not a bool) as a float, else ``None`` (what report.json may hold instead)."""
+    if type(value) is int or (type(value) is float and math.isfinite(value)):
+        return float(value)
+    return None
+
 
 @dataclass(frozen=True)
 class BudgetSpec:
-    """One budget, in one row: its name, kind and parser, what it limits, and the figure it is checked against.
+    """One budget, in one row: its name, kind and parser, what it limits, the figure it is checked against and how,
+    and how report.html renders it.
 
-    ``figure`` is the CrawlResult attribute compared with the limit, ``label`` how messages name it, and
-    ``report`` where report.json's ``result`` keeps it (the figure's field unless given: ``max_scheduled`` is
-    ``peaks.max_scheduled``; ``()`` when it has no one figure).
+    ``figure`` is the CrawlResult attribute (a dotted path: ``peaks.max_inflight``) compared with the limit, ``label``
+    how messages name it, and ``report`` where report.json's ``result`` keeps it (the figure's path unless given:
+    ``max_scheduled`` is ``peaks.max_scheduled``; ``()`` when it has no one figure). ``check`` finds its violation
+    (size and count rows with a figure: the figure over the limit); ``cause`` is why it breaks and what to change.
     """
 
     name: str
@@ -48,6 +73,15 @@ class BudgetSpec:
     label: str = ""
     report: tuple[str, ...] | None = None
     positive: bool = False  # 0 is refused too (a tolerance of nothing)
+    check: Check | None = None
+    cause: str = ""
+    stop: str = ""  # the finish reason of a crawl this hard limit stopped (core.stops)
+    danger: bool = False  # its violation carries the danger snapshot's summary
+    shows: str = "kind"  # one of SHOWS
+    kept: tuple[str, str] = ("kept", "pass")  # report.html's status when set and not broken: text, style
+    off: str | None = None  # the value that turns its check off (report.html: "not checked")
+    panel: str = ""  # the timeline panel its limit is drawn on (report.html), "" for none
+    from_start: bool = False  # drawn at the start RSS plus the limit (a growth)
 
     @property
     def report_path(self) -> tuple[str, ...]:
@@ -56,144 +90,58 @@ class BudgetSpec:
             return self.report
         return tuple(CrawlResult.ALIASES.get(self.figure, self.figure).split(".")) if self.figure else ()
 
+    def measure(self, result: CrawlResult) -> object:
+        """The figure of ``result`` this budget is checked against (``None`` when not measured)."""
+        value: object = result
+        for step in (self.figure or self.name).split("."):
+            value = getattr(value, step, None)
+        return value
 
-def _row(name: str, kind: str, help: str, figure: str | None = None, label: str = "", **more: object) -> BudgetSpec:
-    """A budget row whose parser is its kind's."""
-    return BudgetSpec(name, _PARSERS[kind], help, kind=kind, figure=figure, label=label, **more)  # type: ignore[arg-type]
+    def show_limit(self, value: object) -> str:
+        """The limit as report.html shows it."""
+        number = _number(value)
+        if self.kind == "ratio":
+            return f"{value}x"
+        if self.kind not in ("size", "count", "seconds"):
+            return str(value)
+        if number is None:
+            return "-"
+        text = format_size(number) if self.kind == "size" else format_duration(number) if self.kind == "seconds" else (
+            f"{number:,.0f}")
+        return text + ("/response" if self.shows == "per-unit" else "")
 
+    def show_measured(self, value: object, *, unit: str = "responses", per_response: object = None) -> str:
+        """The checked figure (``value``: what ``report_path`` reads) as report.html shows it; ``-``: not measured.
 
-_PARSERS: dict[str, Callable[..., object]] = {
-    "size": parse_size, "count": parse_count, "seconds": parse_seconds, "ratio": parse_ratio, "mode": _parse_leak,
-    "tolerances": parse_compare_fail,
-}
+        A ``verdict`` row shows the growth ``per_response`` (per ``unit``) after the verdict.
+        """
+        if self.shows == "verdict":
+            per = _number(per_response)
+            return f"{value}" + ("" if per is None else f" ({format_size(per)}/{unit[:-1]})")
+        number = _number(value)
+        if self.shows == "reached":
+            return "not reached" if value is None else f"reached ({'-' if number is None else format_size(number)})"
+        if not self.report_path or number is None:
+            return "-"
+        if self.shows == "per-unit":
+            return f"{format_size(number)}/{unit[:-1]}"
+        if self.kind == "ratio":
+            return f"{number:.1f}x"
+        if self.kind == "seconds":
+            return format_duration(number)
+        if self.kind == "size":
+            return format_size(number) + (f" {self.label}" if self.stop and number else "")
+        return f"{number:,.0f}"
 
-SPECS: dict[str, BudgetSpec] = {
-    spec.name: spec
-    for spec in (
-        _row("peak_rss", "size", "highest RSS of the process during the crawl (exact, from VmHWM)", "peak_rss", "peak RSS"),
-        _row("rss_growth", "size", "RSS at the end of the crawl minus RSS at its start", "rss_growth", "RSS growth"),
-        _row("traced_peak", "size", "peak of Python allocations traced by tracemalloc during the crawl", "traced_peak",
-             "traced peak"),
-        _row("leak_per_response", "size", "retained growth per response tolerated before a leak verdict",
-             report=("growth", "per_response_bytes"), positive=True),
-        _row("leak", "mode", "what a leak verdict does: 'fail' (default), 'warn' or 'off'", report=("verdict",)),
-        _row("max_scheduled", "count", "most requests waiting in the scheduler", "max_scheduled", "the scheduler queue"),
-        _row("max_active_size", "size", "largest scraper active_size (response bytes being processed)", "max_active_size",
-             "scraper active size"),
-        _row("max_inflight", "count", "most downloads in flight at once", "max_inflight", "downloads in flight"),
-        _row("max_dropped", "count", "most responses dropped (size limits, failed media)", "dropped_count",
-             "dropped responses"),
-        _row("jobdir_disk", "size", "most disk used by JOBDIR (file sizes summed; crawls without JOBDIR pass)", "jobdir_disk",
-             "JOBDIR on disk"),
-        _row("browser_pss", "size", "peak summed PSS of the browser process tree (Playwright driver and Chromium)",
-             "browser_pss", "the browser tree's peak PSS", report=("browser", "peak_pss_bytes")),
-        _row("max_open_pages", "count", "most browser pages open at once", "max_open_pages", "open browser pages",
-             report=("browser", "max_open_pages")),
-        _row("max_replay_misses", "count", "most requests a replayed crawl found nowhere in its recording (404)",
-             "replay_misses", "replay misses"),
-        _row("kill_at", "size", "hard ceiling: RSS (in a browser crawl, plus the browser tree's PSS) at which the crawl"
-             " is stopped at once (the test fails)", "peak_rss", "peak RSS"),
-        _row("timeout", "seconds", "seconds after which the crawl is stopped (the test fails)", "duration_seconds",
-             "duration"),
-        _row("min_responses", "count", "fewest responses a crawl must get (default 1: a crawl that measured"
-             " nothing fails; 0 lets it pass)", "responses", "responses"),
-        _row("lost", "count", "crawl_cluster: most requests scheduled and never processed", report=()),
-        _row("redis_memory", "size", "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger left out)",
-             report=()),
-        _row("cluster_rss", "size", "crawl_cluster: the workers' peak RSS summed", report=()),
-        _row("compare_fail", "tolerances", "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'"),
-        _row("snapshot_at", "size", "RSS at which the danger snapshot is taken once (danger.json; default 80% of"
-             " kill_at, else of peak_rss); never fails a test", report=("danger", "rss_bytes")),
-        _row("max_amplification", "ratio", "most memory a callback may hold while parsing, as a multiple of the"
-             " response body (e.g. 8 or '8x')", report=("parse_amplification", "max_ratio")),
-        _row("billed_mismatch", "count", "most screenshot captures billed although not clean, or clean and not"
-             " billed (X-Page-Verdict / X-Billed)", report=("shots", "billed_mismatch")),
-    )
-}
-
-
-@dataclass(frozen=True)
-class Budgets:
-    """Resolved budgets of one test (``None`` = not set); sizes in bytes, time in seconds."""
-
-    peak_rss: int | None = None
-    rss_growth: int | None = None
-    traced_peak: int | None = None
-    leak_per_response: int | None = None
-    leak: str = "fail"
-    max_scheduled: int | None = None
-    max_active_size: int | None = None
-    max_inflight: int | None = None
-    max_dropped: int | None = None
-    jobdir_disk: int | None = None
-    browser_pss: int | None = None
-    max_open_pages: int | None = None
-    max_replay_misses: int | None = None
-    kill_at: int | None = None
-    timeout: float | None = None
-    min_responses: int | None = None
-    compare_fail: str | None = None
-    snapshot_at: int | None = None
-    max_amplification: float | None = None
-    billed_mismatch: int | None = None
-    lost: int | None = None
-    redis_memory: int | None = None
-    cluster_rss: int | None = None
-
-    def set_values(self) -> dict[str, object]:
-        """Return the budgets that are set, by name."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
-
-
-def parse_budget(name: str, value: object, *, source: str) -> object:
-    """Parse one budget value; raise :class:`BudgetError` naming ``source`` if it is wrong."""
-    spec = SPECS.get(name)
-    if spec is None:
-        known = ", ".join(sorted(n for n, s in SPECS.items() if s.enforced))
-        close = difflib.get_close_matches(name, [n for n, s in SPECS.items() if s.enforced], n=1, cutoff=0.6)
-        hint = f": did you mean {close[0]!r}?" if close else ""
-        raise BudgetError(f"unknown budget {name!r} in {source}{hint} (known budgets: {known})")
-    if not spec.enforced:
-        raise BudgetError(
-            f"budget {name!r} in {source} is not enforced by this version of pytest-crawlmem yet;"
-            " remove it rather than rely on a limit that is not checked"
-        )
-    if _negative(value):
-        raise BudgetError(f"invalid {name} {value!r} in {source}: must not be negative")
-    try:
-        parsed = spec.parse(value, source=f"{name} in {source}")
-    except UnitError as exc:
-        raise BudgetError(str(exc)) from exc
-    if spec.positive and parsed == 0:
-        raise BudgetError(
-            f"invalid {name} {value!r} in {source}: must be above 0 (it is the growth per response tolerated before a"
-            " leak verdict; to judge no leak at all, set leak='off')"
-        )
-    return parsed
-
-
-def _negative(value: object) -> bool:
-    """A negative number, or a string that starts with a minus sign (``"-5 MiB"``)."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, (int, float)):
-        return value < 0
-    return isinstance(value, str) and value.strip().startswith("-")
-
-
-def resolve_budgets(
-    marker_values: Iterable[tuple[Mapping[str, object], str]],
-    defaults: Mapping[str, object],
-) -> Budgets:
-    """Merge budgets: marker values (closest first) override ``defaults`` (already parsed ini values).
-
-    ``marker_values`` yields ``(kwargs, source)`` pairs, the closest marker first.
-    """
-    merged: dict[str, object] = dict(defaults)
-    for kwargs, source in reversed(list(marker_values)):
-        for name, value in kwargs.items():
-            merged[name] = parse_budget(name, value, source=source)
-    return Budgets(**merged)  # type: ignore[arg-type]
+    def status(self, value: object, measured: str, violation: Violation | None) -> tuple[str, str]:
+        """report.html's status of this budget, set to ``value``: text and style (pass, fail, warn, muted)."""
+        if violation is not None:
+            return ("broken", "fail") if violation.fails else ("warned", "warn")
+        if self.off is not None and value == self.off:
+            return f"not checked ({self.name}={value!r})", "muted"
+        if self.kept != ("kept", "pass") or measured != "-":
+            return self.kept
+        return "kept: not reached (nothing measured)", "pass"
 
 
 @dataclass(frozen=True)
@@ -207,83 +155,29 @@ class Violation:
     fails: bool = True
 
 
-#: Why a queue budget breaks and what to change, appended to its message (the terminal and report.html show both).
-CAUSES = {
-    "max_scheduled": "the spider discovers requests faster than they are downloaded, and the scheduler keeps every"
-    " one in memory; fix: yield requests lazily from start() as they are needed, keep the queue on disk with JOBDIR,"
-    " or bound the frontier (DEPTH_LIMIT, CLOSESPIDER_ITEMCOUNT)",
-    "max_inflight": "CONCURRENT_REQUESTS (and CONCURRENT_REQUESTS_PER_DOMAIN) allow this many downloads at once, each"
-    " buffering its body; fix: lower them, or raise the budget if the memory is affordable",
-    "max_active_size": "responses pile up behind slow callbacks or pipelines (Scrapy backs out softly at"
-    " SCRAPER_SLOT_MAX_ACTIVE_SIZE); fix: make callbacks and pipelines cheaper, or lower CONCURRENT_REQUESTS",
-}
-
-
-def _size_check(name: str, what: str, measured: int | None, limit: int | None) -> Violation | None:
+def _over(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation | None:
+    """A size or count budget: the figure its row names, of ``result``, over the test's limit."""
+    limit, measured = getattr(budgets, spec.name), spec.measure(result)
     if limit is None or measured is None or measured <= limit:
         return None
-    message = f"{what} was {format_size(measured)}, over the budget {name}={format_size(limit)}"
-    return Violation(name, measured, limit, message + (f": {CAUSES[name]}" if name in CAUSES else ""))
-
-
-def _count_check(name: str, what: str, measured: int, limit: int | None) -> Violation | None:
-    if limit is None or measured <= limit:
-        return None
-    message = f"{what} reached {measured:,}, over the budget {name}={limit:,}"
-    return Violation(name, measured, limit, message + (f": {CAUSES[name]}" if name in CAUSES else ""))
-
-
-def _figure_check(name: str, budgets: Budgets, result: CrawlResult) -> Violation | None:
-    """A size or count budget: the figure its row names, of ``result``, against the test's limit."""
-    spec = SPECS[name]
-    measured = getattr(result, spec.figure or name)
     if spec.kind == "size":
-        return _size_check(name, spec.label, measured, getattr(budgets, name))
-    return _count_check(name, spec.label, measured, getattr(budgets, name))
+        message = f"{spec.label} was {format_size(measured)}, over the budget {spec.name}={format_size(limit)}"  # type: ignore[arg-type]
+    else:
+        message = f"{spec.label} reached {measured:,}, over the budget {spec.name}={limit:,}"
+    return Violation(spec.name, measured, limit, message + (f": {spec.cause}" if spec.cause else ""))  # type: ignore[arg-type]
 
 
-def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
-    """Return every budget ``result`` broke (empty when it kept them all)."""
-    checks = [
-        _figure_check("peak_rss", budgets, result),
-        _figure_check("rss_growth", budgets, result),
-        _figure_check("traced_peak", budgets, result),
-        _figure_check("max_scheduled", budgets, result),
-        _figure_check("max_active_size", budgets, result),
-        _figure_check("max_inflight", budgets, result),
-        _dropped_check(budgets.max_dropped, result),
-        _jobdir_check(budgets.jobdir_disk, result),
-        _figure_check("browser_pss", budgets, result),
-        _figure_check("max_open_pages", budgets, result),
-        _unclosed_pages_check(result),
-        _replay_misses_check(budgets.max_replay_misses, result),
-        _stop_check("kill_at", budgets.kill_at, result, stops.KILL_AT),  # a stopped crawl's leak verdict comes second
-        _stop_check("timeout", budgets.timeout, result, stops.TIMEOUT),
-        _leak_check(budgets, result),
-        nothing_measured(budgets.min_responses, result),
-        _amplification_check(budgets.max_amplification, result),
-        _billing_check(budgets.billed_mismatch, result),
-    ]
-    return [_with_danger(v, result) for v in checks if v is not None]
-
-
-#: Snapshot taken at this share of ``kill_at`` (else of ``peak_rss``) when ``snapshot_at`` is not set.
-DEFAULT_SNAPSHOT_SHARE = 0.8
-
-
-def snapshot_threshold(budgets: Budgets) -> int | None:
-    """RSS at which to take the danger snapshot: ``snapshot_at``, else 80% of ``kill_at``, else of ``peak_rss``."""
-    if budgets.snapshot_at is not None:
-        return budgets.snapshot_at
-    ceiling = budgets.kill_at if budgets.kill_at is not None else budgets.peak_rss
-    return int(ceiling * DEFAULT_SNAPSHOT_SHARE) if ceiling is not None else None
-
-
-def _with_danger(violation: Violation, result: CrawlResult) -> Violation:
-    """A broken peak_rss or kill_at carries the danger snapshot's one-line summary."""
-    if result.danger is None or violation.budget not in ("peak_rss", "kill_at"):
-        return violation
-    return replace(violation, message=f"{violation.message}; {result.danger.describe()} (danger.json)")
+def _stop_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation | None:
+    """The harness stopped the crawl because it hit this hard limit (its row's ``stop`` reason)."""
+    limit = getattr(budgets, spec.name)
+    if limit is None or result.finish_reason != spec.stop:
+        return None
+    limit_text = format_size(limit) if spec.kind == "size" else f"{limit:g} s"
+    message = (
+        f"{result.stopped_because or spec.name}={limit_text}: the crawl was stopped after {result.responses:,} responses"
+        f" and {result.duration_seconds:.1f} s (peak RSS {format_size(result.peak_rss)})"
+    )
+    return Violation(spec.name, spec.measure(result), limit, message)  # type: ignore[arg-type]
 
 
 def _amplification_check(limit: float | None, result: CrawlResult) -> Violation | None:
@@ -363,30 +257,18 @@ def _jobdir_check(limit: int | None, result: CrawlResult) -> Violation | None:
     return Violation("jobdir_disk", measured, limit, message)
 
 
-def _stop_check(name: str, limit: float | None, result: CrawlResult, reason: str) -> Violation | None:
-    """The harness stopped the crawl because it hit this hard limit."""
-    if limit is None or result.finish_reason != reason:
-        return None
-    limit_text = format_size(limit) if name == "kill_at" else f"{limit:g} s"
-    message = (
-        f"{result.stopped_because or name}={limit_text}: the crawl was stopped after {result.responses:,} responses"
-        f" and {result.duration_seconds:.1f} s (peak RSS {format_size(result.peak_rss)})"
-    )
-    measured = result.peak_rss if name == "kill_at" else result.duration_seconds
-    return Violation(name, measured, limit, message)
-
-
-def _leak_check(budgets: Budgets, result: CrawlResult) -> Violation | None:
+def _leak_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation | None:
+    """A leak verdict fails, warns or is ignored as ``leak`` says; ``leak="fail"`` warns when it could not judge."""
     growth = result.growth
     # never a silent pass: a warning that says why (a crawl without responses or stopped by a hard limit says so already)
     if budgets.leak == "fail" and growth.verdict == verdicts.INCONCLUSIVE and result.responses and not result.stopped_because:
         message = f"leak=\"fail\" could not judge this crawl's memory: {growth.reason}"
-        return Violation("leak", growth.per_response_bytes or 0.0, 0.0, message, fails=False)
+        return Violation(spec.name, growth.per_response_bytes or 0.0, 0.0, message, fails=False)
     if budgets.leak == "off" or growth.verdict not in LEAK_VERDICTS:
         return None
     per_response = growth.per_response_bytes or 0.0
     limit = float(budgets.leak_per_response or DEFAULT_LEAK_PER_RESPONSE)
-    return Violation("leak", per_response, limit, f"{growth.verdict}: {growth.reason}", fails=budgets.leak == "fail")
+    return Violation(spec.name, per_response, limit, f"{growth.verdict}: {growth.reason}", fails=budgets.leak == "fail")
 
 
 #: A crawl with fewer responses than this measured nothing: it fails unless ``min_responses`` says otherwise.
@@ -422,3 +304,205 @@ def only_errors(result: CrawlResult) -> str | None:
         f"every response of the crawl was an HTTP error ({counts}): its memory figures describe error pages,"
         " not the pages the spider is written for"
     )
+
+
+def _row(name: str, kind: str, help: str, figure: str | None = None, label: str = "", **more: object) -> BudgetSpec:
+    """A budget row whose parser is its kind's; a size or count row with a figure is checked on it (``_over``)."""
+    if "check" not in more and figure is not None and kind in ("size", "count"):
+        more["check"] = _over
+    return BudgetSpec(name, _PARSERS[kind], help, kind=kind, figure=figure, label=label, **more)  # type: ignore[arg-type]
+
+
+_PARSERS: dict[str, Callable[..., object]] = {
+    "size": parse_size, "count": parse_count, "seconds": parse_seconds, "ratio": parse_ratio, "mode": _parse_leak,
+    "tolerances": parse_compare_fail,
+}
+
+#: Kept, for report.html, by the rows whose status is not "kept".
+_NOT_STOPPED = ("kept: the crawl was not stopped", "pass")
+
+
+def _checked(check: Callable[[Any, CrawlResult], Violation | None]) -> Check:
+    """A row's check from a function of its limit and the result."""
+    return lambda spec, budgets, result: check(getattr(budgets, spec.name), result)
+
+
+#: The budgets, in the order ``check_budgets`` reports their violations (a stopped crawl's leak verdict comes second).
+SPECS: dict[str, BudgetSpec] = {
+    spec.name: spec
+    for spec in (
+        _row("peak_rss", "size", "highest RSS of the process during the crawl (exact, from VmHWM)", "peak_rss", "peak RSS",
+             danger=True, panel="rss"),
+        _row("rss_growth", "size", "RSS at the end of the crawl minus RSS at its start", "rss_growth", "RSS growth",
+             panel="rss", from_start=True),
+        _row("traced_peak", "size", "peak of Python allocations traced by tracemalloc during the crawl", "traced_peak",
+             "traced peak", panel="traced"),
+        _row("max_scheduled", "count", "most requests waiting in the scheduler", "max_scheduled", "the scheduler queue",
+             panel="scheduled", cause="the spider discovers requests faster than they are downloaded, and the scheduler"
+             " keeps every one in memory; fix: yield requests lazily from start() as they are needed, keep the queue on"
+             " disk with JOBDIR, or bound the frontier (DEPTH_LIMIT, CLOSESPIDER_ITEMCOUNT)"),
+        _row("max_active_size", "size", "largest scraper active_size (response bytes being processed)", "max_active_size",
+             "scraper active size", panel="active", cause="responses pile up behind slow callbacks or pipelines (Scrapy"
+             " backs out softly at SCRAPER_SLOT_MAX_ACTIVE_SIZE); fix: make callbacks and pipelines cheaper, or lower"
+             " CONCURRENT_REQUESTS"),
+        _row("max_inflight", "count", "most downloads in flight at once", "max_inflight", "downloads in flight",
+             panel="inflight", cause="CONCURRENT_REQUESTS (and CONCURRENT_REQUESTS_PER_DOMAIN) allow this many downloads"
+             " at once, each buffering its body; fix: lower them, or raise the budget if the memory is affordable"),
+        _row("max_dropped", "count", "most responses dropped (size limits, failed media)", "dropped_count",
+             "dropped responses", check=_checked(_dropped_check)),
+        _row("jobdir_disk", "size", "most disk used by JOBDIR (file sizes summed; crawls without JOBDIR pass)", "jobdir_disk",
+             "JOBDIR on disk", check=_checked(_jobdir_check)),
+        _row("browser_pss", "size", "peak summed PSS of the browser process tree (Playwright driver and Chromium)",
+             "browser_pss", "the browser tree's peak PSS", report=("browser", "peak_pss_bytes"), panel="pss"),
+        _row("max_open_pages", "count", "most browser pages open at once", "max_open_pages", "open browser pages",
+             report=("browser", "max_open_pages"), panel="pages"),
+        _row("max_open_fds", "count", "most file descriptors the crawl process held open at once (sampled)",
+             "peaks.max_open_fds", "open file descriptors"),
+        _row("max_replay_misses", "count", "most requests a replayed crawl found nowhere in its recording (404)",
+             "replay_misses", "replay misses", check=_checked(_replay_misses_check)),
+        _row("kill_at", "size", "hard ceiling: RSS (in a browser crawl, plus the browser tree's PSS) at which the crawl"
+             " is stopped at once (the test fails)", "peak_rss", "peak RSS", stop=stops.KILL_AT,
+             check=_stop_check, danger=True, kept=_NOT_STOPPED,
+             panel="rss"),
+        _row("timeout", "seconds", "seconds after which the crawl is stopped (the test fails)", "duration_seconds",
+             "duration", stop=stops.TIMEOUT, check=_stop_check,
+             kept=_NOT_STOPPED),
+        _row("leak_per_response", "size", "retained growth per response tolerated before a leak verdict",
+             report=("growth", "per_response_bytes"), positive=True, shows="per-unit", kept=("threshold of leak", "muted")),
+        _row(VERDICT_BUDGET, "mode", "what a leak verdict does: 'fail' (default), 'warn' or 'off'", report=("verdict",),
+             check=_leak_check, shows="verdict", off="off"),
+        _row("min_responses", "count", "fewest responses a crawl must get (default 1: a crawl that measured"
+             " nothing fails; 0 lets it pass)", "responses", "responses",
+             check=_checked(nothing_measured)),
+        _row("lost", "count", "crawl_cluster: most requests scheduled and never processed", report=()),
+        _row("redis_memory", "size", "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger left out)",
+             report=()),
+        _row("cluster_rss", "size", "crawl_cluster: the workers' peak RSS summed", report=()),
+        _row("compare_fail", "tolerances", "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'",
+             kept=("tolerance of --crawlmem-compare", "muted")),
+        _row("snapshot_at", "size", "RSS at which the danger snapshot is taken once (danger.json; default 80% of"
+             " kill_at, else of peak_rss); never fails a test", report=("danger", "rss_bytes"), shows="reached"),
+        _row("max_amplification", "ratio", "most memory a callback may hold while parsing, as a multiple of the"
+             " response body (e.g. 8 or '8x')", report=("parse_amplification", "max_ratio"),
+             check=_checked(_amplification_check)),
+        _row("billed_mismatch", "count", "most screenshot captures billed although not clean, or clean and not"
+             " billed (X-Page-Verdict / X-Billed)", report=("shots", "billed_mismatch"),
+             check=_checked(_billing_check)),
+    )
+}
+
+#: Why a queue budget breaks and what to change, appended to its message (the terminal and report.html show both).
+CAUSES = {name: spec.cause for name, spec in SPECS.items() if spec.cause}
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Resolved budgets of one test (``None`` = not set); sizes in bytes, time in seconds."""
+
+    peak_rss: int | None = None
+    rss_growth: int | None = None
+    traced_peak: int | None = None
+    leak_per_response: int | None = None
+    leak: str = "fail"
+    max_scheduled: int | None = None
+    max_active_size: int | None = None
+    max_inflight: int | None = None
+    max_dropped: int | None = None
+    jobdir_disk: int | None = None
+    browser_pss: int | None = None
+    max_open_pages: int | None = None
+    max_replay_misses: int | None = None
+    max_open_fds: int | None = None
+    kill_at: int | None = None
+    timeout: float | None = None
+    min_responses: int | None = None
+    compare_fail: str | None = None
+    snapshot_at: int | None = None
+    max_amplification: float | None = None
+    billed_mismatch: int | None = None
+    lost: int | None = None
+    redis_memory: int | None = None
+    cluster_rss: int | None = None
+
+    def set_values(self) -> dict[str, object]:
+        """Return the budgets that are set, by name."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+def parse_budget(name: str, value: object, *, source: str) -> object:
+    """Parse one budget value; raise :class:`BudgetError` naming ``source`` if it is wrong."""
+    spec = SPECS.get(name)
+    if spec is None:
+        known = ", ".join(sorted(n for n, s in SPECS.items() if s.enforced))
+        close = difflib.get_close_matches(name, [n for n, s in SPECS.items() if s.enforced], n=1, cutoff=0.6)
+        hint = f": did you mean {close[0]!r}?" if close else ""
+        raise BudgetError(f"unknown budget {name!r} in {source}{hint} (known budgets: {known})")
+    if not spec.enforced:
+        raise BudgetError(
+            f"budget {name!r} in {source} is not enforced by this version of pytest-crawlmem yet;"
+            " remove it rather than rely on a limit that is not checked"
+        )
+    if _negative(value):
+        raise BudgetError(f"invalid {name} {value!r} in {source}: must not be negative")
+    try:
+        parsed = spec.parse(value, source=f"{name} in {source}")
+    except UnitError as exc:
+        raise BudgetError(str(exc)) from exc
+    if spec.positive and parsed == 0:
+        raise BudgetError(
+            f"invalid {name} {value!r} in {source}: must be above 0 (it is the growth per response tolerated before a"
+            " leak verdict; to judge no leak at all, set leak='off')"
+        )
+    return parsed
+
+
+def _negative(value: object) -> bool:
+    """A negative number, or a string that starts with a minus sign (``"-5 MiB"``)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return value < 0
+    return isinstance(value, str) and value.strip().startswith("-")
+
+
+def resolve_budgets(
+    marker_values: Iterable[tuple[Mapping[str, object], str]],
+    defaults: Mapping[str, object],
+) -> Budgets:
+    """Merge budgets: marker values (closest first) override ``defaults`` (already parsed ini values).
+
+    ``marker_values`` yields ``(kwargs, source)`` pairs, the closest marker first.
+    """
+    merged: dict[str, object] = dict(defaults)
+    for kwargs, source in reversed(list(marker_values)):
+        for name, value in kwargs.items():
+            merged[name] = parse_budget(name, value, source=source)
+    return Budgets(**merged)  # type: ignore[arg-type]
+
+
+def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
+    """Return every budget ``result`` broke (empty when it kept them all): pages a browser crawl left open (always a
+    failure), then each row's check in the order of ``SPECS``."""
+    checks = [_unclosed_pages_check(result)]
+    checks += [spec.check(spec, budgets, result) for spec in SPECS.values() if spec.check is not None]
+    return [_with_danger(v, result) for v in checks if v is not None]
+
+
+#: Snapshot taken at this share of ``kill_at`` (else of ``peak_rss``) when ``snapshot_at`` is not set.
+DEFAULT_SNAPSHOT_SHARE = 0.8
+
+
+def snapshot_threshold(budgets: Budgets) -> int | None:
+    """RSS at which to take the danger snapshot: ``snapshot_at``, else 80% of ``kill_at``, else of ``peak_rss``."""
+    if budgets.snapshot_at is not None:
+        return budgets.snapshot_at
+    ceiling = budgets.kill_at if budgets.kill_at is not None else budgets.peak_rss
+    return int(ceiling * DEFAULT_SNAPSHOT_SHARE) if ceiling is not None else None
+
+
+def _with_danger(violation: Violation, result: CrawlResult) -> Violation:
+    """A broken peak_rss or kill_at carries the danger snapshot's one-line summary."""
+    spec = SPECS.get(violation.budget)
+    if result.danger is None or spec is None or not spec.danger:
+        return violation
+    return replace(violation, message=f"{violation.message}; {result.danger.describe()} (danger.json)")

@@ -4,7 +4,8 @@ The one table of the extension's settings, as Scrapy keeps ``default_settings.py
 ``CrawlMemExtension.from_crawler`` reads them once into a typed :class:`CrawlMemConfig`, test crawls
 override some in ``runner.crawl_settings`` (the ``tests`` column) through :func:`settings_of`, and
 ``docs/production.md``'s table is generated from it (``python -m pytest_crawlmem.docgen``; tests/test_docs.py
-keeps them equal). No other module spells a ``CRAWLMEM_*`` name: they use :func:`name_of` (tests/test_layers.py).
+keeps them equal). No other module spells a ``CRAWLMEM_*`` name, in a key or inside a message: they use
+:func:`name_of` (tests/test_layers.py). A leaf of ``core``: it imports no other module of the package.
 Defaults are production defaults: what a crawl that runs for days should pay.
 """
 
@@ -14,9 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .growth import CHECKPOINT_MIN_RESPONSES, DEFAULT_LEAK_PER_RESPONSE
-
 MIB = 2**20
+#: Responses between checkpoints up to growth.DENSE_UNTIL_RESPONSES; later ones are a third of the crawl so far apart (a
+#: long crawl's trend has leverage enough).
+CHECKPOINT_MIN_RESPONSES = 25
+#: Retained growth per response judged a leak (the ``leak_per_response`` budget's default).
+DEFAULT_LEAK_PER_RESPONSE = 1024
 PREFIX = "CRAWLMEM_"
 
 

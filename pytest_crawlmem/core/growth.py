@@ -27,6 +27,9 @@ from functools import lru_cache
 from itertools import pairwise
 
 from . import verdicts as V
+from .defaults import CHECKPOINT_MIN_RESPONSES as CHECKPOINT_MIN_RESPONSES  # the settings table's defaults
+from .defaults import DEFAULT_LEAK_PER_RESPONSE as DEFAULT_LEAK_PER_RESPONSE
+from .defaults import name_of
 from .excess import ExcessSummary, excess_of_samples
 from .leaktrend import (
     COST_MIN_QUEUED,
@@ -45,9 +48,6 @@ from .trend import slope_only, t95
 MIN_DELTAS = TREND_MIN_POINTS - 1
 #: Judged checkpoints closer than this are merged (the later one kept).
 MIN_INTERVAL_RESPONSES = 20
-#: Responses between checkpoints up to DENSE_UNTIL_RESPONSES; later ones are a third of the crawl so far apart (a long
-#: crawl's trend has leverage enough).
-CHECKPOINT_MIN_RESPONSES = 25
 DENSE_UNTIL_RESPONSES = 300
 #: The trend after a short warm-up judges a leak this many times the threshold. Measured (benchmarks/checkpoint_noise.py):
 #: clean crawls grew at most 2.2 KiB/response in an interval starting at 50 responses or later (a bounded cache filling
@@ -75,7 +75,6 @@ AUTO_REPLAY_RESPONSES = 600
 #: Live Scrapy objects of one class must reach this count to be proven retention (a handful kept by a
 #: closure or a stats value is evidence, not a leak per response).
 PROVEN_MIN_OBJECTS = 20
-DEFAULT_LEAK_PER_RESPONSE = 1024
 #: Memory allowed per request added to the scheduler: generous, since a request's cost
 #: depends on its URL, meta and cb_kwargs (measured: 2.0 KiB for catalog requests, 2.7 KiB
 #: for /explode/ requests, heap estimate). Set too high it can hide a leak, never invent one.
@@ -581,7 +580,7 @@ def _too_few_checkpoints(ev: Evidence) -> Growth | None:
             f" {warmup_responses(ev.total):,} responses; {TREND_MIN_POINTS} are needed to judge growth")
     if undrained and ev.total >= needed:
         advice = (f": {undrained} checkpoint{'s' if undrained != 1 else ''} after the warm-up did not drain (downloads"
-                  " or callbacks were still in progress when the pause timed out, CRAWLMEM_DRAIN_TIMEOUT_SECONDS) and"
+                  f" or callbacks were still in progress when the pause timed out, {name_of('drain_timeout_seconds')}) and"
                   " are not judged: let in-flight work finish (failing or slow downloads, DOWNLOAD_TIMEOUT) or raise"
                   " the drain timeout")
     else:
@@ -829,7 +828,7 @@ def _with_undrained(growth: Growth, ev: Evidence) -> Growth:
     fewer = "CONCURRENT_REQUESTS or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT" if browser else "CONCURRENT_REQUESTS"
     return replace(growth, reason=(
         f"{growth.reason}; the checkpoints did not drain: {undrained} of {len(middle)} hit the drain timeout"
-        " (CRAWLMEM_DRAIN_TIMEOUT_SECONDS) with downloads or callbacks still in progress and are not judged: they"
+        f" ({name_of('drain_timeout_seconds')}) with downloads or callbacks still in progress and are not judged: they"
         f" drain when what is in flight finishes within the timeout (lower {fewer}, or raise the timeout)"))
 
 

@@ -23,6 +23,15 @@ def json_value(value: Any) -> Any:
     return value
 
 
+#: A Sample figure a thinned timeline keeps the maximum of (core/timeline.py's merge): every memory, queue and disk one.
+PEAK: Mapping[str, Any] = {"peak": True}
+
+
+def peak_of(sample_field: str) -> Mapping[str, Any]:
+    """The metadata of a :class:`Peaks` field that is the largest reading of ``sample_field`` (``None``: never read)."""
+    return {"sample": sample_field}
+
+
 @dataclass(frozen=True, slots=True)
 class Sample:
     """One periodic reading of the crawl process, taken by the sampler thread."""
@@ -31,20 +40,24 @@ class Sample:
     responses: int
     items: int
     rss_bytes: int
-    traced_bytes: int | None = None
-    scheduled: int | None = None
-    inflight: int | None = None
-    slot_queued: int | None = None
-    active_size_bytes: int | None = None
+    traced_bytes: int | None = field(default=None, metadata=PEAK)
+    scheduled: int | None = field(default=None, metadata=PEAK)
+    inflight: int | None = field(default=None, metadata=PEAK)
+    slot_queued: int | None = field(default=None, metadata=PEAK)
+    active_size_bytes: int | None = field(default=None, metadata=PEAK)
     backout: bool | None = None
-    disk_scheduled: int | None = None
-    browser_rss_bytes: int | None = None  # summed RSS of the browser process tree (double counts shared pages)
-    browser_pss_bytes: int | None = None  # summed PSS of the tree: its footprint (read less often; the last reading)
-    browser_uss_bytes: int | None = None  # summed USS of the tree: memory only it holds
-    open_pages: int | None = None
-    open_contexts: int | None = None
-    jobdir_bytes: int | None = None  # sum of the file sizes under JOBDIR (None without JOBDIR)
-    media_cached: int | None = None  # entries in the media pipelines' per-spider cache (None without a media pipeline)
+    disk_scheduled: int | None = field(default=None, metadata=PEAK)
+    # summed RSS of the browser process tree (double counts shared pages)
+    browser_rss_bytes: int | None = field(default=None, metadata=PEAK)
+    # summed PSS of the tree: its footprint (read less often; the last reading)
+    browser_pss_bytes: int | None = field(default=None, metadata=PEAK)
+    browser_uss_bytes: int | None = field(default=None, metadata=PEAK)  # summed USS of the tree: memory only it holds
+    open_pages: int | None = field(default=None, metadata=PEAK)
+    open_contexts: int | None = field(default=None, metadata=PEAK)
+    jobdir_bytes: int | None = field(default=None, metadata=PEAK)  # sum of the file sizes under JOBDIR (None without JOBDIR)
+    # entries in the media pipelines' per-spider cache (None without a media pipeline)
+    media_cached: int | None = field(default=None, metadata=PEAK)
+    open_fds: int | None = field(default=None, metadata=PEAK)  # file descriptors the process holds (None without /proc)
     span: int = 1  # raw samples this one stands for (more than 1 once a long crawl's timeline is thinned: timeline.py)
 
     def to_json(self) -> dict[str, Any]:
@@ -61,6 +74,8 @@ class Sample:
 
 
 _SAMPLE_FIELDS = tuple(f.name for f in fields(Sample))
+#: The figures of a Sample merged by their maximum when the timeline is thinned.
+PEAK_FIELDS = tuple(f.name for f in fields(Sample) if f.metadata.get("peak"))
 _SAMPLE_NAMES = frozenset(_SAMPLE_FIELDS)
 
 
@@ -201,15 +216,17 @@ class Growth(JsonRecord):
 
 @dataclass(frozen=True, slots=True)
 class Peaks(JsonRecord):
-    """Peak values of the engine's queues over the samples."""
+    """Peak values of the engine's queues over the samples; a field with :func:`peak_of` metadata is the largest
+    reading of its sample field (``core.assemble.peaks_of`` fills it)."""
 
     max_scheduled: int = 0
     max_inflight: int = 0
     max_active_size_bytes: int = 0
     backout_seconds: float = 0.0
     max_disk_scheduled: int = 0
-    max_jobdir_bytes: int | None = None  # None without JOBDIR
-    max_media_cached: int | None = None  # None without a media pipeline
+    max_jobdir_bytes: int | None = field(default=None, metadata=peak_of("jobdir_bytes"))  # None without JOBDIR
+    max_media_cached: int | None = field(default=None, metadata=peak_of("media_cached"))  # None without a media pipeline
+    max_open_fds: int | None = field(default=None, metadata=peak_of("open_fds"))
 
 
 @dataclass(frozen=True, slots=True)

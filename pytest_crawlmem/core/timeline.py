@@ -21,14 +21,9 @@ from dataclasses import replace
 from typing import Any
 
 from .excess import DrainedExcess, ExcessSummary
+from .models import PEAK_FIELDS as PEAK_FIELDS  # merged by taking the larger of two readings (None when neither had one)
 from .models import Checkpoint, Sample
 
-#: Figures merged by taking the larger of two readings (``None`` when neither sample had one).
-PEAK_FIELDS = (
-    "traced_bytes", "scheduled", "inflight", "slot_queued", "active_size_bytes", "disk_scheduled",
-    "browser_rss_bytes", "browser_pss_bytes", "browser_uss_bytes", "open_pages", "open_contexts",
-    "jobdir_bytes", "media_cached",
-)
 MIN_SAMPLES = 16
 MIN_CHECKPOINTS = 8
 

@@ -121,3 +121,10 @@ def format_size(num_bytes: float) -> str:
         if value < 1024 or unit == "TiB":
             break
     return f"{sign}{value:.1f} {unit}"
+
+
+def format_duration(seconds: float) -> str:
+    """``9.3 s``, ``12.5 min``, ``5.6 h``."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:,.1f} h"

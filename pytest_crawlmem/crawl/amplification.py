@@ -165,7 +165,7 @@ class ParseAmplificationMiddleware:
         meter = next((getattr(e, "amplification", None) for e in getattr(crawler.extensions, "middlewares", ())
                       if isinstance(getattr(e, "amplification", None), AmplificationMeter)), None)
         if meter is None or not crawler.settings.getbool(name_of("amplification"), True):
-            raise NotConfigured("the crawlmem extension is not enabled, or CRAWLMEM_AMPLIFICATION is off")
+            raise NotConfigured(f"the crawlmem extension is not enabled, or {name_of('amplification')} is off")
         if read_malloc_in_use_bytes() is None:
             raise NotConfigured("parse amplification reads glibc's mallinfo2, which this system lacks")
         middleware = cls(meter, StepClock(read_malloc_in_use_bytes))

@@ -282,7 +282,6 @@ class CrawlMemExtension:
             t_seconds=round(time.monotonic() - self.started_at, 4),
             responses=self.responses,
             items=self.items,
-            rss_bytes=probes.read_rss_bytes(),
             traced_bytes=traced,
             scheduled=queues.scheduled,
             inflight=queues.inflight,
@@ -297,6 +296,7 @@ class CrawlMemExtension:
             open_contexts=pages.contexts if pages else None,
             jobdir_bytes=self.jobdir.read() if self.jobdir else None,
             media_cached=probes.read_media_cached(self.media_pipelines),
+            **probes.read_process(),  # rss_bytes, ...
         )
         self.recording.add_sample(sample)
         if self.danger is not None:
@@ -426,10 +426,10 @@ class CrawlMemExtension:
         waiting = f", {parked:,} of them parked (waiting for a page or to start)" if parked else ""
         browser = " (or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT)" if self.pages is not None else ""
         message = (
-            f"the checkpoint at {self.responses:,} responses did not drain within CRAWLMEM_DRAIN_TIMEOUT_SECONDS"
+            f"the checkpoint at {self.responses:,} responses did not drain within {name_of('drain_timeout_seconds')}"
             f" ({self.drain_timeout_seconds:g} s): {queues.inflight or 0:,} requests were still in flight{waiting};"
             " it is not judged. Checkpoints drain when what is in flight finishes within the timeout: lower"
-            f" CONCURRENT_REQUESTS{browser} or raise CRAWLMEM_DRAIN_TIMEOUT_SECONDS"
+            f" CONCURRENT_REQUESTS{browser} or raise {name_of('drain_timeout_seconds')}"
         )
         self.recording.add_error(message)
         if not self.undrained_checkpoints:

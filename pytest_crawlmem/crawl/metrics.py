@@ -40,7 +40,7 @@ FIGURES = (
      "Checkpoints taken, drained or not, the crawl's opening and closing ones included (see"
      " crawlmem_undrained_checkpoints)", "counter"),
     ("crawlmem_undrained_checkpoints", "undrained_checkpoints",
-     "Checkpoints that hit CRAWLMEM_DRAIN_TIMEOUT_SECONDS before the crawl drained (not judged)", "counter"),
+     f"Checkpoints that hit {name_of('drain_timeout_seconds')} before the crawl drained (not judged)", "counter"),
     ("crawlmem_leak_suspected", "leak_suspected",
      "1 while the drained checkpoints show the leak signature (retained-objects, browser-state), else 0", "gauge"),
     ("crawlmem_growth_per_response_bytes", "growth_per_response_bytes",

@@ -14,7 +14,7 @@ import re
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import psutil
 
@@ -29,6 +29,26 @@ def read_rss_bytes() -> int:
             return int(statm.read().split()[1]) * _PAGE_SIZE
     except (OSError, IndexError, ValueError):
         return int(_PROCESS.memory_info().rss)
+
+
+class ProcessReading(TypedDict):
+    """This process's own figures in a sample, by :class:`~pytest_crawlmem.core.models.Sample` field."""
+
+    rss_bytes: int
+    open_fds: int | None
+
+
+def read_process() -> ProcessReading:
+    """Read this process's own figures for a sample (sampler thread)."""
+    return {"rss_bytes": read_rss_bytes(), "open_fds": read_open_fds()}
+
+
+def read_open_fds() -> int | None:
+    """File descriptors this process holds open now (``None`` without /proc)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return None
 
 
 def reset_peak_rss() -> bool:

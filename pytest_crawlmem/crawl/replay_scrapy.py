@@ -97,7 +97,7 @@ class _ReplayHandlerBase(HTTP11DownloadHandler):
         crawler = args[-1]
         base = crawler.settings.get(name_of("replay_url"))
         if not base:
-            raise NotConfigured("ReplayDownloadHandler needs CRAWLMEM_REPLAY_URL")
+            raise NotConfigured(f"ReplayDownloadHandler needs {name_of('replay_url')}")
         super().__init__(*args)
         self._base = str(base).rstrip("/")
         self._stats = crawler.stats

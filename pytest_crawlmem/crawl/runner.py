@@ -292,7 +292,7 @@ def _find_extension(crawler: Any) -> CrawlMemExtension:
     for middleware in crawler.extensions.middlewares:
         if isinstance(middleware, CrawlMemExtension):
             return middleware
-    raise RuntimeError("the crawlmem extension did not start: check EXTENSIONS and CRAWLMEM_ENABLED")
+    raise RuntimeError(f"the crawlmem extension did not start: check EXTENSIONS and {name_of('enabled')}")
 
 
 def size_distribution(sizes: Histogram) -> SizeDistribution:

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..core.defaults import name_of
 from ..core.models import GrowthSite
 from ..core.units import format_size
 from .document import ReportDocument
@@ -26,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="render report.html from a report dir, a report.json or a bare samples.jsonl",
         description="Render report.html from a report dir (report.json + samples.jsonl), a report.json, or a bare"
-                    " samples.jsonl (a production crawl's CRAWLMEM_JSONL); written next to it unless -o is given.",
+                    f" samples.jsonl (a production crawl's {name_of('jsonl')}); written next to it unless -o is given.",
     )
     report.add_argument("path", type=Path, help="report dir, report.json or samples.jsonl")
     report.add_argument("-o", "--output", type=Path, help="where to write the HTML (a file, or a directory for report.html)")

@@ -15,7 +15,7 @@ from html import escape
 from typing import Any
 
 from ..core import verdicts
-from ..core.budgets import CAUSES, SPECS
+from ..core.budgets import SPECS, VERDICT_BUDGET, BudgetSpec
 from ..core.growth import (
     FIXES,
     REQUEST_ALLOWANCE,
@@ -28,7 +28,7 @@ from ..core.growth import (
 from ..core.leaktrend import MAX_REQUEST_CREDIT, REQUEST_CREDIT
 from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Sample, ShotSummary
 from ..core.sites import source_line
-from ..core.units import format_size
+from ..core.units import format_duration, format_size
 from .document import ReportDocument
 from .governor import governor_bands, governor_markers, load_decisions
 from .jsonl import is_number
@@ -104,14 +104,14 @@ def _warmup_x(warm: int, samples: Sequence[Sample], checkpoints: Sequence[Checkp
     return min(times, default=None)
 
 
-def _budgets(budgets: Mapping[str, Any], names: Sequence[str], start_rss: float = 0.0) -> list[Budget]:
-    """The budgets among ``names`` that were set; ``rss_growth`` is drawn at start RSS + budget, labelled with the budget."""
+def _budgets(budgets: Mapping[str, Any], panel: str, start_rss: float = 0.0) -> list[Budget]:
+    """The budgets drawn on ``panel`` (their rows' ``panel``) that were set; a growth is drawn at start RSS + budget."""
     found = []
-    for name in names:
+    for name in (name for name, spec in SPECS.items() if spec.panel == panel):
         value = _number(budgets.get(name))
         if value is None:
             continue
-        if name == "rss_growth":
+        if SPECS[name].from_start:
             found.append(Budget(name, value + start_rss, shown=value,
                                 note=f"drawn at the start RSS {format_size(start_rss)} + {format_size(value)}"))
         else:
@@ -140,11 +140,11 @@ def _browser_panels(budgets: Mapping[str, Any], samples: Sequence[Sample], check
                sorted(_present(samples, x_key, "browser_pss_bytes") + at_checkpoints("browser_pss_bytes"))),
         Series("uss", "USS at checkpoints (private: what it keeps)", COLORS["uss"], at_checkpoints("browser_uss_bytes"),
                dots=True),
-    ], _budgets(budgets, ["browser_pss"]), zoom=True)
+    ], _budgets(budgets, "pss"), zoom=True)
     pages = Panel("Open pages", "count", [
         Series("pages", "pages open", COLORS["pages"], _at(samples, x_key, "open_pages")),
         Series("contexts", "contexts open", COLORS["contexts"], _at(samples, x_key, "open_contexts")),
-    ], _budgets(budgets, ["max_open_pages"]))
+    ], _budgets(budgets, "pages"))
     return [memory, pages]
 
 
@@ -179,23 +179,23 @@ def timeline(doc: ReportDocument, samples: Sequence[Sample], checkpoints: Sequen
     start_rss = _number(doc.figure("start_rss")) or 0.0
     panels = [
         Panel("RSS", "bytes", [Series("rss", "RSS of this process", COLORS["rss"], _at(samples, x_key, "rss_bytes"))],
-              _budgets(budgets, ["peak_rss", "rss_growth", "kill_at"], start_rss), zoom=True),
+              _budgets(budgets, "rss", start_rss), zoom=True),
     ]
     traced = Series("traced", "traced (tracemalloc)", COLORS["traced"], _at(samples, x_key, "traced_bytes"))
     if result.growth.signal == "traced":
-        panels.append(Panel("Python memory", "bytes", [traced, heap], _budgets(budgets, ["traced_peak"]), zoom=True))
+        panels.append(Panel("Python memory", "bytes", [traced, heap], _budgets(budgets, "traced"), zoom=True))
     else:  # a traced window (attribution) is far below the heap: its own panel keeps both readable
         panels += [Panel("Python memory", "bytes", [heap], zoom=True),
-                   Panel("Traced window", "bytes", [traced], _budgets(budgets, ["traced_peak"]), zoom=True)]
+                   Panel("Traced window", "bytes", [traced], _budgets(budgets, "traced"), zoom=True)]
     if result.browser is not None:
         panels += _browser_panels(budgets, samples, checkpoints, cp_x, x_key)
     panels += [
         Panel("Scheduler", "count", [Series("scheduled", "requests waiting", COLORS["scheduled"],
-                                            _at(samples, x_key, "scheduled"))], _budgets(budgets, ["max_scheduled"])),
+                                            _at(samples, x_key, "scheduled"))], _budgets(budgets, "scheduled")),
         Panel("In flight", "count", [Series("inflight", "downloads in flight", COLORS["inflight"],
-                                            _at(samples, x_key, "inflight"))], _budgets(budgets, ["max_inflight"])),
+                                            _at(samples, x_key, "inflight"))], _budgets(budgets, "inflight")),
         Panel("Scraper", "bytes", [Series("active", "active size (responses being processed)", COLORS["active"],
-                                          _at(samples, x_key, "active_size_bytes"))], _budgets(budgets, ["max_active_size"])),
+                                          _at(samples, x_key, "active_size_bytes"))], _budgets(budgets, "active")),
     ]
     if browser_job:
         panels = [p for p in panels if p.title not in ("Scheduler", "In flight", "Scraper")]
@@ -256,72 +256,16 @@ def chart_section(doc: ReportDocument, samples: Sequence[Sample], checkpoints: S
 # -- the tables ---------------------------------------------------------------------------
 
 
-def _checked_figure(doc: ReportDocument, path: Sequence[str]) -> object:
-    """The figure a budget row reads (its ``report_path``, attribute by attribute; ``None`` when a step is missing)."""
-    return doc.at(path) if path else None
-
-
-def _measured(name: str, doc: ReportDocument) -> str:
-    """The figure a budget was checked against, for people (``-`` when the crawl did not measure it)."""
-    spec = SPECS.get(name)
-    growth = doc.result.growth
-    value = _checked_figure(doc, spec.report_path) if spec is not None else None
-    if name == "timeout":
-        duration = _number(value)
-        return "-" if duration is None else _duration(duration)
-    if name in ("leak", "leak_per_response"):
-        per = _number(growth.per_response_bytes)
-        per_text = "-" if per is None else f"{format_size(per)}/{doc.unit[:-1]}"
-        return per_text if name == "leak_per_response" else f"{growth.verdict}" + ("" if per is None else f" ({per_text})")
-    if name == "snapshot_at":
-        return "not reached" if value is None else f"reached ({size(value)})"
-    if spec is None or not spec.report_path:
-        return "-"
-    if spec.kind == "ratio":
-        return "-" if value is None else f"{_number(value) or 0:.1f}x"
-    if spec.kind == "size":
-        return size(value) + (" peak RSS" if name == "kill_at" and doc.figure("peak_rss") else "")
-    return count(value)
-
-
-def _limit(name: str, value: object) -> str:
-    kind = SPECS[name].kind if name in SPECS else ""
-    if name == "leak_per_response":
-        return f"{size(value)}/response"
-    if kind == "size":
-        return size(value)
-    if kind == "ratio":
-        return f"{value}x"
-    if kind == "count":
-        return count(value)
-    if kind == "seconds":
-        number = _number(value)
-        return "-" if number is None else _duration(number)
-    return str(value)
-
-
 def budgets_section(doc: ReportDocument) -> Safe:
-    """Each budget that was set: its limit, the measured value, kept or broken."""
+    """Each budget that was set: its limit, the measured value, kept or broken, as its row of ``budgets.SPECS`` shows them."""
     broken = {v.budget: v for v in doc.violations}
     rows = []
     for name, value in doc.budgets.items():
-        violation = broken.get(name)
-        measured = _measured(name, doc)
-        if violation is not None:
-            status = _badge("broken", "fail") if violation.fails else _badge("warned", "warn")
-        elif name == "leak" and value == "off":
-            status = _badge("not checked (leak='off')", "muted")
-        elif name == "leak_per_response":
-            status = _badge("threshold of leak", "muted")
-        elif name == "compare_fail":
-            status = _badge("tolerance of --crawlmem-compare", "muted")
-        elif name in ("kill_at", "timeout"):
-            status = _badge("kept: the crawl was not stopped", "pass")
-        elif measured == "-":
-            status = _badge("kept: not reached (nothing measured)", "pass")
-        else:
-            status = _badge("kept", "pass")
-        rows.append([Safe(f"<code>{esc(name)}</code>"), _limit(name, value), measured, status])
+        spec = SPECS.get(name) or BudgetSpec(name, str, "")  # a budget this version does not know: as written
+        measured = spec.show_measured(doc.at(spec.report_path) if spec.report_path else None, unit=doc.unit,
+                                      per_response=doc.result.growth.per_response_bytes)
+        text, style = spec.status(value, measured, broken.get(name))
+        rows.append([Safe(f"<code>{esc(name)}</code>"), spec.show_limit(value), measured, _badge(text, style)])
     if not rows:
         return section("Budgets", '<p class="empty">No budgets: this crawl was measured, not judged.</p>')
     return section("Budgets", table(["budget", "limit", "measured", "status"], rows, cls="budgets"))
@@ -530,11 +474,6 @@ def environment_section(doc: ReportDocument, header: Mapping[str, Any]) -> Safe:
 # -- the page -----------------------------------------------------------------------------
 
 
-def _duration(seconds: float) -> str:
-    """``9.3 s``, ``12.5 min``, ``5.6 h``."""
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:,.1f} h"
 
 
 def _span(start: str, end: str) -> str:
@@ -560,7 +499,7 @@ def _figures(doc: ReportDocument) -> Safe:
     figures = [
         (unit, count(figure("responses"))),
         *([] if browser and unit == "pages" else [("items", count(figure("items_scraped")))]),
-        ("duration", "-" if duration is None else _duration(duration)), ("peak RSS", size(figure("peak_rss"))),
+        ("duration", "-" if duration is None else format_duration(duration)), ("peak RSS", size(figure("peak_rss"))),
         ("RSS start \u2192 end", _span(size(figure("start_rss")), size(figure("end_rss")))),
         ("RSS growth", size(figure("rss_growth"))), (_per_label(doc), size(doc.result.growth.per_response_bytes)),
         ("traced peak", size(figure("traced_peak"))),
@@ -622,12 +561,13 @@ def _changes(doc: ReportDocument) -> list[str]:
     verdict = doc.result.growth.verdict
     changes = []
     for v in doc.violations:
-        if v.budget in CAUSES:
-            changes.append(f"{v.budget}: {CAUSES[v.budget]}")
-        elif v.budget not in ("leak",) and v.budget not in (c.split(":")[0] for c in changes):
+        cause = SPECS[v.budget].cause if v.budget in SPECS else ""
+        if cause:
+            changes.append(f"{v.budget}: {cause}")
+        elif v.budget != VERDICT_BUDGET and v.budget not in (c.split(":")[0] for c in changes):
             changes.append(f"{v.budget}: {v.message}")
     if verdict in FIXES:
-        lead = "" if any(v.budget == "leak" for v in doc.violations) else "if this growth matters: "
+        lead = "" if any(v.budget == VERDICT_BUDGET for v in doc.violations) else "if this growth matters: "
         changes.append(f"{verdict}: {lead}{FIXES[verdict]}")
     return changes
 
