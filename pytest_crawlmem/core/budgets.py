@@ -103,7 +103,7 @@ class BudgetSpec:
         if self.kind == "ratio":
             return f"{value}x"
         if self.kind not in ("size", "count", "seconds"):
-            return str(value)
+            return str(value) or "-"  # a hand-edited report's empty text shows as no limit, never an empty cell
         if number is None:
             return "-"
         text = format_size(number) if self.kind == "size" else format_duration(number) if self.kind == "seconds" else (
