@@ -24,7 +24,7 @@ from ..core.growth import BLOCK_BYTES, suspicious, window_residue
 from ..core.models import Checkpoint, GrowthSite, Holder
 from ..core.sites import KeptEvidence, keeping_first, net_of_queue
 from . import probes
-from .holders import Lengths, container_lengths, find_keepers, user_classes, user_modules
+from .holders import Lengths, QueuedRequests, container_lengths, find_keepers, user_classes, user_modules
 from .keeping import same_function
 from .meter import settle
 from .recording import Recording
@@ -232,10 +232,18 @@ class AttributionWindow:
             return {}
 
 
+#: Queued requests whose ``meta`` and ``cb_kwargs`` the holder walk reads (a container they share is in the first).
+QUEUED_ROOT_REQUESTS = 200
+
+
 def _holder_roots(crawler: Any) -> tuple[dict[str, Any], list[str]]:
-    """Where a holder of a leak can hang: the spider, the crawl's components, the user's modules and classes, then
-    Scrapy's own stores a user writes into (the stats collector, the signal dispatcher); and the names of the latter."""
+    """Where a holder of a leak can hang: the spider, the crawl's components, what the queued requests share, the
+    user's modules and classes, then Scrapy's own stores a user writes into (the stats collector, the signal
+    dispatcher); and the names of the latter."""
     roots = probes.crawl_roots(crawler)
+    queued = probes.queued_requests(crawler)[:QUEUED_ROOT_REQUESTS]
+    if queued:  # a list handed on in request.meta lives in the requests (the engine is paused: they hold still)
+        roots["queued requests"] = QueuedRequests(queued)
     modules = user_modules()
     roots.update((f"module {name}", module) for name, module in modules.items())
     roots.update(user_classes(modules))

@@ -63,6 +63,27 @@ def user_classes(modules: Mapping[str, types.ModuleType]) -> dict[str, type]:
     return found
 
 
+class QueuedRequests:
+    """What the requests waiting in the scheduler pass on to each other, as a root of the walk: per key of their
+    ``meta`` (and ``cb_kwargs``), the one container every request carrying that key shares (a history list handed
+    from page to page: ``queued requests.meta['history']``). A key whose requests carry containers of their own is
+    left out (each is a new container at every checkpoint, never one that grew)."""
+
+    def __init__(self, requests: Sequence[Any]) -> None:
+        self.meta = _shared(getattr(request, "meta", None) for request in requests)
+        self.cb_kwargs = _shared(getattr(request, "cb_kwargs", None) for request in requests)
+
+
+def _shared(mappings: Iterator[Any]) -> dict[str, Any]:
+    """The containers one string key maps to in every mapping that has it, when that is one and the same container."""
+    found: dict[str, dict[int, Any]] = {}
+    for mapping in mappings:
+        for key, value in list(mapping.items()) if isinstance(mapping, dict) else ():
+            if isinstance(key, str) and isinstance(value, _CONTAINERS):
+                found.setdefault(key, {})[id(value)] = value
+    return {key: next(iter(values.values())) for key, values in found.items() if len(values) == 1}
+
+
 def _is_user_object(value: Any) -> bool:
     """An instance of a class from the user's code (walked through its ``__dict__``), not a class or module."""
     if isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType)):
