@@ -140,7 +140,7 @@ class _Walk:
             return
         length = _length(value)
         if length is None:
-            if depth and depth < MAX_DEPTH and _is_user_object(value):  # a Group() inside a container
+            if depth < MAX_DEPTH and _is_user_object(value):  # self.state = State() on the spider, a Group() in a list
                 self.seen.add(id(value))
                 for edge, inner in list(vars(value).items()):
                     self.value(root_name, f"{pattern}.{edge}", f"{general}.{edge}", inner, depth + 1)

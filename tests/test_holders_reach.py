@@ -1,5 +1,6 @@
-"""A list handed from request to request in ``request.meta`` is found as a holder in the queued requests (pure: real
-``scrapy.Request`` objects, no engine), and the line that appends to it is named."""
+"""Holders the walk reaches (pure: real ``scrapy.Request`` objects, no engine): a list handed from request to request
+in ``request.meta``, found in the queued requests, and a project object set on the spider holding a dict of lists;
+the line that stores into each is named."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_a_history_shared_through_request_meta_is_a_holder_and_its_append_is_nam
     (holder, _), = find_keepers({"queued requests": QueuedRequests(queued)}, before, 100)
     assert holder.path == "queued requests.meta['history'] -> list[100]"
     assert holder.gained == 100
-    assert holder.line is not None and holder.line.endswith(f"test_holders_queued.py:{parse_product.__code__.co_firstlineno + 1}")
+    assert holder.line is not None and holder.line.endswith(f"test_holders_reach.py:{parse_product.__code__.co_firstlineno + 1}")
 
 
 def test_containers_of_their_own_per_request_are_no_holder():
@@ -39,3 +40,30 @@ def test_containers_of_their_own_per_request_are_no_holder():
                             for i in range(200)])
     assert after.meta == {} and after.cb_kwargs == {}
     assert find_keepers({"queued requests": after}, before, 100) == []
+
+
+class State:
+    """A project object the spider holds (``self.state = State()``), filing items by group two levels below it."""
+
+    def __init__(self) -> None:
+        self.done: dict[str, list[bytes]] = {}
+
+
+class Spider:
+    def __init__(self) -> None:
+        self.state = State()
+
+    def parse_product(self, url: str) -> None:
+        self.state.done.setdefault(url[-1], []).append(b"x" * 1024)  # the keeping line
+
+
+def test_a_project_object_on_the_spider_is_walked_into():
+    """session 8's nested keeper over 294 responses was named in 2 of 10 runs: the walk stopped at ``spider.state``."""
+    spider = Spider()
+    before = container_lengths({"spider": spider})
+    for i in range(100):
+        spider.parse_product(f"http://x/{i}")
+    (holder, _), = find_keepers({"spider": spider}, before, 100)
+    assert holder.path == "spider.state.done[…] -> 10 lists[100]"
+    assert holder.line is not None and holder.line.endswith(
+        f"test_holders_reach.py:{Spider.parse_product.__code__.co_firstlineno + 1}")
