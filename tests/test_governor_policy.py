@@ -231,3 +231,17 @@ def test_downloads_whose_bodies_have_not_arrived_make_no_room(open_mib: int, bod
     cost = max(2 * body, 1)
     assert policy.levers.concurrency <= max(cfg.min_concurrency, (cfg.setpoint_bytes - open_mib * MIB) // cost,
                                             (cfg.setpoint_bytes - open_mib * MIB) // (8 * MIB))
+
+
+def test_ticks_out_of_turn_do_not_shorten_the_time_over_the_hard_share_before_closing():
+    """Over the act share the governor ticks on responses' signals (up to 50 a second): 12 ticks came in 1 s in a
+    loaded full run, so a crawl that had just spilled 1,953 requests was closed (490 of 8,000 items) before its RSS
+    could come down. The ticks must also span ``close_after_seconds``."""
+    cfg = config(close_after_seconds=3.0)
+    policy = Policy(cfg)
+    decisions = []
+    for k in range(5 * cfg.close_ticks):  # 60 ticks in 1.2 s
+        decisions += policy.step(Sample(295 * MIB, 1, 0, t_seconds=100.0 + 0.02 * k))
+    assert not any(d.close for d in decisions)
+    closing = policy.step(Sample(295 * MIB, 1, 0, t_seconds=103.1))
+    assert closing[-1].close and "3.1 s" in closing[-1].message

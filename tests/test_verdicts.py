@@ -13,7 +13,7 @@ import pytest
 from test_growth import BASE, series
 
 from pytest_crawlmem.core import verdicts
-from pytest_crawlmem.core.budgets import LEAK_VERDICTS, Budgets, _leak_check
+from pytest_crawlmem.core.budgets import LEAK_VERDICTS, Budgets, check_budgets
 from pytest_crawlmem.core.growth import DOWNLOAD_EXCESS_BYTES, FIXES, RULES, analyze
 from pytest_crawlmem.core.models import Checkpoint, CrawlResult, MediaSummary, Peaks, RetentionPath, Sample, SizeDistribution
 
@@ -94,7 +94,8 @@ def test_downloader_activity_does_not_fail_a_leak_fail_test():
     points = series(2000, lambda n: 0)
     growth = analyze(points, in_flight(points, 70 * MiB, 64), response_sizes=sizes(MiB))
     result = CrawlResult("s", (), BASE, BASE, BASE + 200 * MiB, None, 2000, 0, 1.0, "finished", Peaks(), growth)
-    assert _leak_check(Budgets(leak="fail"), result) is None
+    assert growth.verdict == "downloader-activity", growth.reason
+    assert check_budgets(Budgets(leak="fail"), result) == []
 
 
 @pytest.mark.parametrize(

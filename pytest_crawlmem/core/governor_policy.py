@@ -49,6 +49,7 @@ class PolicyConfig:
     low_share: float = 0.70  # restore below it
     hard_share: float = 0.95  # close when over it for close_ticks ticks
     close_ticks: int = 12
+    close_after_seconds: float = 0.0  # ... spanning at least this long (ticks out of turn come up to 50 a second)
     start_concurrency: int | None = None  # begin here and ramp up while the headroom allows (None: from the headroom)
     start_request_bytes: float = 8 * _MIB  # what a request is assumed to cost until responses show their size
     restore_ticks: int = 3
@@ -73,6 +74,7 @@ class Sample:
     active_responses: int = 0  # responses the scraper holds (len(scraper.slot.active))
     body_bytes: float = 0.0  # mean body of the latest responses (headers_received / response_received); 0: none yet
     collected: bool = True  # read right after a full garbage collection (else garbage may still be counted)
+    t_seconds: float | None = None  # when it was read (time.monotonic()); None: the ticks alone count time
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ class Policy:
     open_bytes: int = 0  # RSS at the open (:meth:`open`), nothing in flight: the least RSS not in flight
     _calm_ticks: int = 0
     _hard_ticks: int = 0
+    _hard_since: float | None = None  # when the RSS went over the hard share (t_seconds of that sample)
     _retained_said: bool = False
     _pressed: bool = False  # the act share was passed once: from then on only calm ticks restore
 
@@ -220,6 +223,7 @@ class Policy:
         self.model.update(sample)
         rss, budget = sample.rss_bytes, cfg.budget_bytes
         self._hard_ticks = self._hard_ticks + 1 if rss >= cfg.hard_share * budget else 0
+        self._hard_since = (self._hard_since if self._hard_since is not None else sample.t_seconds) if self._hard_ticks else None
         self._calm_ticks = self._calm_ticks + 1 if rss <= cfg.low_share * budget else 0
         decisions: list[Decision] = []
         if self.levers.gate_start and sample.queued < self.levers.concurrency:
@@ -228,7 +232,7 @@ class Policy:
                 BACKLOG, self.levers,
                 f"{sample.queued:,} requests queued for concurrency {self.levers.concurrency}: start requests read again",
             ))
-        if self._hard_ticks >= cfg.close_ticks:
+        if self._hard_ticks >= cfg.close_ticks and self._hard_seconds(sample) >= cfg.close_after_seconds:
             decisions.append(Decision(CLOSE, self.levers, self._close_message(sample), close=True))
         elif rss >= cfg.high_share * budget:
             self._pressed = True
@@ -380,11 +384,19 @@ class Policy:
             f" concurrency {current} -> {concurrency}, scraper active size {_mib(active)}, start requests read again",
         )]
 
+    def _hard_seconds(self, sample: Sample) -> float:
+        """How long the RSS has been over the hard share (infinite without timed samples: the ticks alone count)."""
+        if sample.t_seconds is None or self._hard_since is None:
+            return float("inf")
+        return sample.t_seconds - self._hard_since
+
     def _close_message(self, sample: Sample) -> str:
         cfg = self.config
+        held = self._hard_seconds(sample)
+        span = f" ({held:.1f} s)" if held != float("inf") else ""
         return (
             f"RSS {_mib(sample.rss_bytes)} stayed over {cfg.hard_share:.0%} of the {_mib(cfg.budget_bytes)} budget"
-            f" for {self._hard_ticks} ticks with concurrency {self.levers.concurrency}: closing ({MEMORY_BUDGET})"
+            f" for {self._hard_ticks} ticks{span} with concurrency {self.levers.concurrency}: closing ({MEMORY_BUDGET})"
         )
 
 

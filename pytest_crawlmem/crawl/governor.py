@@ -153,7 +153,7 @@ class MemoryGovernor:
             base_active_size=settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE"),
             min_concurrency=min_concurrency, high_share=high_share, low_share=low_share, hard_share=close_share,
             start_concurrency=start_concurrency or None,
-            close_ticks=max(1, math.ceil(CLOSE_AFTER_SECONDS / interval_seconds)),
+            close_ticks=max(1, math.ceil(CLOSE_AFTER_SECONDS / interval_seconds)), close_after_seconds=CLOSE_AFTER_SECONDS,
         )
         self.policy: Policy = Policy(self.config)
         self.interval_seconds = interval_seconds
@@ -436,7 +436,7 @@ class MemoryGovernor:
         slot = getattr(engine.scraper, "slot", None)
         held = len(getattr(slot, "active", ()) or ())
         return Sample(
-            collected=False,
+            collected=False, t_seconds=time.monotonic(),
             rss_bytes=self._statm.rss_bytes(),
             in_flight=len(engine.downloader.active) + held,  # downloading, or downloaded and waiting in the scraper
             queued=queued,
