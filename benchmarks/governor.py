@@ -48,7 +48,7 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "large": {"expected": 200, "concurrency": 64},
     "catalog": {"expected": 20_000, "concurrency": 16},
     "slow": {"expected": 200, "concurrency": 64},
-    "browser": {"expected": 200, "concurrency": 4, "budget_mib": 1024, "modes": ("ungoverned", "governed")},
+    "browser": {"expected": 200, "concurrency": 4, "budget_mib": 768, "modes": ("ungoverned", "governed")},
 }
 #: Plain Scrapy at CONCURRENT_REQUESTS=N (``static-N``), and with only the governor's parse-tree release (``release-N``:
 #: the StartGate middleware, no budget): the static settings a crawl_sweep would choose among.
@@ -277,6 +277,8 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
                    "governor_tree_peak_bytes": stats.get("crawlmem/governor/browser_peak_pss_bytes"),
                    "governor_tree_read_cpu_seconds": stats.get("crawlmem/governor/browser_read_cpu_seconds"),
                    "contexts": stats.get("playwright/context_count"),
+                   "governor_tree_reads": stats.get("crawlmem/governor/browser_reads"),
+                   "governor_tree_pss_reads": stats.get("crawlmem/governor/browser_pss_reads"),
                    "tree_cpu_seconds": round(children_cpu, 3)}  # Playwright's driver and Chromium, reaped at the end
     out.write_text(json.dumps({
         "workload": workload, "mode": mode, "items": len(scraped), "expected": WORKLOADS[workload]["expected"],
@@ -357,6 +359,7 @@ def main() -> None:
     parser.add_argument("--workloads", default="large,catalog,slow")
     parser.add_argument("--no-static", action="store_true", help="skip the static-N runs")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a crawl may take (a loaded machine)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each mode")
     parser.add_argument("--modes", default="", help="run only these modes (comma-separated), e.g. governed,crawlee")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "governor.json")
     parser.add_argument("--table", action="store_true", help="print the table of a saved --out file and exit")
@@ -382,9 +385,11 @@ def main() -> None:
             if args.modes:
                 modes = [mode for mode in modes if mode in args.modes.split(",")]
             for mode in modes:
-                row = run_one(workload, mode, site.base_url, scratch, args.timeout)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                for _ in range(args.repeat):
+                    row = run_one(workload, mode, site.base_url, scratch, args.timeout)
+                    row["load_average"] = round(os.getloadavg()[0], 1)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
     finally:
         site.close()
     args.out.write_text(json.dumps({"budget_mib": BUDGET_MIB, "runs": rows}, indent=1))
