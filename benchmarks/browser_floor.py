@@ -7,8 +7,10 @@ Launches the installed Chromium through Playwright with the options a crawl gets
 one context as scrapy-playwright's default, opens N pages of the fixture site (``/js/<id>?mode=render``: 20
 products rendered by script, the browser workload's page without its IndexedDB store), waits for each to render,
 lets the tree settle for 2 s and reads every process's ``smaps_rollup``. The same with ``--renderer-process-limit=1``
-(one renderer process for every page; a launch option the user would set). Each size is read ``--repeats`` times with a fresh browser. It also prices the governor's readings
-of the tree as they are (``TreeSampler``: RSS-only sample, rediscovery, PSS reading), per call.
+(asking for one renderer process for every page; a launch option the user would set). Each size is read
+``--repeats`` times with a fresh browser. It also prices the governor's readings of the tree as they are
+(``TreeSampler``: RSS-only sample, rediscovery, PSS reading), per call. ``--estimate ROUNDS`` measures the PSS
+estimate's error instead (see ``estimate_error``).
 """
 
 from __future__ import annotations
