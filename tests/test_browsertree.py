@@ -496,7 +496,7 @@ def _process(pid: int, rss: int, shared: int, pss: int | None = None, pss_anon: 
                           None if pss_anon is None else pss_anon * MiB, shared * MiB)
 
 
-def _reading(*processes: BrowserProcess) -> TreeReading:
+def _split_reading(*processes: BrowserProcess) -> TreeReading:
     detail = processes[0].pss_bytes is not None
     return TreeReading(processes, sum(p.rss_bytes for p in processes),
                        sum(p.pss_bytes or 0 for p in processes) if detail else None, None, 0.0,
@@ -507,13 +507,17 @@ def test_the_pss_estimate_counts_shared_growth_at_the_process_share_and_thins_it
     sampler = TreeSampler(rescan_seconds=3600.0, detail_seconds=3600.0, discover=lambda root: {})
     # Two renderers: 100 MiB resident, 60 of it shared (file and shmem), PSS 50 of which 40 anonymous (so the
     # 60 MiB shared count 10 MiB: a share of 1/6).
-    sampler.record(_reading(_process(1, 100, 60, 50, 40), _process(2, 100, 60, 50, 40)))
-    grown = _reading(_process(1, 132, 72), _process(2, 100, 60))  # 20 MiB anonymous and 12 MiB shared more
+    sampler.record(_split_reading(_process(1, 100, 60, 50, 40), _process(2, 100, 60, 50, 40)))
+    grown = _split_reading(_process(1, 132, 72), _process(2, 100, 60))  # 20 MiB anonymous and 12 MiB shared more
     assert sampler.estimate_pss_bytes(grown) == pytest.approx((40 + 20 + 10 + 12 / 6 + 50) * MiB, abs=2)
     assert sampler.estimate_pss_bytes(grown, split_shared=False) == (50 + 32 + 50) * MiB  # the estimate before
     # A third renderer: it counts at its kind's anonymous (40/40) and shared (10/60) ratios, and every renderer's
     # shared part is now split three ways instead of two.
-    third = _reading(_process(1, 132, 72), _process(2, 100, 60), _process(3, 90, 60))
+    third = _split_reading(_process(1, 132, 72), _process(2, 100, 60), _process(3, 90, 60))
     thin = 2 / 3
     expected = (40 + 20 + thin * 12) + (40 + thin * 10) + (30 + thin * 60 / 6)
     assert sampler.estimate_pss_bytes(third) == pytest.approx(expected * MiB, abs=4)
+
+    # Processes gone do not swell the shares of those left (a 17-process tree down to 8 once doubled every share).
+    gone = _split_reading(_process(1, 100, 60))
+    assert sampler.estimate_pss_bytes(gone) == 50 * MiB
