@@ -13,8 +13,9 @@ fixture site):
   closes), all in the default context. Its peak is the browser tree's PSS (a sampler thread in the crawl process:
   PSS every second, RSS-estimated between; its CPU is taken out of the crawl's), and its budget is 768 MiB: the tree's
   floor (Playwright's driver, Chromium and a renderer per open page; ``benchmarks/browser_floor.py``) is 330-500 MiB
-  with one page and 426-553 MiB with four on this machine, over 300 MiB before a page is stored. Only ``ungoverned`` and ``governed`` run: MemoryUsage and the Crawlee-style rule read the
-  crawl process, which a browser crawl's memory is not in.
+  with one page and 426-553 MiB with four on this machine, over 300 MiB before a page is stored
+  (``--browser-budget-mib`` sets another). Only ``ungoverned`` and ``governed`` run: MemoryUsage and the
+  Crawlee-style rule read the crawl process, which a browser crawl's memory is not in.
 
 Modes, all at a 300 MiB budget: ``ungoverned``; ``governed`` (``CRAWLMEM_BUDGET="300 MiB"`` with the
 GovernorAddon); ``memusage`` (Scrapy's ``MEMUSAGE_LIMIT_MB=300``, checked every second instead of its default
