@@ -9,8 +9,9 @@ context gets no new page; once it has no open page and no page being created, th
 mid-navigation, nor a page a callback holds: ``playwright_include_page`` pages keep their context open until closed).
 The fresh context is created with the options of the one it replaces (``playwright_context_kwargs`` or
 ``PLAYWRIGHT_CONTEXTS``). The decision (:mod:`pytest_crawlmem.core.context_policy`) reads the tree's PSS: an RSS
-reading (~10 us a process) estimated as PSS every ``read_seconds``, a PSS reading (~3 ms a process) on schedule and
-before acting.
+reading (~10 us a process) estimated as PSS every ``read_seconds`` near the budget (every IDLE_READ_SECONDS far
+under it), a PSS reading (~3 ms a process) on schedule near the budget and before acting, backing off when it does
+not confirm the estimate.
 """
 
 from __future__ import annotations
