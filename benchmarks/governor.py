@@ -11,10 +11,11 @@ fixture site):
 - ``browser``: 200 scrapy-playwright pages at ``CONCURRENT_REQUESTS=4`` on Debian's Chromium, each keeping 4 MiB in
   its context's IndexedDB (``/js/<id>?mode=store&kb=4096``: an incognito context holds it in memory after the page
   closes), all in the default context. Its peak is the browser tree's PSS (a sampler thread in the crawl process:
-  PSS every second, RSS-estimated between; its CPU is taken out of the crawl's), and its budget is 1 GiB: the tree's
-  floor (Playwright's driver, Chromium and a renderer per open page) is 330-650 MiB on this machine, over 300 MiB
-  before a page is stored. Only ``ungoverned`` and ``governed`` run: MemoryUsage and the Crawlee-style rule read the
-  crawl process, which a browser crawl's memory is not in.
+  PSS every second, RSS-estimated between; its CPU is taken out of the crawl's), and its budget is 768 MiB: the tree's
+  floor (Playwright's driver, Chromium and a renderer per open page; ``benchmarks/browser_floor.py``) is 330-500 MiB
+  with one page and 426-553 MiB with four on this machine, over 300 MiB before a page is stored
+  (``--browser-budget-mib`` sets another). Only ``ungoverned`` and ``governed`` run: MemoryUsage and the
+  Crawlee-style rule read the crawl process, which a browser crawl's memory is not in.
 
 Modes, all at a 300 MiB budget: ``ungoverned``; ``governed`` (``CRAWLMEM_BUDGET="300 MiB"`` with the
 GovernorAddon); ``memusage`` (Scrapy's ``MEMUSAGE_LIMIT_MB=300``, checked every second instead of its default
@@ -48,18 +49,22 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "large": {"expected": 200, "concurrency": 64},
     "catalog": {"expected": 20_000, "concurrency": 16},
     "slow": {"expected": 200, "concurrency": 64},
-    "browser": {"expected": 200, "concurrency": 4, "budget_mib": 1024, "modes": ("ungoverned", "governed")},
+    "browser": {"expected": 200, "concurrency": 4, "budget_mib": 768, "modes": ("ungoverned", "governed")},
 }
 #: Plain Scrapy at CONCURRENT_REQUESTS=N (``static-N``), and with only the governor's parse-tree release (``release-N``:
 #: the StartGate middleware, no budget): the static settings a crawl_sweep would choose among.
 STATIC = {"large": (8,), "slow": (8,), "catalog": (), "browser": ()}
 RELEASE = {"large": (16, 32, 48), "slow": (16, 32, 48), "catalog": (), "browser": ()}
+#: The environment variable through which ``--browser-budget-mib`` reaches the crawl processes.
+BROWSER_BUDGET_ENV = "GOVERNOR_BENCH_BROWSER_BUDGET_MIB"
 #: KiB each browser page keeps in IndexedDB.
 BROWSER_STORE_KB = 4096
 
 
 def budget_mib(workload: str) -> int:
-    """The budget of a workload's runs (the browser's covers its tree's floor)."""
+    """The budget of a workload's runs (the browser's covers its tree's floor; ``--browser-budget-mib`` sets it)."""
+    if workload == "browser" and os.environ.get(BROWSER_BUDGET_ENV):
+        return int(os.environ[BROWSER_BUDGET_ENV])
     return int(WORKLOADS[workload].get("budget_mib", BUDGET_MIB))
 
 
@@ -277,6 +282,8 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
                    "governor_tree_peak_bytes": stats.get("crawlmem/governor/browser_peak_pss_bytes"),
                    "governor_tree_read_cpu_seconds": stats.get("crawlmem/governor/browser_read_cpu_seconds"),
                    "contexts": stats.get("playwright/context_count"),
+                   "governor_tree_reads": stats.get("crawlmem/governor/browser_reads"),
+                   "governor_tree_pss_reads": stats.get("crawlmem/governor/browser_pss_reads"),
                    "tree_cpu_seconds": round(children_cpu, 3)}  # Playwright's driver and Chromium, reaped at the end
     out.write_text(json.dumps({
         "workload": workload, "mode": mode, "items": len(scraped), "expected": WORKLOADS[workload]["expected"],
@@ -357,6 +364,8 @@ def main() -> None:
     parser.add_argument("--workloads", default="large,catalog,slow")
     parser.add_argument("--no-static", action="store_true", help="skip the static-N runs")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a crawl may take (a loaded machine)")
+    parser.add_argument("--browser-budget-mib", type=int, help="the browser workload's budget (default 768)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each mode")
     parser.add_argument("--modes", default="", help="run only these modes (comma-separated), e.g. governed,crawlee")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "governor.json")
     parser.add_argument("--table", action="store_true", help="print the table of a saved --out file and exit")
@@ -364,6 +373,8 @@ def main() -> None:
     if args.table:
         print(table(json.loads(args.out.read_text())["runs"]))
         return
+    if args.browser_budget_mib:
+        os.environ[BROWSER_BUDGET_ENV] = str(args.browser_budget_mib)
     if args.child:
         workload, mode, base_url, out = args.child
         child(workload, mode, base_url, Path(out))
@@ -382,9 +393,12 @@ def main() -> None:
             if args.modes:
                 modes = [mode for mode in modes if mode in args.modes.split(",")]
             for mode in modes:
-                row = run_one(workload, mode, site.base_url, scratch, args.timeout)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                for _ in range(args.repeat):
+                    row = run_one(workload, mode, site.base_url, scratch, args.timeout)
+                    row["load_average"] = round(os.getloadavg()[0], 1)
+                    row["budget_mib"] = budget_mib(workload)
+                    rows.append(row)
+                    print(json.dumps(row), flush=True)
     finally:
         site.close()
     args.out.write_text(json.dumps({"budget_mib": BUDGET_MIB, "runs": rows}, indent=1))

@@ -292,8 +292,10 @@ def test_tree_sampler_reads_the_pss_of_a_process_first_seen_between_detail_reads
         assert sampler.detail_samples == 1
         (sleeper,) = (p for p in reading.processes if p.pid == child.pid)
         child_pss = read_tree([child.pid]).pss_bytes or 0
-        estimate_without_child = sampler.estimate_pss_bytes(TreeReading(reading.processes[:1], 0, None, None, 0.0))
-        counted = sampler.estimate_pss_bytes(reading) - estimate_without_child
+        # Without the shared part's thinning by process count, which a reading of a subset of the tree would change.
+        estimate_without_child = sampler.estimate_pss_bytes(TreeReading(reading.processes[:1], 0, None, None, 0.0),
+                                                            split_shared=False)
+        counted = sampler.estimate_pss_bytes(reading, split_shared=False) - estimate_without_child
         # Its PSS, read once (libc's share moves as processes come and go), not its RSS (~8x).
         assert abs(counted - child_pss) < 256 * 1024
         assert counted < sleeper.rss_bytes / 2
@@ -487,3 +489,35 @@ def test_no_browser_process_is_left_after_the_browser_closes(scenario: Scenario)
     assert scenario.left_over == []
     assert scenario.tree_after == []
     assert not [pid for pid in scenario.pids if _PROCESSES[pid].is_running()]
+
+
+def _process(pid: int, rss: int, shared: int, pss: int | None = None, pss_anon: int | None = None) -> BrowserProcess:
+    return BrowserProcess(pid, "renderer", rss * MiB, None if pss is None else pss * MiB, None,
+                          None if pss_anon is None else pss_anon * MiB, shared * MiB)
+
+
+def _split_reading(*processes: BrowserProcess) -> TreeReading:
+    detail = processes[0].pss_bytes is not None
+    return TreeReading(processes, sum(p.rss_bytes for p in processes),
+                       sum(p.pss_bytes or 0 for p in processes) if detail else None, None, 0.0,
+                       pss_anon_bytes=sum(p.pss_anon_bytes or 0 for p in processes) if detail else None)
+
+
+def test_the_pss_estimate_counts_shared_growth_at_the_process_share_and_thins_it_as_processes_come() -> None:
+    sampler = TreeSampler(rescan_seconds=3600.0, detail_seconds=3600.0, discover=lambda root: {})
+    # Two renderers: 100 MiB resident, 60 of it shared (file and shmem), PSS 50 of which 40 anonymous (so the
+    # 60 MiB shared count 10 MiB: a share of 1/6).
+    sampler.record(_split_reading(_process(1, 100, 60, 50, 40), _process(2, 100, 60, 50, 40)))
+    grown = _split_reading(_process(1, 132, 72), _process(2, 100, 60))  # 20 MiB anonymous and 12 MiB shared more
+    assert sampler.estimate_pss_bytes(grown) == pytest.approx((40 + 20 + 10 + 12 / 6 + 50) * MiB, abs=2)
+    assert sampler.estimate_pss_bytes(grown, split_shared=False) == (50 + 32 + 50) * MiB  # the estimate before
+    # A third renderer: it counts at its kind's anonymous (40/40) and shared (10/60) ratios, and every renderer's
+    # shared part is now split three ways instead of two.
+    third = _split_reading(_process(1, 132, 72), _process(2, 100, 60), _process(3, 90, 60))
+    thin = 2 / 3
+    expected = (40 + 20 + thin * 12) + (40 + thin * 10) + (30 + thin * 60 / 6)
+    assert sampler.estimate_pss_bytes(third) == pytest.approx(expected * MiB, abs=4)
+
+    # Processes gone do not swell the shares of those left (a 17-process tree down to 8 once doubled every share).
+    gone = _split_reading(_process(1, 100, 60))
+    assert sampler.estimate_pss_bytes(gone) == 50 * MiB

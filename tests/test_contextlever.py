@@ -155,3 +155,48 @@ def test_under_the_act_share_or_with_too_few_pages_nothing_rotates():
         assert young.tick([other], now=1.0) == []
 
     run(scenario)
+
+
+def test_an_estimate_that_a_pss_reading_does_not_confirm_is_confirmed_ever_more_rarely():
+    async def scenario() -> None:
+        handler = Handler()
+        lever = ContextLever(100 * MIB, 0.85, 0.70, read_seconds=0.0)
+        pss_reads: list[float] = []
+
+        def read(now: float, detail: bool | None = None) -> int:
+            if detail:
+                pss_reads.append(now)
+            lever.tree_bytes = 80 * MIB if detail else 90 * MIB  # the estimate over the act share, PSS under it
+            return lever.tree_bytes
+
+        lever._read = read  # type: ignore[method-assign]
+        lever.install(handler)
+        for _ in range(5):
+            (await handler._create_page(request(), None)).closed = True
+        for tenth in range(1, 1001):
+            assert lever.tick([handler], now=tenth / 10) == []
+        # Every 3 s at first (0.33 readings a second at 30-55 ms each), then 6, 12, 24 and 30 s apart.
+        assert pss_reads == [0.1, 3.1, 9.1, 21.1, 45.1, 75.1]
+
+    run(scenario)
+
+
+def test_the_tree_is_read_every_2_s_far_under_the_budget_and_every_read_seconds_near_it():
+    async def scenario(footprint: int, expected: int) -> None:
+        handler = Handler()
+        lever = ContextLever(100 * MIB, 0.85, 0.70, read_seconds=0.5)
+        reads: list[float] = []
+
+        def read(now: float, detail: bool | None = None) -> int:
+            reads.append(now)
+            lever.tree_bytes = footprint
+            return footprint
+
+        lever._read = read  # type: ignore[method-assign]
+        lever.install(handler)
+        for tenth in range(100):
+            lever.tick([handler], now=tenth / 10)
+        assert len(reads) == expected
+
+    run(lambda: scenario(10 * MIB, 5))  # at 0, 2, 4, 6 and 8 s
+    run(lambda: scenario(75 * MIB, 20))  # over the restore share: every 0.5 s

@@ -81,6 +81,7 @@ class BrowserProcess:
     pss_bytes: int | None
     uss_bytes: int | None
     pss_anon_bytes: int | None = None
+    shared_bytes: int | None = None  # resident file-backed and shmem pages (statm's shared; smaps' Rss - Anonymous)
 
     def to_json(self) -> dict[str, Any]:
         """Return the process as a JSON-ready dict."""
@@ -339,17 +340,18 @@ class RollupFigures:
     pss_bytes: int
     uss_bytes: int
     pss_anon_bytes: int | None = None
+    anon_bytes: int | None = None  # resident anonymous pages (``Anonymous``)
 
 
-_ROLLUP_FIELDS = {b"Rss": 0, b"Pss": 1, b"Private_Clean": 2, b"Private_Dirty": 3, b"Pss_Anon": 4}
+_ROLLUP_FIELDS = {b"Rss": 0, b"Pss": 1, b"Private_Clean": 2, b"Private_Dirty": 3, b"Pss_Anon": 4, b"Anonymous": 5}
 
 
 def parse_smaps_rollup(text: str | bytes) -> RollupFigures | None:
     """Parse ``/proc/<pid>/smaps_rollup``; ``None`` when it holds no figures (a zombie, an exited process)."""
     data = text.encode() if isinstance(text, str) else text
-    values = [0, 0, 0, 0, 0]
+    values = [0, 0, 0, 0, 0, 0]
     seen = 0
-    has_anon = False
+    has_anon = has_anonymous = False
     for line in data.splitlines():
         key, _, rest = line.partition(b":")
         index = _ROLLUP_FIELDS.get(key)
@@ -360,13 +362,14 @@ def parse_smaps_rollup(text: str | bytes) -> RollupFigures | None:
             continue
         values[index] = int(fields[0]) * 1024  # always kB
         has_anon = has_anon or index == 4
+        has_anonymous = has_anonymous or index == 5
         seen += 1
         if seen == len(_ROLLUP_FIELDS):
             break
     if seen == 0:
         return None
     return RollupFigures(rss_bytes=values[0], pss_bytes=values[1], uss_bytes=values[2] + values[3],
-                         pss_anon_bytes=values[4] if has_anon else None)
+                         pss_anon_bytes=values[4] if has_anon else None, anon_bytes=values[5] if has_anonymous else None)
 
 
 def parse_statm_rss(text: str | bytes) -> int | None:
@@ -376,6 +379,18 @@ def parse_statm_rss(text: str | bytes) -> int | None:
         return None
     try:
         return int(fields[1]) * _PAGE_SIZE
+    except ValueError:
+        return None
+
+
+def parse_statm(text: str | bytes) -> tuple[int, int] | None:
+    """Parse ``/proc/<pid>/statm`` into resident and resident shared (file-backed and shmem) bytes; ``None`` when
+    empty or malformed."""
+    fields = text.split()
+    if len(fields) < 3:
+        return None
+    try:
+        return int(fields[1]) * _PAGE_SIZE, int(fields[2]) * _PAGE_SIZE
     except ValueError:
         return None
 
@@ -417,7 +432,7 @@ def _read_rss_psutil(pid: int) -> int | None:
 
 
 #: RSS, PSS, USS and anonymous PSS of one process, as one read gives them.
-_Figures = tuple[int, int | None, int | None, int | None]
+_Figures = tuple[int, int | None, int | None, int | None, int | None]
 
 
 def _read_detail_psutil(pid: int) -> _Figures | None:
@@ -427,22 +442,29 @@ def _read_detail_psutil(pid: int) -> _Figures | None:
         try:
             full = process.memory_full_info()
         except psutil.AccessDenied:
-            return int(process.memory_info().rss), None, None, None
+            return int(process.memory_info().rss), None, None, None, None
     except psutil.Error:
         return None
-    return int(full.rss), getattr(full, "pss", None), getattr(full, "uss", None), None
+    return int(full.rss), getattr(full, "pss", None), getattr(full, "uss", None), None, None
 
 
 def _read_rss(pid: int) -> int | None:
+    figures = _read_statm(pid)
+    return None if figures is None else figures[0]
+
+
+def _read_statm(pid: int) -> tuple[int, int | None] | None:
+    """RSS and resident shared bytes from statm (shared ``None`` through psutil); ``None`` when gone."""
     if not _HAVE_PROC:
-        return _read_rss_psutil(pid)
+        rss = _read_rss_psutil(pid)
+        return None if rss is None else (rss, None)
     try:
         data = _read_proc(pid, "statm")
     except OSError:
-        return _read_rss_psutil(pid)
-    if data is None:
-        return None
-    return parse_statm_rss(data) or None
+        rss = _read_rss_psutil(pid)
+        return None if rss is None else (rss, None)
+    figures = None if data is None else parse_statm(data)
+    return figures if figures is not None and figures[0] else None
 
 
 def _read_detail(pid: int) -> _Figures | None:
@@ -452,7 +474,7 @@ def _read_detail(pid: int) -> _Figures | None:
         data = _read_proc(pid, "smaps_rollup")
     except PermissionError:
         rss = _read_rss(pid)
-        return None if rss is None else (rss, None, None, None)
+        return None if rss is None else (rss, None, None, None, None)
     except OSError:
         return _read_detail_psutil(pid)
     if data is None:
@@ -461,7 +483,8 @@ def _read_detail(pid: int) -> _Figures | None:
     figures = parse_smaps_rollup(data)
     if figures is None or figures.rss_bytes == 0:
         return None  # a zombie: no memory left to count
-    return figures.rss_bytes, figures.pss_bytes, figures.uss_bytes, figures.pss_anon_bytes
+    shared = None if figures.anon_bytes is None else max(0, figures.rss_bytes - figures.anon_bytes)
+    return figures.rss_bytes, figures.pss_bytes, figures.uss_bytes, figures.pss_anon_bytes, shared
 
 
 def read_tree(pids: Iterable[int], *, detail: bool = True, kinds: Mapping[int, str] | None = None) -> TreeReading:
@@ -479,15 +502,15 @@ def read_tree(pids: Iterable[int], *, detail: bool = True, kinds: Mapping[int, s
         if detail:
             figures = _read_detail(pid)
         else:
-            rss = _read_rss(pid)
-            figures = None if rss is None else (rss, None, None, None)
+            statm = _read_statm(pid)
+            figures = None if statm is None else (statm[0], None, None, None, statm[1])
         if figures is None:
             continue
         kind = kinds.get(pid) if kinds is not None else None
         if kind is None:
             kind = _kind_of_pid(pid)
-        rss, pss, uss, pss_anon = figures
-        processes.append(BrowserProcess(pid, kind, rss, pss, uss, pss_anon))
+        rss, pss, uss, pss_anon, shared = figures
+        processes.append(BrowserProcess(pid, kind, rss, pss, uss, pss_anon, shared))
     rss_total = sum(process.rss_bytes for process in processes)
     pss_total = uss_total = pss_anon_total = None
     if detail:
@@ -504,6 +527,35 @@ def read_tree(pids: Iterable[int], *, detail: bool = True, kinds: Mapping[int, s
         cpu_seconds=time.thread_time() - started_cpu,
         pss_anon_bytes=pss_anon_total,
     )
+
+
+def _grown_pss(base: BrowserProcess, now: BrowserProcess, split_shared: bool, thinning: float = 1.0) -> int:
+    """A process's PSS now, from its PSS at ``base`` (a detail reading) and its RSS growth since: the anonymous
+    growth whole, the shared part at the share of it the process held, times ``thinning`` (processes then / now)."""
+    base_pss = base.pss_bytes if base.pss_bytes is not None else base.rss_bytes
+    if not split_shared or None in (base.shared_bytes, now.shared_bytes, base.pss_anon_bytes) or not base.shared_bytes:
+        return max(0, base_pss + now.rss_bytes - base.rss_bytes)
+    assert base.shared_bytes is not None and now.shared_bytes is not None and base.pss_anon_bytes is not None
+    shared_pss = max(0, base_pss - base.pss_anon_bytes)
+    share = min(1.0, shared_pss / base.shared_bytes)
+    grown_anon = (now.rss_bytes - now.shared_bytes) - (base.rss_bytes - base.shared_bytes)
+    shared_now = shared_pss + share * (now.shared_bytes - base.shared_bytes)
+    return max(0, int(base.pss_anon_bytes + grown_anon + thinning * shared_now))
+
+
+def _split_ratios(reading: TreeReading) -> dict[str, tuple[float, float]]:
+    """Per kind, anonymous PSS over anonymous RSS and shared PSS over shared RSS of a detail reading (a new process
+    of the kind counts at those)."""
+    sums: dict[str, list[int]] = {}
+    for p in reading.processes:
+        if p.pss_bytes is None or p.pss_anon_bytes is None or p.shared_bytes is None:
+            continue
+        row = sums.setdefault(p.kind, [0, 0, 0, 0])
+        row[0] += p.pss_anon_bytes
+        row[1] += p.rss_bytes - p.shared_bytes
+        row[2] += max(0, p.pss_bytes - p.pss_anon_bytes)
+        row[3] += p.shared_bytes
+    return {kind: (min(1.0, a / b) if b else 1.0, min(1.0, c / d) if d else 1.0) for kind, (a, b, c, d) in sums.items()}
 
 
 def _pss_ratios(reading: TreeReading) -> dict[str, float]:
@@ -565,8 +617,9 @@ class TreeSampler:
         self._kinds: dict[int, str] = {}
         self._next_rescan = float("-inf")
         self._next_detail = float("-inf")
-        self._base: dict[int, tuple[int, int]] = {}  # pid -> (rss, pss) of the last detail read
+        self._base: dict[int, BrowserProcess] = {}  # pid -> the process at the last detail read (PSS read)
         self._ratios: dict[str, float] = {}  # kind -> summed PSS / summed RSS of its processes at the last detail read
+        self._split_ratios: dict[str, tuple[float, float]] = {}  # kind -> (anonymous, shared) PSS / RSS, the same
         self.last: TreeReading | None = None
         self.last_detail: TreeReading | None = None
         self.peak_rss_bytes = 0
@@ -624,8 +677,7 @@ class TreeSampler:
         self.cost_seconds += first.cost_seconds
         self.cpu_seconds += first.cpu_seconds
         for process in first.processes:
-            pss = process.pss_bytes if process.pss_bytes is not None else process.rss_bytes
-            self._base[process.pid] = (process.rss_bytes, pss)
+            self._base[process.pid] = process
 
     def record(self, reading: TreeReading) -> None:
         """Update the peaks and counters from a reading (``sample`` calls it)."""
@@ -637,9 +689,9 @@ class TreeSampler:
         if reading.pss_bytes is not None:
             self.last_detail = reading
             self.detail_samples += 1
-            self._base = {p.pid: (p.rss_bytes, p.pss_bytes if p.pss_bytes is not None else p.rss_bytes)
-                          for p in reading.processes}
+            self._base = {p.pid: p for p in reading.processes}
             self._ratios = _pss_ratios(reading)
+            self._split_ratios = _split_ratios(reading)
             self._raise_pss_peak(reading.pss_bytes, estimated=False)
             self.peak_uss_bytes = max(self.peak_uss_bytes, reading.uss_bytes or 0)
             self.peak_pss_anon_bytes = max(self.peak_pss_anon_bytes, reading.pss_anon_bytes or 0)
@@ -651,16 +703,32 @@ class TreeSampler:
             self.peak_pss_bytes = pss_bytes
             self.peak_pss_estimated = estimated
 
-    def estimate_pss_bytes(self, reading: TreeReading) -> int:
-        """Estimate the summed PSS of an RSS-only reading: last PSS + RSS growth per process (RSS if never read)."""
+    def estimate_pss_bytes(self, reading: TreeReading, *, split_shared: bool = True) -> int:
+        """Estimate the summed PSS of an RSS-only reading: per process its last PSS plus its RSS growth since, the
+        anonymous part whole and the shared part (file-backed and shmem) at the share of it the process held then;
+        a process never read counts at its kind's PSS/RSS ratio. ``split_shared=False`` counts all RSS growth whole
+        (the estimate before: shared growth, counted once per process that maps it, made it err high)."""
         total = 0
+        # Pages the whole tree maps (the binary, its libraries) are shared by every process: the PSS they add up to
+        # stays that of their one copy as processes come and go, so each process's shared part goes as 1 / processes
+        # (the browser's processes: Playwright's driver maps none of Chromium's files).
+        browsers_then = sum(1 for p in self._base.values() if p.kind != "driver")
+        browsers_now = sum(1 for p in reading.processes if p.kind != "driver")
+        # Only down: when processes exit, the shares they leave go to those that map the same pages, which a ratio of
+        # counts over-states (a 17-process tree down to 8 doubled every share, a 1.4 GB estimate of a 0.75 GB tree).
+        browser_thinning = min(1.0, browsers_then / browsers_now) if split_shared and browsers_now else 1.0
         for process in reading.processes:
+            thinning = 1.0 if process.kind == "driver" else browser_thinning
             base = self._base.get(process.pid)
-            if base is None:
+            split = self._split_ratios.get(process.kind)
+            if base is None and split_shared and split is not None and process.shared_bytes is not None:
+                anon_ratio, shared_ratio = split
+                total += int(anon_ratio * (process.rss_bytes - process.shared_bytes)
+                             + shared_ratio * thinning * process.shared_bytes)
+            elif base is None:
                 total += int(process.rss_bytes * self._ratios.get(process.kind, 1.0))
             else:
-                base_rss, base_pss = base
-                total += max(0, base_pss + process.rss_bytes - base_rss)
+                total += _grown_pss(base, process, split_shared, thinning)
         return total
 
     def reset_peaks(self) -> None:

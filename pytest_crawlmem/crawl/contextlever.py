@@ -9,8 +9,9 @@ context gets no new page; once it has no open page and no page being created, th
 mid-navigation, nor a page a callback holds: ``playwright_include_page`` pages keep their context open until closed).
 The fresh context is created with the options of the one it replaces (``playwright_context_kwargs`` or
 ``PLAYWRIGHT_CONTEXTS``). The decision (:mod:`pytest_crawlmem.core.context_policy`) reads the tree's PSS: an RSS
-reading (~10 us a process) estimated as PSS every ``read_seconds``, a PSS reading (~3 ms a process) on schedule and
-before acting.
+reading (~10 us a process) estimated as PSS every ``read_seconds`` near the budget (every IDLE_READ_SECONDS far
+under it), a PSS reading (~3 ms a process) on schedule near the budget and before acting, backing off when it does
+not confirm the estimate.
 """
 
 from __future__ import annotations
@@ -26,15 +27,23 @@ from typing import Any
 from ..core.context_policy import MIN_SERVED_PAGES, ContextState, choose_rotation, closable
 from .browsertree import TreeSampler
 
-#: Seconds between two readings of the tree (RSS, estimated as PSS: ~10 us a process).
+#: Seconds between two readings of the tree (RSS, estimated as PSS: ~10 us a process) once it is over the restore
+#: share of the budget; under it, IDLE_READ_SECONDS.
 READ_SECONDS = 0.5
-#: Seconds between two PSS readings of the tree on schedule, to re-base the estimate (each reads every process's
-#: smaps_rollup: 34 ms of CPU for a 13-process tree, against 0.16 ms for its RSS). A browser crawl's own process
-#: does little (Chromium does the work): at 10 s, and confirming every estimate over the act share, the readings were
-#: 3.9 s of a 200-page crawl process's 8.6 s of CPU.
+IDLE_READ_SECONDS = 2.0
+#: Seconds between two rediscoveries of the tree (~1 ms: the children files of every thread of the driver and the
+#: browser); a process that exits makes the next reading rediscover it at once.
+RESCAN_SECONDS = 10.0
+#: Seconds between two PSS readings of the tree on schedule, to re-base the estimate, taken only while the tree is
+#: over the restore share (each reads every process's smaps_rollup: 32-55 ms of CPU for a 10-17 process tree,
+#: against 0.1-0.2 ms for its RSS). A browser crawl's own process does little (Chromium does the work): at 10 s,
+#: and confirming every estimate over the act share, the readings were 3.9 s of a 200-page crawl process's 8.6 s.
 DETAIL_SECONDS = 30.0
 #: A PSS reading younger than this confirms an estimate over the act share without reading again.
 CONFIRM_SECONDS = 3.0
+#: After a PSS reading found the tree under the act share that the estimate said it was over, the next one waits
+#: twice as long as the last wait (from CONFIRM_SECONDS), up to this; a rotation starts over.
+MAX_CONFIRM_WAIT_SECONDS = 30.0
 #: The most pages a context serves before it may be rotated, once rotations stopped helping (the back-off's cap).
 MAX_SERVED_PAGES = 64
 _DEFAULT_CONTEXT = "default"
@@ -78,7 +87,10 @@ class ContextLever:
         self._rotated = False  # a rotation's context closed since the last reading over the act share
         self.floor_said = False
         self.read_seconds = read_seconds
-        self.tree = TreeSampler(None, detail_seconds=detail_seconds)
+        self.detail_seconds = detail_seconds
+        self.tree = TreeSampler(None, detail_seconds=detail_seconds, rescan_seconds=RESCAN_SECONDS)
+        self._confirm_wait = CONFIRM_SECONDS  # after a PSS reading that did not confirm the estimate
+        self._next_confirm = float("-inf")
         self._states: weakref.WeakKeyDictionary[Any, _HandlerState] = weakref.WeakKeyDictionary()
         self._last_read = float("-inf")
         self._last_detail = float("-inf")
@@ -139,7 +151,9 @@ class ContextLever:
         for handler in handlers:
             if self.install(handler):
                 events += self._reap(handler)
-        if now - self._last_read < self.read_seconds:
+        interval = self.read_seconds if self.tree_bytes >= self.low_share * self.budget_bytes else max(
+            self.read_seconds, IDLE_READ_SECONDS)
+        if now - self._last_read < interval:
             return events
         self._last_read = now
         footprint = self._read(now)
@@ -161,9 +175,15 @@ class ContextLever:
                 self._rotated = False  # judged: the rotation helped, or it did not
             choice = choose_rotation(footprint, self.budget_bytes, self.high_share, contexts, self.min_served)
             if choice is not None and not confirmed:  # act on a PSS reading, not on an estimate (read only now)
+                if now < self._next_confirm:
+                    break  # the last PSS reading did not confirm an estimate: wait before reading again
                 footprint, confirmed = self._read(now, detail=True), True
                 choice = choose_rotation(footprint, self.budget_bytes, self.high_share, contexts, self.min_served)
+                if choice is None:
+                    self._next_confirm = now + self._confirm_wait
+                    self._confirm_wait = min(MAX_CONFIRM_WAIT_SECONDS, 2 * self._confirm_wait)
             if choice is not None:
+                self._confirm_wait, self._next_confirm = CONFIRM_SECONDS, float("-inf")
                 events.append(self._rotate(handler, state, choice, footprint))
                 break
         return events
@@ -189,6 +209,9 @@ class ContextLever:
         last = self.tree.last_detail
         if detail is None and (last is None or not last.processes):
             detail = True  # no PSS read of the tree yet: an estimate would count every process at its RSS (2-3x)
+        elif detail is None:  # re-base on schedule only near the budget: far under it, the estimate is enough
+            detail = (self.tree_bytes >= self.low_share * self.budget_bytes
+                      and now - self._last_detail >= self.detail_seconds)
         reading = self.tree.sample(detail=detail, read_new=False)  # a new renderer counts at its kind's PSS/RSS
         if reading.pss_bytes is not None:
             self._last_detail = now

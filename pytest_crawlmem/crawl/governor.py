@@ -290,6 +290,8 @@ class MemoryGovernor:
         if self.lever is not None:
             stats.set_value("crawlmem/governor/browser_peak_pss_bytes", self.lever.peak_tree_bytes)
             stats.set_value("crawlmem/governor/browser_read_cpu_seconds", round(self.lever.cpu_seconds, 6))
+            stats.set_value("crawlmem/governor/browser_reads", self.lever.tree.samples)
+            stats.set_value("crawlmem/governor/browser_pss_reads", self.lever.tree.detail_samples)
         if self.record_path is not None:
             self._write_record(reason)
 
