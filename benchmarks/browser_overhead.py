@@ -158,6 +158,7 @@ def main() -> None:
     parser.add_argument("--code", help=argparse.SUPPRESS)
     parser.add_argument("--profile", choices=("test", "production"), help="one crawl, its own CPU profiled")
     parser.add_argument("--profile-path", help=argparse.SUPPRESS)
+    parser.add_argument("--modes", nargs="+", choices=MODES, help="only these modes (default: all four)")
     args = parser.parse_args()
     if args.child:
         print("RESULT " + json.dumps(child(args.child, args.pages, args.code, args.profile_path)), flush=True)
@@ -165,7 +166,7 @@ def main() -> None:
     if args.profile:
         _print_profile(args.profile, args.pages)
         return
-    modes = [m for m in MODES if args.before or m.startswith("after")]
+    modes = [m for m in (args.modes or MODES) if args.before or m.startswith("after")]
     runs: list[dict[str, Any]] = []
     for i in range(args.rounds):
         k = i % len(modes)
