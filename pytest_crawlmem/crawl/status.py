@@ -19,6 +19,7 @@ from typing import Any
 from ..core.assemble import status_counts
 from ..core.distribution import Histogram
 from ..core.units import format_size
+from .meter import CollectorTime
 
 logger = logging.getLogger("pytest_crawlmem.extension")
 
@@ -173,7 +174,8 @@ class StatusTicker:
         self.ext = ext
         self.interval_seconds = interval_seconds
         self.emitted = 0
-        self.cpu_seconds = 0.0  # this thread's CPU time spent building and emitting statuses
+        self.cpu_seconds = 0.0  # this thread's CPU time spent building and emitting statuses (collections left out)
+        self._collector = CollectorTime()
         self._call: Any = None
 
     def start(self) -> None:
@@ -187,8 +189,9 @@ class StatusTicker:
 
     def emit(self, *, log: bool = True) -> Status | None:
         """Emit one status; a failure is recorded, never raised (a LoopingCall that raises stops for good)."""
-        started = time.thread_time()
-        try:
+        emitted: list[Status] = []
+
+        def build() -> None:
             status = read_status(self.ext)
             if log:
                 logger.info(status.line())
@@ -196,13 +199,15 @@ class StatusTicker:
             if crawler is not None:
                 for key, value in status.stats().items():
                     crawler.stats.set_value(key, value)
-            self.emitted += 1
-            return status
+            emitted.append(status)
+
+        try:
+            self.cpu_seconds += self._collector.own_seconds(build)
         except Exception as exc:
             self.ext.recording.add_error(f"status failed: {exc!r}")
             return None
-        finally:
-            self.cpu_seconds += time.thread_time() - started
+        self.emitted += 1
+        return emitted[0]
 
     def stop(self) -> None:
         """Stop ticking."""
