@@ -23,43 +23,6 @@ from . import probes
 from .recording import Recording
 
 
-class CollectorTime:
-    """The thread CPU the cyclic garbage collector spends in this thread while a span runs (a ``gc.callbacks`` hook,
-    in place only during the span).
-
-    A collection runs in whichever thread's allocation crosses its threshold, and walks the whole young generation: in
-    the sampler's thread it is the crawl's garbage, not the sampler's work. Counted as the sampler's own, it made
-    the same code read 0.7% and 6.0% of a browser crawl's CPU in two crawls of the same wall time.
-    """
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self._ident = 0
-        self._began: float | None = None
-
-    def __call__(self, phase: str, info: Mapping[str, Any]) -> None:
-        if threading.get_ident() != self._ident:
-            return
-        if phase == "start":
-            self._began = time.thread_time()
-        elif self._began is not None:
-            self.seconds += time.thread_time() - self._began
-            self._began = None
-
-    def own_seconds(self, func: Callable[[], object]) -> float:
-        """Run ``func`` and return the thread CPU it spent, less what collections took meanwhile (``func``'s
-        exception propagates)."""
-        self._ident, collected = threading.get_ident(), self.seconds
-        gc.callbacks.append(self)
-        started = time.thread_time()
-        try:
-            func()
-        finally:
-            spent = time.thread_time() - started
-            gc.callbacks.remove(self)
-        return max(0.0, spent - (self.seconds - collected))
-
-
 class Sampler:
     """Calls ``take()`` every ``interval_seconds`` on a daemon thread until :meth:`stop` (any thread)."""
 
@@ -68,8 +31,7 @@ class Sampler:
         self.interval_seconds = interval_seconds
         self.recording = recording
         self.name = name
-        self.cpu_seconds = 0.0  # the sampler thread's CPU time (it alone writes it), garbage collections left out
-        self.collector = CollectorTime()  # what the collections that ran in its samples took (the crawl's garbage)
+        self.cpu_seconds = 0.0  # the sampler thread's CPU time (it alone writes it)
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -81,10 +43,12 @@ class Sampler:
     def run(self) -> None:
         """The loop: a failed sample is recorded as an error, and the next one is still taken."""
         while not self._stopped.wait(self.interval_seconds):
+            started = time.thread_time()
             try:
-                self.cpu_seconds += self.collector.own_seconds(self.take)
+                self.take()
             except Exception as exc:
                 self.recording.add_error(f"sample failed: {exc!r}")
+            self.cpu_seconds += time.thread_time() - started
 
     def stop(self, join_seconds: float = 5.0) -> None:
         """Stop the loop and wait for the thread (at most ``join_seconds``)."""

@@ -19,7 +19,6 @@ from typing import Any
 from ..core.assemble import status_counts
 from ..core.distribution import Histogram
 from ..core.units import format_size
-from .meter import CollectorTime
 
 logger = logging.getLogger("pytest_crawlmem.extension")
 
@@ -174,8 +173,7 @@ class StatusTicker:
         self.ext = ext
         self.interval_seconds = interval_seconds
         self.emitted = 0
-        self.cpu_seconds = 0.0  # this thread's CPU time spent building and emitting statuses (collections left out)
-        self._collector = CollectorTime()
+        self.cpu_seconds = 0.0  # this thread's CPU time spent building and emitting statuses
         self._call: Any = None
 
     def start(self) -> None:
@@ -189,9 +187,8 @@ class StatusTicker:
 
     def emit(self, *, log: bool = True) -> Status | None:
         """Emit one status; a failure is recorded, never raised (a LoopingCall that raises stops for good)."""
-        emitted: list[Status] = []
-
-        def build() -> None:
+        started = time.thread_time()
+        try:
             status = read_status(self.ext)
             if log:
                 logger.info(status.line())
@@ -199,15 +196,13 @@ class StatusTicker:
             if crawler is not None:
                 for key, value in status.stats().items():
                     crawler.stats.set_value(key, value)
-            emitted.append(status)
-
-        try:
-            self.cpu_seconds += self._collector.own_seconds(build)
+            self.emitted += 1
+            return status
         except Exception as exc:
             self.ext.recording.add_error(f"status failed: {exc!r}")
             return None
-        self.emitted += 1
-        return emitted[0]
+        finally:
+            self.cpu_seconds += time.thread_time() - started
 
     def stop(self) -> None:
         """Stop ticking."""
