@@ -78,9 +78,9 @@ def main() -> None:
                               "pytest_seconds": process_seconds, "causes": causes}
         print(f"concurrency {concurrency}: {ended}/{args.runs} ended within timeout + 10 s "
               f"(max {max((s for s in seconds if s is not None), default=None)} s)", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps({"timeout_seconds": args.timeout, "isolate": args.isolate,
-                                         "by_concurrency": table}, indent=2))
+        if args.json:  # after each concurrency: a series cut short keeps what it measured
+            args.json.write_text(json.dumps({"timeout_seconds": args.timeout, "isolate": args.isolate,
+                                             "by_concurrency": table}, indent=2))
 
 
 if __name__ == "__main__":
