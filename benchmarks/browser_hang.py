@@ -27,11 +27,11 @@ import time
 import pytest
 from playwright_books import ForgetfulBooksSpider, books_settings
 
-@pytest.mark.crawl_memory(timeout={timeout}{isolate})
+@pytest.mark.crawl_memory(timeout={timeout})
 def test_it(crawl, fixture_site):
     started = time.monotonic()
     try:
-        crawl(ForgetfulBooksSpider, settings=books_settings({concurrency}), base_url=fixture_site.base_url, pages=3)
+        crawl(ForgetfulBooksSpider, settings=books_settings({concurrency}), base_url=fixture_site.base_url, pages=3{isolate})
     finally:
         print("CRAWL_SECONDS", round(time.monotonic() - started, 1))
 """
