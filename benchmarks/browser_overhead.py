@@ -101,6 +101,16 @@ def child(mode: str, pages: int, code: str | None, profile_path: str | None = No
 
     assert not code or pytest_crawlmem.__file__.startswith(code), pytest_crawlmem.__file__
     write_profile = _profiled(profile_path) if profile_path else None
+    collectors: list[Any] = []  # the sampler's and the status line's CollectorTime (code that has one)
+    meter = importlib.import_module("pytest_crawlmem.crawl.meter")
+    if hasattr(meter, "CollectorTime"):
+        collector_init = meter.CollectorTime.__init__
+
+        def counted_init(self: Any) -> None:
+            collector_init(self)
+            collectors.append(self)
+
+        meter.CollectorTime.__init__ = counted_init
     settings = books_settings(32, LOG_LEVEL="ERROR")
     with start_site() as site, tempfile.TemporaryDirectory() as tmp:
         kwargs = {"base_url": site.base_url, "pages": pages}
@@ -126,6 +136,7 @@ def child(mode: str, pages: int, code: str | None, profile_path: str | None = No
     return {"mode": mode, "finish_reason": stats.get("finish_reason"), "wall_seconds": round(wall, 2),
             "items": items, "process_cpu_seconds": round(process_cpu, 3),
             "own_cpu_seconds": round(own, 4), "own_share": round(own / process_cpu, 4) if process_cpu else None,
+            "collections_in_own_seconds": round(sum(c.seconds for c in collectors), 4) if collectors else None,
             "samples": stats.get("crawlmem/samples"), "checkpoints": stats.get("crawlmem/checkpoints"),
             "undrained_checkpoints": stats.get("crawlmem/undrained_checkpoints"),
             "checkpoint_pause_total_seconds": stats.get("crawlmem/checkpoint_pause_total_seconds"),
@@ -158,6 +169,7 @@ def main() -> None:
     parser.add_argument("--code", help=argparse.SUPPRESS)
     parser.add_argument("--profile", choices=("test", "production"), help="one crawl, its own CPU profiled")
     parser.add_argument("--profile-path", help=argparse.SUPPRESS)
+    parser.add_argument("--modes", nargs="+", choices=MODES, help="only these modes (default: all four)")
     args = parser.parse_args()
     if args.child:
         print("RESULT " + json.dumps(child(args.child, args.pages, args.code, args.profile_path)), flush=True)
@@ -165,7 +177,7 @@ def main() -> None:
     if args.profile:
         _print_profile(args.profile, args.pages)
         return
-    modes = [m for m in MODES if args.before or m.startswith("after")]
+    modes = [m for m in (args.modes or MODES) if args.before or m.startswith("after")]
     runs: list[dict[str, Any]] = []
     for i in range(args.rounds):
         k = i % len(modes)
@@ -180,8 +192,8 @@ def main() -> None:
             print(f"{mode:18} wall {run['wall_seconds']:6.1f} s  process CPU {run['process_cpu_seconds']:6.2f} s  own"
                   f" {run['own_cpu_seconds']:6.3f} s ({run['own_share']:.1%})  checkpoints {run['checkpoints']}"
                   f" (undrained {run['undrained_checkpoints']}, pauses {run['checkpoint_pause_total_seconds']} s)"
-                  f" items {run['items']} {run['finish_reason']}",
-                  flush=True)
+                  f" items {run['items']} {run['finish_reason']}; collections in it (left out)"
+                  f" {run.get('collections_in_own_seconds')} s", flush=True)
     summary = {}
     for mode in modes:
         mine = [r for r in runs if r["mode"] == mode]

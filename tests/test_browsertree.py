@@ -521,3 +521,38 @@ def test_the_pss_estimate_counts_shared_growth_at_the_process_share_and_thins_it
     # Processes gone do not swell the shares of those left (a 17-process tree down to 8 once doubled every share).
     gone = _split_reading(_process(1, 100, 60))
     assert sampler.estimate_pss_bytes(gone) == 50 * MiB
+
+
+def test_tree_sampler_drops_an_exited_process_without_rediscovering_and_a_detail_reading_rediscovers() -> None:
+    # renderers exit as pages close: rediscovering the tree then (the children file of every thread of the crawl
+    # process, the driver, the browser and the zygotes) made it nearly every reading, 60% of the tree's cost
+    clock = FakeClock()
+    child = _sleeper()
+    scans: list[float] = []
+    tree = {os.getpid(): "browser", child.pid: "renderer"}
+
+    def discover(root: int | None) -> dict[int, str]:
+        scans.append(clock.now)
+        return dict(tree)
+
+    try:
+        sampler = TreeSampler(rescan_seconds=10.0, detail_seconds=3600.0, clock=clock, discover=discover)
+        assert len(sampler.sample().processes) == 2
+        child.kill()
+        child.wait(5)
+        del tree[child.pid]
+        clock.now = 1.0
+        assert [p.pid for p in sampler.sample().processes] == [os.getpid()]
+        clock.now = 2.0
+        sampler.sample()
+        assert scans == [0.0] and sampler.kinds == {os.getpid(): "browser"}
+        clock.now = 3.0
+        assert sampler.sample(detail=True).detail  # a checkpoint's reading sees the tree as it is now
+        clock.now = 12.0
+        sampler.sample()
+        clock.now = 13.0
+        sampler.sample()
+        assert scans == [0.0, 3.0, 13.0]  # the schedule runs from the last rediscovery
+    finally:
+        if child.is_running():
+            child.kill()

@@ -18,7 +18,11 @@ slot, and counted as in flight. :class:`PageGate` closes four ways while a check
 A crawl's first checkpoint comes while its pages and contexts are still being created: traced at 32 in flight, 9-11
 requests had taken a slot and were in ``new_page()`` (a second each on a loaded machine), or waited for the context
 lock; they then created contexts, opened pages, navigated and took screenshots during the drain (14 -> 25 pages
-opened), and the first checkpoint hit the 5 s drain timeout in about one crawl of three.
+opened), and the first checkpoint hit the 5 s drain timeout in about one crawl of three. The gate goes in at that
+checkpoint, so a creation begun before it passed no gate: once its page is created it waits at the gate in front of
+the navigation (``_download_request_with_page``), and the next holder of the context lock waits, counted, at the one
+in front of context creation (left uncounted, it alone kept 2 of 2 first checkpoints to the 5 s timeout: 27 in
+flight, 26 parked, nothing else running).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import contextvars
 import functools
 import weakref
 from collections.abc import Callable
@@ -35,6 +40,8 @@ from . import probes
 
 #: The gate installed in front of each scrapy-playwright handler's page creation (installed once per handler).
 _GATES: weakref.WeakKeyDictionary[Any, _Gate] = weakref.WeakKeyDictionary()
+#: Set while a download is inside the gated page creation (it is one of the gate's ``creating`` there).
+_CREATING: contextvars.ContextVar[bool] = contextvars.ContextVar("crawlmem_gated_page_creation", default=False)
 
 
 class _Gate:
@@ -73,9 +80,11 @@ def _gate_of(handler: Any) -> _Gate | None:
     async def gated_create_page(*args: Any, **kwargs: Any) -> Any:
         await gate.passed()
         gate.creating += 1
+        token = _CREATING.set(True)
         try:
             page = await create_page(*args, **kwargs)
         finally:
+            _CREATING.reset(token)
             gate.creating -= 1
         await gate.passed()  # a page created while the gate is closed waits blank: it navigates once it opens
         return page
@@ -86,13 +95,24 @@ def _gate_of(handler: Any) -> _Gate | None:
 
         @functools.wraps(create_context)
         async def gated_create_context(*args: Any, **kwargs: Any) -> Any:
-            await gate.passed(counted=False)  # passed the outer gate before it closed (it is one of ``creating``)
+            # inside the gated page creation it is one of ``creating``; a creation begun before the gate went in (the
+            # first checkpoint) holds the context lock here and is counted nowhere else
+            await gate.passed(counted=not _CREATING.get())
             wrapper = await create_context(*args, **kwargs)
             if gate.on_context is not None:  # created while the gate closed: its slots are held before a page opens
                 gate.on_context()
             return wrapper
 
         handler._create_browser_context = gated_create_context
+    navigate = getattr(handler, "_download_request_with_page", None)
+    if navigate is not None and asyncio.iscoroutinefunction(navigate):
+
+        @functools.wraps(navigate)
+        async def gated_navigate(*args: Any, **kwargs: Any) -> Any:
+            await gate.passed()  # a page whose creation began before the gate went in waits blank too
+            return await navigate(*args, **kwargs)
+
+        handler._download_request_with_page = gated_navigate
     return gate
 
 

@@ -585,10 +585,12 @@ def _kind_of_pid(pid: int) -> str:
 class TreeSampler:
     """Samples a browser tree on a schedule, keeping the peaks; for one sampler thread.
 
-    Each ``sample()`` rediscovers the tree when ``rescan_seconds`` have passed (or a known
-    process has exited), reads PSS/USS when ``detail_seconds`` have passed and RSS only
-    otherwise. ``peak_rss_bytes`` is the highest summed RSS seen. ``peak_pss_bytes`` is the
-    highest summed PSS, measured on detail reads and estimated on RSS reads as each
+    Each ``sample()`` rediscovers the tree when ``rescan_seconds`` have passed (and when a
+    detail reading is asked for: a checkpoint's), reads PSS/USS when ``detail_seconds`` have
+    passed and RSS only otherwise; a process that exited is dropped without a rediscovery
+    (renderers exit as pages close: rediscovering then made it nearly every reading).
+    ``peak_rss_bytes`` is the highest summed RSS seen. ``peak_pss_bytes`` is the highest summed
+    PSS, measured on detail reads and estimated on RSS reads as each
     process's last PSS plus its RSS growth since: private growth raises RSS and PSS alike,
     and new sharers only lower the PSS of the others, so while the tree grows the estimate
     errs high (~1.1x with five new 50 MiB pages); when sharers exit, the share they leave
@@ -654,15 +656,16 @@ class TreeSampler:
         spares reading the PSS of processes new since the last detail reading (they count at the PSS/RSS ratio of
         their kind at that reading)."""
         now = self._clock()
-        if now >= self._next_rescan:
+        if now >= self._next_rescan or detail:  # a reading asked for in detail (a checkpoint's) sees the tree as it is
             self.rescan()
         if detail is None:
             detail = now >= self._next_detail
         if detail:
             self._next_detail = now + self.detail_seconds
         reading = read_tree(list(self._kinds), detail=detail, kinds=self._kinds)
-        if len(reading.processes) < len(self._kinds):
-            self._next_rescan = now  # a process exited: the tree changed
+        if len(reading.processes) < len(self._kinds):  # processes exited: dropped (a new one waits for the rescan)
+            alive = {process.pid for process in reading.processes}
+            self._kinds = {pid: kind for pid, kind in self._kinds.items() if pid in alive}
         if not detail and self._base and read_new:
             self._read_new_processes(reading)
         self.record(reading)

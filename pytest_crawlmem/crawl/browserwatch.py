@@ -11,8 +11,8 @@ from .browsertree import TreeReading, TreeSampler
 class BrowserWatch:
     """The browser side of one measured run; fed by the sampler thread and the checkpoints."""
 
-    def __init__(self, *, detail_seconds: float = 1.0, root_pid: int | None = None) -> None:
-        self.tree = TreeSampler(root_pid, detail_seconds=detail_seconds)
+    def __init__(self, *, detail_seconds: float = 1.0, root_pid: int | None = None, rescan_seconds: float = 2.0) -> None:
+        self.tree = TreeSampler(root_pid, detail_seconds=detail_seconds, rescan_seconds=rescan_seconds)
         self.peak: TreeReading | None = None  # the detail reading with the highest summed PSS
         self.max_pages = 0
         self.max_contexts = 0

@@ -30,6 +30,10 @@ TREE_CPU_SHARE = 0.01
 #: ...but its RSS is read at least this often, whatever it costs (kill_at and the PSS peak see the browser this late;
 #: at 5 s these readings alone were half of the extension's CPU in production on a loaded machine).
 TREE_MAX_AGE_SECONDS = 10.0
+#: Seconds between rediscoveries of the tree by the sampler (a checkpoint's reading rediscovers it every time): walking
+#: the children files of the crawl process, the driver, the browser and the zygotes (a file a thread), then naming the
+#: new processes, was 60% of the tree's cost in production at every 2 s; a new process is read this late at most.
+TREE_RESCAN_SECONDS = 10.0
 #: Browser crawls are sampled at most this often (CRAWLMEM_INTERVAL_SECONDS below it is raised to it): a page takes
 #: about a second, and at 0.1 s the samples alone (queues, pages, the stream) took 7% of the crawl process's CPU.
 BROWSER_MIN_INTERVAL_SECONDS = 0.5
@@ -138,7 +142,7 @@ class CrawlBrowser:
 
     def __init__(self, recording: Recording, *, detail_seconds: float, stall_seconds: float) -> None:
         self.recording = recording
-        self.watch = BrowserWatch(detail_seconds=detail_seconds)
+        self.watch = BrowserWatch(detail_seconds=detail_seconds, rescan_seconds=TREE_RESCAN_SECONDS)
         self.handed = HandedPages(stall_seconds)  # pages given to callbacks (playwright_include_page)
         self.gate = PageGate()  # closed while a checkpoint drains: no page opens
         self.unclosed_at_close = 0

@@ -422,8 +422,8 @@ def _slot_semaphores(handler: Any) -> list[Any]:
 def _page_count(context: Any) -> int:
     """A Playwright context's open pages, counted on its implementation object when it has one (``context.pages``
     builds a list of API wrappers: a sixth of the sampler's CPU on a browser crawl in production, per cProfile)."""
-    impl_pages = getattr(getattr(context, "_impl_obj", None), "_pages", None)
-    return len(impl_pages) if isinstance(impl_pages, list) else len(context.pages)
+    impl_pages = getattr(getattr(context, "_impl_obj", None), "_pages", None)  # a dict since Playwright 1.5x
+    return len(impl_pages) if isinstance(impl_pages, (list, dict)) else len(context.pages)
 
 
 def _read_pages(handlers: list[Any]) -> PageReading:
