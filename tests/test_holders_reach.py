@@ -67,3 +67,10 @@ def test_a_project_object_on_the_spider_is_walked_into():
     assert holder.path == "spider.state.done[…] -> 10 lists[100]"
     assert holder.line is not None and holder.line.endswith(
         f"test_holders_reach.py:{Spider.parse_product.__code__.co_firstlineno + 1}")
+
+
+def test_reading_the_queued_requests_creates_no_meta_or_cb_kwargs():
+    """Scrapy creates a request's ``meta`` and ``cb_kwargs`` dicts on first access: the walk must not."""
+    bare = Request("http://x/1")
+    QueuedRequests([bare])
+    assert bare._meta is None and bare._cb_kwargs is None

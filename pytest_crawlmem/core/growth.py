@@ -498,7 +498,7 @@ def _before_release(
 def _window_at_end(checkpoints: Sequence[Checkpoint]) -> bool:
     """Whether the attribution window was still open at the crawl's end: a traced checkpoint right before the close.
 
-    Measured: it opens only when the checkpoints look like growth, and none of 241 clean crawls of
+    Measured: it opens only when the checkpoints look like growth, and none of 273 clean crawls of
     benchmarks/detection.py had it open at the end; 8 of 10 ``request.meta`` chains over 294 responses did.
     """
     total = checkpoints[-1].responses if checkpoints else 0

@@ -70,8 +70,14 @@ class QueuedRequests:
     left out (each is a new container at every checkpoint, never one that grew)."""
 
     def __init__(self, requests: Sequence[Any]) -> None:
-        self.meta = _shared(getattr(request, "meta", None) for request in requests)
-        self.cb_kwargs = _shared(getattr(request, "cb_kwargs", None) for request in requests)
+        self.meta = _shared(_carried(request, "meta") for request in requests)
+        self.cb_kwargs = _shared(_carried(request, "cb_kwargs") for request in requests)
+
+
+def _carried(request: Any, name: str) -> Any:
+    """A request's ``meta`` or ``cb_kwargs`` without creating it: Scrapy makes the dict on first access."""
+    private = f"_{name}"
+    return getattr(request, private) if hasattr(request, private) else getattr(request, name, None)
 
 
 def _shared(mappings: Iterator[Any]) -> dict[str, Any]:
