@@ -556,3 +556,22 @@ def test_tree_sampler_drops_an_exited_process_without_rediscovering_and_a_detail
     finally:
         if child.is_running():
             child.kill()
+
+
+def test_a_tree_without_its_browser_yet_is_looked_for_again_soon_not_at_the_next_scheduled_rediscovery() -> None:
+    # the crawl's tree is read before Chromium has launched: waiting the 10 s schedule to look again left a 100-page
+    # browser crawl with no PSS reading in any sample
+    clock = FakeClock()
+    tree: dict[int, str] = {}
+    sampler = TreeSampler(rescan_seconds=10.0, detail_seconds=3600.0, clock=clock, discover=lambda root: dict(tree))
+    sampler.sample()
+    tree.update({os.getpid(): "driver"})  # the driver first, then the browser
+    clock.now = 1.0
+    sampler.sample()
+    tree.update({os.getppid(): "browser"})
+    clock.now = 2.0
+    assert sampler.sample().processes and "browser" in sampler.kinds.values()
+    scans = sampler.rescans
+    clock.now = 3.0
+    sampler.sample()
+    assert sampler.rescans == scans  # found: the schedule's 10 s again

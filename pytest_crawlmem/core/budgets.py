@@ -117,7 +117,7 @@ class BudgetSpec:
         """
         if self.shows == "verdict":
             per = _number(per_response)
-            return f"{value}" + ("" if per is None else f" ({format_size(per)}/{unit[:-1]})")
+            return (f"{value}" or "-") + ("" if per is None else f" ({format_size(per)}/{unit[:-1]})")
         number = _number(value)
         if self.shows == "reached":
             return "not reached" if value is None else f"reached ({'-' if number is None else format_size(number)})"

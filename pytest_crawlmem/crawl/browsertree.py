@@ -582,6 +582,10 @@ def _kind_of_pid(pid: int) -> str:
     return kind if kind is not None else OTHER_KIND
 
 
+#: Seconds between rediscoveries while the tree has no browser process yet (Playwright's driver starts it later).
+SEARCH_SECONDS = 0.5
+
+
 class TreeSampler:
     """Samples a browser tree on a schedule, keeping the peaks; for one sampler thread.
 
@@ -645,7 +649,8 @@ class TreeSampler:
         started_wall = time.perf_counter()
         started_cpu = time.thread_time()
         self._kinds = self._discover(self.root_pid)
-        self._next_rescan = self._clock() + self.rescan_seconds
+        found = "browser" in self._kinds.values()  # until Chromium has launched, it is looked for again soon
+        self._next_rescan = self._clock() + (self.rescan_seconds if found else min(self.rescan_seconds, SEARCH_SECONDS))
         self.rescans += 1
         self.cost_seconds += time.perf_counter() - started_wall
         self.cpu_seconds += time.thread_time() - started_cpu
