@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -166,8 +165,11 @@ def _without_largest_steps(xs: Sequence[float], ys: Sequence[float], rates: Sequ
     crawl, 2.1 MB and 0.9 MB, read as 2.5 KiB/response.)
     """
     drop = 2 if len(rates) >= 5 else 1
-    largest = set(sorted(range(len(rates)), key=lambda k: rates[k], reverse=True)[:drop])
-    typical = statistics.median(r for k, r in enumerate(rates) if k not in largest)
+    order = sorted(range(len(rates)), key=rates.__getitem__, reverse=True)
+    largest = set(order[:drop])
+    others = [rates[k] for k in order[drop:]]  # descending: their median without sorting again (a power draw's hot path)
+    half = len(others) // 2
+    typical = others[half] if len(others) % 2 else (others[half - 1] + others[half]) / 2
     steady = [ys[0]]
     for k, rate in enumerate(rates):
         steady.append(steady[-1] + (min(rate, typical) if k in largest else rate) * (xs[k + 1] - xs[k]))
@@ -189,20 +191,25 @@ def unit_power(xs: tuple[float, ...]) -> float:
     (The fits are :func:`_robust_fits`' with what depends on ``xs`` alone computed once: the same figures, 3x faster;
     a running crawl's verdict pays it at every checkpoint.)
     """
-    rng = random.Random(len(xs))
     mid = (xs[0] + xs[-1]) / 2
     later_at = min(sum(x < mid for x in xs), len(xs) - 3)
     whole, later = _Design(xs), _Design(xs[later_at:])
     gaps = [xb - xa for xa, xb in pairwise(xs)]
     needed = []
-    for _ in range(POWER_DRAWS):
-        ys = [rng.gauss(0.0, 1.0) for _ in xs]
+    for ys in _noise_draws(len(xs)):
         steady = _without_largest_steps(xs, ys, [(b - a) / gap for (a, b), gap in zip(pairwise(ys), gaps, strict=True)])
         slope, sd = whole.fit(steady)
         later_slope = later.fit(steady[later_at:])[0]
         lower = slope - t95(whole.n - 2) * sd / math.sqrt(whole.spread)
         needed.append(max(-lower, -later_slope) / max(sd, 1e-9))
     return sorted(needed)[int(0.95 * POWER_DRAWS)]
+
+
+@lru_cache(maxsize=64)
+def _noise_draws(n: int) -> tuple[tuple[float, ...], ...]:
+    """POWER_DRAWS series of ``n`` standard Gaussian draws, seeded by ``n`` (the same for every crawl of n checkpoints)."""
+    rng = random.Random(n)
+    return tuple(tuple(rng.gauss(0.0, 1.0) for _ in range(n)) for _ in range(POWER_DRAWS))
 
 
 class _Design:

@@ -437,15 +437,23 @@ class CrawlMemExtension:
 
     def _finish_checkpoint(self, drained: bool, started: float) -> None:
         try:
-            self._take_checkpoint(drained=drained, cost_started=started)
+            judge = self._take_checkpoint(drained=drained, cost_started=started, judge_now=False)
         finally:
             self._checkpointing = False
             if self.pages is not None:
                 self.pages.gate.open()
                 self.pages.handed.resume(time.monotonic() - self.started_at)
             probes.resume_engine(self.crawler)
+        if judge:  # after the engine resumed: the verdict so far is computed while the next downloads are in flight
+            _reactor().callLater(0, self._judge_later)
 
-    def _take_checkpoint(self, *, drained: bool, cost_started: float) -> None:
+    def _judge_later(self) -> None:
+        """A mid-crawl checkpoint's judgement, unless the spider closed since (its closing checkpoint judged them all)."""
+        if not self.finish_reason:
+            self._judge_so_far()
+
+    def _take_checkpoint(self, *, drained: bool, cost_started: float, judge_now: bool = True) -> bool:
+        """Read a checkpoint; judge the checkpoints so far (``judge_now``), else return whether they are to be judged."""
         queues = probes.read_queues(self.crawler)  # the engine is paused: its queues hold still
         checkpoint = drained_checkpoint(
             self.responses, started_at=self.started_at, cost_started=cost_started, drained=drained,
@@ -461,10 +469,11 @@ class CrawlMemExtension:
         previous = self.recording.checkpoints[-1] if self.recording.checkpoints else None
         self.recording.add_checkpoint(checkpoint)
         self.undrained_checkpoints += not drained
-        if previous is not None:  # the opening checkpoint has nothing to judge
-            self._judge_so_far()
         if previous is None or previous.responses < checkpoint.responses:  # an interval of no response judges nothing
             self._next_checkpoint = self._after_attribution(checkpoint)
+        if previous is not None and judge_now:  # the opening checkpoint has nothing to judge
+            self._judge_so_far()
+        return previous is not None
 
     def _after_attribution(self, checkpoint: Checkpoint) -> int:
         """Let the attribution window open or close here; return the next checkpoint.

@@ -1,0 +1,87 @@
+"""Where the default mode's overhead goes: the same clean crawl with one part of the plugin turned off at a time.
+
+    python benchmarks/overhead_parts.py [--pairs 5] [--pages 50] [--json out.json]
+
+Interleaved rounds, as ``overhead.py``: every round runs the crawl bare with the GC frozen (what the plugin does to
+the GC, without the plugin), in the default mode, and in the default mode less one part: the parse amplification
+middleware, the dropped-data downloader counters, the drained checkpoints (sampling only). A part's cost is the
+default mode's median ratio less the ratio without it. CPU time counts every thread of this process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from bench_spiders import Catalog
+from harness import Crawl, bare, machine_info, measured, median, progress, rounds, stop_reactor, timed
+
+from pytest_crawlmem.core.defaults import name_of
+from pytest_crawlmem.crawl.runner import CrawlOptions
+from pytest_crawlmem.harness.site import start_site
+
+#: name -> (CrawlOptions fields, extra settings); "bare-frozen" is Scrapy alone.
+PARTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "default": ({}, {}),
+    "no-amplification": ({}, {name_of("amplification"): False}),
+    "no-checkpoints": ({"checkpoints": False}, {}),
+}
+
+
+def run_once(mode: str, crawl: Crawl, root: Path) -> Any:
+    """One crawl in ``mode``; its result (None bare)."""
+    if mode == "bare-frozen":
+        import gc
+
+        gc.collect()
+        gc.freeze()
+        try:
+            bare(crawl)
+        finally:
+            gc.unfreeze()
+        return None
+    fields, settings = PARTS[mode]
+    report_dir = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=root))
+    return measured(Crawl(crawl.spider, crawl.kwargs, {**crawl.settings, **settings}),
+                    CrawlOptions(report_dir=report_dir, **fields))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--pages", type=int, default=50)
+    parser.add_argument("--modes", nargs="+", default=["bare-frozen", *PARTS])
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    with start_site() as site, tempfile.TemporaryDirectory(prefix="crawlmem-parts-") as tmp:
+        crawl = Crawl(Catalog, {"start_urls": [site.url(f"/catalog/?pages={args.pages}&per_page=40")]}, {})
+        warm = Crawl(Catalog, {"start_urls": [site.url("/catalog/?pages=5&per_page=40")]}, {})
+        for mode in args.modes:
+            run_once(mode, warm, Path(tmp))
+        for i, mode in rounds(args.modes, args.pairs):
+            with timed(site.pid) as t:
+                result = run_once(mode, crawl, Path(tmp))
+            runs[mode].append({"round": i, "wall": round(t.wall, 3), "cpu": round(t.cpu, 3),
+                               "verdict": result.growth.verdict if result else None})
+            progress(f"  round {i + 1}/{args.pairs} {mode:18} wall {t.wall:6.2f} s  cpu {t.cpu:6.2f} s")
+    stop_reactor()
+    bare_by_round = {key: {r["round"]: r[key] for r in runs["bare-frozen"]} for key in ("wall", "cpu")}
+    table: dict[str, Any] = {}
+    for mode, mode_runs in runs.items():
+        table[mode] = {key: {"median_s": median([r[key] for r in mode_runs]),
+                             "ratio": median([r[key] / bare_by_round[key][r["round"]] for r in mode_runs])}
+                       for key in ("wall", "cpu")}
+        print(f"{mode:18} wall {table[mode]['wall']['ratio']:.3f}x  cpu {table[mode]['cpu']['ratio']:.3f}x"
+              f"  (median {table[mode]['wall']['median_s']:.2f} s wall, {table[mode]['cpu']['median_s']:.2f} s cpu)")
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine_info(), "pairs": args.pairs, "pages": args.pages,
+                                         "table": table, "runs": runs}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
