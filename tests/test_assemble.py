@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import math
-from dataclasses import fields
+import typing
+from dataclasses import fields, replace
 from pathlib import Path
 
+import pytest
+
+from pytest_crawlmem.core.assemble import Details, crawl_result
 from pytest_crawlmem.core.budgets import Budgets
+from pytest_crawlmem.core.measurement import Measurement
 from pytest_crawlmem.core.models import (
     AmplificationSummary,
     AmplifiedPage,
@@ -29,6 +35,7 @@ from pytest_crawlmem.core.models import (
     ShotSummary,
     SizeDistribution,
 )
+from pytest_crawlmem.crawl import runner
 from pytest_crawlmem.crawl.recording import Recording
 from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.isolated import IsolatedSpec, result_from_stream
@@ -120,3 +127,67 @@ def test_an_older_report_without_the_newer_figures_still_reads():
     result = CrawlResult.from_json(old)
     assert result.responses == 100 and result.peak_rss == BASE + 99 and result.holders == () and result.danger is None
     assert result.growth.checkpoints[0].live_refs == {"HtmlResponse": 2}
+
+
+#: The CrawlResult fields :func:`assemble` fills from the run's facts, samples and verdict (the rest are ``Details``).
+FROM_FACTS = {"spider", "samples", "start_rss", "end_rss", "peak_rss", "traced_peak", "responses", "items_scraped",
+              "duration_seconds", "finish_reason", "peaks", "growth", "errors", "stopped_because", "report_dir"}
+
+
+def test_assembly_details_are_exactly_the_result_fields_the_facts_do_not_give_each_with_the_fields_type():
+    hints = typing.get_type_hints(CrawlResult)
+    details = typing.get_type_hints(Details)
+    assert set(details) == {f.name for f in fields(CrawlResult)} - FROM_FACTS
+    assert all(details[name] == hints[name] for name in details)
+
+
+def measurement_of(result: CrawlResult) -> Measurement:
+    """The Measurement a crawl would hand back for ``result`` (its checkpoints those of its growth)."""
+    return Measurement(
+        samples=result.samples, checkpoints=result.growth.checkpoints, errors=result.errors,
+        finish_reason=result.finish_reason, stopped_because="stopped at kill_at", start_rss=result.start_rss,
+        end_rss=result.end_rss, peak_rss=result.peak_rss, traced_peak=result.traced_peak, responses=result.responses,
+        items_scraped=result.items_scraped, checkpoint_min_responses=100, growth_sites=result.top_growth,
+        holders=result.holders, retention=result.retention, live_refs=result.live_refs, dropped=result.dropped,
+        dropped_count=result.dropped_count, warnsize_warnings=result.warnsize_warnings,
+        response_sizes=result.response_sizes, suggested_maxsize=result.suggested_maxsize,
+        download_latency=result.download_latency, browser=result.browser, media=result.media, shots=result.shots,
+        parse_amplification=result.parse_amplification, danger=result.danger, replay_hits=result.replay_hits,
+        replay_misses=result.replay_misses, replay_missed_urls=result.replay_missed_urls,
+    )
+
+
+def test_a_crawls_result_is_its_measurement_judged_and_assembled_every_measured_field_in_place():
+    expected = every_field_result()
+    stats = {"downloader/response_status_count/200": 99, "downloader/response_status_count/404": 1, "retry/count": 2,
+             "retry/max_reached": 1}
+    result = crawl_result(measurement_of(expected), spider="catalog", duration_seconds=1.5, interval_seconds=0.1,
+                          stats=stats, max_active_size_limit=4096, replay_copies=2, report_dir=Path("/r"))
+    for name in {f.name for f in fields(CrawlResult)} - {"peaks", "growth", "scheduled_per_response", "stats"}:
+        if name not in ("stopped_because", "report_dir", "replay_copies"):
+            assert getattr(result, name) == getattr(expected, name), name
+    assert result.stopped_because == "stopped at kill_at" and result.report_dir == Path("/r") and result.replay_copies == 2
+    assert result.stats == stats and result.peaks.max_scheduled == 7  # read from the checkpoint, as every path reads them
+    assert result.growth.checkpoints == expected.growth.checkpoints and result.growth.rule == "too-few-checkpoints"
+
+
+@pytest.mark.parametrize("leak_per_response, verdict", [(None, "retained-objects"), (2048, "steady")])
+def test_a_measured_leak_is_judged_at_the_tests_threshold_and_names_what_holds_it(leak_per_response, verdict):
+    checkpoints = tuple(Checkpoint(responses=n, t_seconds=n / 100, rss_bytes=BASE + n * 1500, heap_bytes=None,
+                                   traced_bytes=BASE + n * 1500, scheduled=0)
+                        for n in (0, 100, 200, 300, 450, 675, 1012, 1518, 2000))
+    measured = replace(measurement_of(every_field_result()), checkpoints=checkpoints, responses=2000, danger=None,
+                       media=None, browser=None, dropped=())
+    result = crawl_result(measured, spider="s", duration_seconds=20.0, interval_seconds=0.1, stats={},
+                          leak_per_response=leak_per_response)
+    assert result.verdict == verdict
+    if verdict == "retained-objects":
+        assert "held by spider.kept -> list[3] gained 3 entries" in result.growth.reason and "Fix:" in result.growth.reason
+
+
+def test_the_runner_reads_one_figure_of_the_extension_its_measurement():
+    """One fact, one place: the runner takes what the crawl measured from ``ext.measurement()`` alone."""
+    tree = ast.parse(Path(runner.__file__).read_text(encoding="utf-8"))
+    read = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name) and node.value.id == "ext"}
+    assert read == {"measurement", "crawler"}  # crawler: set to None, so the crawl can be let go of before measuring

@@ -454,11 +454,23 @@ def test_the_cluster_summary_takes_each_peak_from_its_workers_and_the_scheduled_
     """A field of Peaks is never silently 0 in the summary row (it was rebuilt from two fields by hand)."""
     from types import SimpleNamespace
 
+    from pytest_crawlmem.core.cluster import cluster_peaks
     from pytest_crawlmem.core.models import Peaks
-    from pytest_crawlmem.harness.cluster_fixture import cluster_peaks
 
     workers = [SimpleNamespace(peaks=Peaks(max_scheduled=0, max_inflight=3, max_active_size_bytes=10, backout_seconds=1.5)),
                SimpleNamespace(peaks=Peaks(max_inflight=5, max_disk_scheduled=4, max_jobdir_bytes=7))]
     peaks = cluster_peaks(SimpleNamespace(workers=workers, max_queue=42))  # type: ignore[arg-type]
     assert peaks == Peaks(max_scheduled=42, max_inflight=5, max_active_size_bytes=10, backout_seconds=1.5,
                           max_disk_scheduled=4, max_jobdir_bytes=7, max_media_cached=None)
+
+
+def test_the_cluster_summary_is_assembled_like_every_result_with_summed_rss_and_the_cluster_verdict():
+    from pytest_crawlmem.core.cluster import cluster_peaks, cluster_summary
+
+    cluster = _cluster([_worker("steady", peak=100), _worker("retained-objects", "grew", peak=250)])
+    summary = cluster_summary(cluster)
+    assert (summary.spider, summary.finish_reason, summary.samples) == ("s x2", "cluster", ())
+    assert (summary.start_rss, summary.end_rss, summary.peak_rss) == (2, 2, 350)
+    assert (summary.responses, summary.items_scraped) == (20, 10)
+    assert summary.verdict == cluster.verdict == "retained-objects" and summary.growth.reason == "worker 1: grew"
+    assert summary.peaks == cluster_peaks(cluster)

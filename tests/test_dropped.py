@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from pytest_crawlmem.core.assemble import scheduled_per_response
 from pytest_crawlmem.core.budgets import Budgets, check_budgets
 from pytest_crawlmem.core.distribution import Histogram, bucket_upper_bound, next_power_of_two
 from pytest_crawlmem.core.dropped import (
@@ -17,7 +18,7 @@ from pytest_crawlmem.core.dropped import (
     suggest_maxsize,
 )
 from pytest_crawlmem.core.models import Checkpoint, CrawlResult, Growth, Peaks, Sample
-from pytest_crawlmem.crawl.runner import counting_middlewares, scheduled_per_response
+from pytest_crawlmem.crawl.runner import counting_middlewares
 
 SPIDERS = '''
 import scrapy

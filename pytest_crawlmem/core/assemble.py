@@ -1,8 +1,9 @@
 """The one assembly of a CrawlResult from a run's recording and facts, and the one judgement of its growth (pure).
 
-Every path builds its result here: an in-process crawl (``runner``), a browser job (``browserjob``), an
-isolated crawl killed before it wrote its result (``isolated``) and a bare ``samples.jsonl`` read back
-(``loading``). Runs in any process; imports neither pytest nor Scrapy.
+Every path builds its result here: an in-process crawl from the extension's :class:`Measurement`
+(:func:`crawl_result`), a browser job (``browserjob``), an isolated crawl killed before it wrote its result
+(``isolated``), a bare ``samples.jsonl`` read back (``loading``) and a cluster as one crawl (``cluster.summary_of``).
+Runs in any process; imports neither pytest nor Scrapy.
 """
 
 from __future__ import annotations
@@ -10,22 +11,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from . import verdicts
 from .dropped import MEDIA_FAILED
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
+from .measurement import Measurement
 from .models import (
+    AmplificationSummary,
+    BrowserSummary,
     Checkpoint,
     CrawlResult,
+    DangerSnapshot,
     DroppedResponse,
     Growth,
     GrowthSite,
     Holder,
+    LatencyDistribution,
+    MaxsizeSuggestion,
     MediaSummary,
     Peaks,
     RetentionPath,
     Sample,
+    ShotSummary,
+    SizeDistribution,
 )
 from .sites import KeptEvidence, leak_native_share, native_sentence
 
@@ -103,11 +112,42 @@ def judge(
     return growth
 
 
+class Details(TypedDict, total=False):
+    """The CrawlResult fields only some paths measure, as :func:`assemble` takes them (each one the field's type)."""
+
+    dropped: tuple[DroppedResponse, ...]
+    status_counts: Mapping[int, int]
+    top_growth: tuple[GrowthSite, ...]
+    live_refs: Mapping[str, int]
+    retention: tuple[RetentionPath, ...]
+    holders: tuple[Holder, ...]
+    stats: Mapping[str, Any]
+    dropped_count: int
+    warnsize_warnings: int
+    response_sizes: SizeDistribution
+    suggested_maxsize: MaxsizeSuggestion | None
+    max_active_size_limit: int
+    scheduled_per_response: float | None
+    retries: int
+    retries_max_reached: int
+    download_latency: LatencyDistribution
+    browser: BrowserSummary | None
+    media: MediaSummary | None
+    replay_hits: int
+    replay_misses: int
+    replay_missed_urls: tuple[str, ...]
+    replay_copies: int
+    shots: ShotSummary | None
+    parse_amplification: AmplificationSummary | None
+    danger: DangerSnapshot | None
+
+
 def assemble(
-    facts: RunFacts, samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], growth: Growth, **details: Any
+    facts: RunFacts, samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], growth: Growth, *,
+    peaks: Peaks | None = None, **details: Unpack[Details],
 ) -> CrawlResult:
-    """The CrawlResult of a run: its facts, samples, queue peaks and verdict, plus what only its path measures
-    (``details``: more CrawlResult fields, such as ``dropped`` or ``browser``)."""
+    """The CrawlResult of a run: its facts, samples, queue peaks (read from the samples unless given) and verdict,
+    plus what only its path measures (``details``, such as ``dropped`` or ``browser``)."""
     samples = tuple(samples)
     return CrawlResult(
         spider=facts.spider,
@@ -120,12 +160,57 @@ def assemble(
         items_scraped=facts.items_scraped,
         duration_seconds=round(facts.duration_seconds, 4),
         finish_reason=facts.finish_reason,
-        peaks=peaks_of(samples, checkpoints, facts.interval_seconds),
+        peaks=peaks if peaks is not None else peaks_of(samples, checkpoints, facts.interval_seconds),
         growth=growth,
         errors=facts.errors,
         stopped_because=facts.stopped_because,
         report_dir=facts.report_dir,
         **details,
+    )
+
+
+def crawl_result(
+    measured: Measurement, *, spider: str, duration_seconds: float, interval_seconds: float, stats: Mapping[str, Any],
+    leak_per_response: int | None = None, max_active_size_limit: int = 0, replay_copies: int = 0,
+    report_dir: Path | None = None,
+) -> CrawlResult:
+    """The CrawlResult of a measured Scrapy crawl: its :class:`Measurement` judged and assembled, with Scrapy's
+    ``stats`` (status counts, retries), the crawl's SCRAPER_SLOT_MAX_ACTIVE_SIZE and the replay's copies (0: none)."""
+    samples, checkpoints, retention = measured.samples, measured.checkpoints, measured.retention
+    growth = judge(
+        checkpoints,
+        samples,
+        leak_per_response=leak_per_response,
+        evidence=leak_evidence(measured.growth_sites, retention, measured.holders, measured.media),
+        kept=measured.kept,
+        max_active_size=max_active_size_limit,
+        response_sizes=measured.response_sizes,
+        media=measured.media,
+        media_failure_body_bytes=media_failure_body_bytes(measured.dropped),
+        held_after_close={r.class_name: r.count for r in retention if r.path},
+        min_interval=measured.checkpoint_min_responses,
+        download_excess=measured.download_excess,
+        responses_per_copy=max(1, round(measured.responses / replay_copies)) if replay_copies else None,
+    )
+    facts = RunFacts(
+        spider=spider, duration_seconds=duration_seconds, finish_reason=measured.finish_reason,
+        start_rss=measured.start_rss, end_rss=measured.end_rss, peak_rss=measured.peak_rss,
+        responses=measured.responses, items_scraped=measured.items_scraped, interval_seconds=interval_seconds,
+        traced_peak=measured.traced_peak, stopped_because=measured.stopped_because, errors=measured.errors,
+        report_dir=report_dir,
+    )
+    return assemble(
+        facts, samples, checkpoints, growth,
+        top_growth=measured.growth_sites, status_counts=status_counts(stats), live_refs=measured.live_refs,
+        retention=retention, holders=measured.holders, stats=stats, dropped=measured.dropped,
+        dropped_count=measured.dropped_count, warnsize_warnings=measured.warnsize_warnings,
+        response_sizes=measured.response_sizes, suggested_maxsize=measured.suggested_maxsize,
+        max_active_size_limit=max_active_size_limit, scheduled_per_response=scheduled_per_response(samples, checkpoints),
+        retries=int(stats.get("retry/count") or 0), retries_max_reached=int(stats.get("retry/max_reached") or 0),
+        download_latency=measured.download_latency, browser=measured.browser, media=measured.media,
+        shots=measured.shots, parse_amplification=measured.parse_amplification, danger=measured.danger,
+        replay_hits=measured.replay_hits, replay_misses=measured.replay_misses,
+        replay_missed_urls=measured.replay_missed_urls, replay_copies=replay_copies,
     )
 
 

@@ -6,14 +6,15 @@ Runs in the pytest process. All sizes in bytes, times in seconds.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from . import verdicts
-from .budgets import LEAK_VERDICTS, Budgets, Violation, check_budgets
+from .assemble import RunFacts, assemble
+from .budgets import LEAK_VERDICTS, VERDICT_BUDGET, Budgets, Violation, check_budgets
 from .ledger import Ledger
-from .models import CrawlResult
+from .models import CrawlResult, Growth, Peaks
 from .units import format_size
 
 KILL_SIGNALS = ("KILL", "TERM")
@@ -185,6 +186,29 @@ class ClusterResult:
         return tuple(w.responses / total if total else 0.0 for w in self.workers)
 
 
+def cluster_summary(result: ClusterResult) -> CrawlResult:
+    """The cluster as one crawl, for the summary row, --junitxml and baselines: summed RSS, each peak the most a worker
+    reached, the cluster verdict (assembled like every result: ``core.assemble``)."""
+    workers = result.workers
+    facts = RunFacts(
+        spider=f"{result.spider} x{len(workers)}", duration_seconds=result.duration_seconds, finish_reason="cluster",
+        start_rss=sum(w.start_rss for w in workers), end_rss=sum(w.end_rss for w in workers), peak_rss=result.cluster_rss,
+        responses=result.responses, items_scraped=result.items_scraped, interval_seconds=0.0, errors=result.errors,
+        report_dir=result.report_dir,
+    )
+    return assemble(facts, (), (), Growth(result.verdict, result.reason), peaks=cluster_peaks(result))
+
+
+def cluster_peaks(result: ClusterResult) -> Peaks:
+    """Each peak the most any worker reached, but the scheduler's: the shared queue's longest (workers read 0)."""
+    peaks: dict[str, Any] = {}
+    for spec in fields(Peaks):
+        values = [getattr(w.peaks, spec.name) for w in result.workers if getattr(w.peaks, spec.name) is not None]
+        if values:  # else the field's default (0, or None: no JOBDIR, no media pipeline)
+            peaks[spec.name] = max(values)
+    return replace(Peaks(**peaks), max_scheduled=result.max_queue)
+
+
 def cluster_verdict(workers: Sequence[CrawlResult], samples: Sequence[RedisSample], ledger: Ledger) -> tuple[str, str]:
     """The cluster's verdict and its reason: a worker's leak first, then a backlog read from the Redis queue.
 
@@ -253,4 +277,4 @@ def check_worker(budgets: Budgets, index: int, worker: CrawlResult) -> list[Viol
     return [Violation(v.budget, v.measured, v.limit, f"worker {index}: {v.message}", v.fails)
             for v in check_budgets(budgets, worker)
             if v.budget != "min_responses"
-            and not (v.budget == "leak" and not v.fails and worker.verdict == verdicts.INCONCLUSIVE)]
+            and not (v.budget == VERDICT_BUDGET and not v.fails and worker.verdict == verdicts.INCONCLUSIVE)]

@@ -28,8 +28,9 @@ from scrapy.exceptions import NotConfigured
 from ..core import stops
 from ..core.defaults import CrawlMemConfig, name_of
 from ..core.distribution import Histogram
-from ..core.dropped import DropLedger
+from ..core.dropped import DropLedger, suggest_maxsize
 from ..core.growth import next_checkpoint_at
+from ..core.measurement import Measurement, latency_distribution, size_distribution
 from ..core.models import BrowserSummary, Checkpoint, MediaSummary, Sample
 from ..core.shots import ShotLedger
 from . import probes
@@ -47,6 +48,7 @@ from .meter import Ceiling, Sampler, drained_checkpoint
 from .metrics import MetricsServer, require_prometheus
 from .pages import BROWSER_MIN_INTERVAL_SECONDS, CrawlBrowser
 from .recording import Recording
+from .retention import find_retention
 from .status import StatusTicker, read_status
 
 logger = logging.getLogger("pytest_crawlmem.extension")  # the documented logger name (docs/production.md), stable across moves
@@ -72,7 +74,7 @@ def uses_playwright(settings: Any) -> bool:
 
 
 class CrawlMemExtension:
-    """Measures one crawl; the result is left in :attr:`recording` and :attr:`summary`.
+    """Measures one crawl; what it measured comes back as one :class:`Measurement` (:meth:`measurement`).
 
     ``__init__`` takes a plain value (testable without a crawler): the typed :class:`CrawlMemConfig` of the one
     table of ``CRAWLMEM_*`` settings, :data:`pytest_crawlmem.core.defaults.SETTINGS` (``CrawlMemConfig.of(...)``).
@@ -252,6 +254,29 @@ class CrawlMemExtension:
         self._stream_finish(reason)
         self.recording.close()
         self._write_stats()
+
+    def measurement(self) -> Measurement:
+        """Everything this crawl measured, once the spider closed (crawl process).
+
+        What is alive after the crawl (``live_refs``, ``retention``) is read now: call it once the crawl is let go of
+        (the runner sets :attr:`crawler` to ``None`` and collects first).
+        """
+        recording, attribution, ledger = self.recording, self.attribution, self.ledger
+        retention = find_retention(self.epoch)
+        return Measurement(
+            samples=tuple(recording.samples), checkpoints=tuple(recording.checkpoints), errors=tuple(recording.errors),
+            finish_reason=self.finish_reason, stopped_because=self.stopped_because if self.stopped_because != "pending" else "",
+            start_rss=self.start_rss, end_rss=self.end_rss or probes.read_rss_bytes(),  # never 0: not a growth of -start_rss
+            peak_rss=self.peak_rss, traced_peak=self.traced_peak, responses=self.responses, items_scraped=self.items,
+            checkpoint_min_responses=self.checkpoint_min_responses,
+            growth_sites=tuple(attribution.growth_sites), holders=attribution.holders, kept=attribution.kept,
+            retention=retention, live_refs=probes.live_ref_counts(self.epoch),
+            dropped=tuple(ledger.dropped), dropped_count=ledger.count, warnsize_warnings=ledger.warnsize_warnings,
+            response_sizes=size_distribution(self.response_sizes), suggested_maxsize=suggest_maxsize(self.response_sizes),
+            download_latency=latency_distribution(self.latency_us), download_excess=recording.timeline.excess_summary(),
+            browser=self.browser_summary(), media=self.media, shots=self.shots.summary(),
+            parse_amplification=self.amplification.summary(), danger=self.danger.snapshot if self.danger else None,
+        )
 
     def _stream_finish(self, reason: str) -> None:
         """The stream's last record: the finish reason, the traced window's growth sites, the browser's figures, the

@@ -15,6 +15,9 @@ from collections.abc import Iterable
 from itertools import pairwise
 from typing import Any
 
+from ..core.models import RetentionPath
+from . import probes
+
 _MAX_TEXT = 60
 
 
@@ -130,3 +133,19 @@ def _format(root: str, root_container: Any, chain: tuple[Any, ...]) -> str:
         parts.append(f"{_short(holder)} {_edge(holder, held)}".removesuffix(" ->"))
     parts.append(_short(chain[-1]))
     return " -> ".join(parts)
+
+
+def find_retention(since: probes.Epoch, limit: int = 3, time_budget_seconds: float = 1.0) -> tuple[RetentionPath, ...]:
+    """For the crawl's Scrapy objects still alive after it, what keeps one of each class alive.
+
+    The newest object is tried first (usually held directly: a list a callback appends
+    to), then the oldest, each with half the time budget.
+    """
+    found = []
+    for class_name, count, candidates in probes.live_object_samples(since, limit):
+        path = None
+        while candidates and path is None:
+            path = retention_path(candidates.pop(0), time_budget_seconds=time_budget_seconds / 2, ignore=[candidates])
+        found.append(RetentionPath(class_name, count, path))
+        del candidates
+    return tuple(found)

@@ -13,27 +13,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..core.assemble import (
-    RunFacts,
-    assemble,
-    judge,
-    leak_evidence,
-    media_failure_body_bytes,
-    scheduled_per_response,
-    status_counts,
-)
+from ..core.assemble import crawl_result
 from ..core.budgets import Budgets
 from ..core.defaults import name_of, settings_of
-from ..core.distribution import Histogram
-from ..core.dropped import suggest_maxsize
-from ..core.models import (
-    CrawlResult,
-    LatencyDistribution,
-    RetentionPath,
-    SizeDistribution,
-)
+from ..core.models import CrawlResult
 from ..core.replay import ReplayTarget, replay_settings
-from . import probes
 from .amplification import SPIDER_MIDDLEWARE_ORDER, SPIDER_MIDDLEWARE_PATH
 from .browser import is_playwright_crawl, launch_options
 from .extension import CrawlMemExtension
@@ -48,7 +32,6 @@ from .middleware import (
     CrawlMemHttpCompressionMiddleware,
 )
 from .replay_scrapy import replay_outcome
-from .retention import retention_path
 
 EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
 
@@ -247,7 +230,8 @@ def run_crawl(
 
 
 def collect_result(crawler: Any, spider_cls: type, duration: float, options: CrawlOptions) -> CrawlResult:
-    """Build the CrawlResult of a finished crawl, then let go of the crawler (crawl process)."""
+    """Build the CrawlResult of a finished crawl from the extension's one measurement, once the crawler is let go of
+    (crawl process)."""
     ext = _find_extension(crawler)
     stats = plain_stats(crawler.stats.get_stats())
     max_active_size = crawler.settings.getint("SCRAPER_SLOT_MAX_ACTIVE_SIZE")
@@ -256,10 +240,15 @@ def collect_result(crawler: Any, spider_cls: type, duration: float, options: Cra
     ext.crawler = None
     del crawler
     gc.collect()
-    result = _build_result(spider_cls, ext, stats, duration, options, max_active_size)
-    if governed is not None and result.danger is None:
-        result = replace(result, danger=governed)
-    return replace(result, **replayed) if replayed else result
+    measured = replace(ext.measurement(), **replayed)
+    if governed is not None and measured.danger is None:
+        measured = replace(measured, danger=governed)
+    return crawl_result(
+        measured, spider=getattr(spider_cls, "name", spider_cls.__name__), duration_seconds=duration,
+        interval_seconds=options.interval_seconds, stats=stats, leak_per_response=options.leak_per_response,
+        max_active_size_limit=max_active_size, replay_copies=options.replay.copies if options.replay else 0,
+        report_dir=options.report_dir,
+    )
 
 
 def plain_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
@@ -272,112 +261,8 @@ def plain_stats(stats: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v if isinstance(v, scalars) else repr(v)[:200] for k, v in stats.items()}
 
 
-def find_retention(since: probes.Epoch, limit: int = 3, time_budget_seconds: float = 1.0) -> tuple[RetentionPath, ...]:
-    """For the crawl's Scrapy objects still alive after it, what keeps one of each class alive.
-
-    The newest object is tried first (usually held directly: a list a callback appends
-    to), then the oldest, each with half the time budget.
-    """
-    found = []
-    for class_name, count, candidates in probes.live_object_samples(since, limit):
-        path = None
-        while candidates and path is None:
-            path = retention_path(candidates.pop(0), time_budget_seconds=time_budget_seconds / 2, ignore=[candidates])
-        found.append(RetentionPath(class_name, count, path))
-        del candidates
-    return tuple(found)
-
-
 def _find_extension(crawler: Any) -> CrawlMemExtension:
     for middleware in crawler.extensions.middlewares:
         if isinstance(middleware, CrawlMemExtension):
             return middleware
     raise RuntimeError(f"the crawlmem extension did not start: check EXTENSIONS and {name_of('enabled')}")
-
-
-def size_distribution(sizes: Histogram) -> SizeDistribution:
-    """Count, p50, p95, p99 and max of response body sizes (bytes)."""
-    return SizeDistribution(sizes.count, sizes.percentile(50), sizes.percentile(95), sizes.percentile(99),
-                            sizes.max_value if sizes.count else None, sizes.total)
-
-
-def latency_distribution(latency_us: Histogram) -> LatencyDistribution:
-    """Count, p50, p95, p99 and max of download latency (seconds, from microseconds)."""
-    def seconds(value: int | None) -> float | None:
-        return None if value is None else value / 1_000_000
-
-    return LatencyDistribution(latency_us.count, seconds(latency_us.percentile(50)), seconds(latency_us.percentile(95)),
-                               seconds(latency_us.percentile(99)), seconds(latency_us.max_value if latency_us.count else None))
-
-
-def _build_result(
-    spider_cls: type,
-    ext: CrawlMemExtension,
-    stats: dict[str, Any],
-    duration: float,
-    options: CrawlOptions,
-    max_active_size: int,
-) -> CrawlResult:
-    recording = ext.recording
-    samples, checkpoints = tuple(recording.samples), recording.checkpoints
-    response_sizes = size_distribution(ext.response_sizes)
-    retention = find_retention(ext.epoch)
-    sites = tuple(ext.attribution.growth_sites)
-    growth = judge(
-        checkpoints,
-        samples,
-        leak_per_response=options.leak_per_response,
-        evidence=leak_evidence(sites, retention, ext.attribution.holders, ext.media),
-        kept=ext.attribution.kept,
-        max_active_size=max_active_size,
-        response_sizes=response_sizes,
-        media=ext.media,
-        media_failure_body_bytes=media_failure_body_bytes(ext.ledger.dropped),
-        held_after_close={r.class_name: r.count for r in retention if r.path},
-        min_interval=ext.checkpoint_min_responses,
-        download_excess=recording.timeline.excess_summary(),
-        responses_per_copy=max(1, round(ext.responses / options.replay.copies)) if options.replay else None,
-    )
-    facts = RunFacts(
-        spider=getattr(spider_cls, "name", spider_cls.__name__),
-        duration_seconds=duration,
-        finish_reason=ext.finish_reason,
-        start_rss=ext.start_rss,
-        end_rss=ext.end_rss or probes.read_rss_bytes(),  # never 0: rss_growth must not read as -start_rss
-        peak_rss=ext.peak_rss,
-        responses=ext.responses,
-        items_scraped=ext.items,
-        interval_seconds=options.interval_seconds,
-        traced_peak=ext.traced_peak,
-        stopped_because=ext.stopped_because if ext.stopped_because != "pending" else "",
-        errors=tuple(recording.errors),
-        report_dir=options.report_dir,
-    )
-    return assemble(
-        facts,
-        samples,
-        checkpoints,
-        growth,
-        top_growth=sites,
-        status_counts=status_counts(stats),
-        live_refs=probes.live_ref_counts(ext.epoch),
-        retention=retention,
-        holders=ext.attribution.holders,
-        stats=stats,
-        dropped=tuple(ext.ledger.dropped),
-        dropped_count=ext.ledger.count,
-        warnsize_warnings=ext.ledger.warnsize_warnings,
-        response_sizes=response_sizes,
-        suggested_maxsize=suggest_maxsize(ext.response_sizes),
-        max_active_size_limit=max_active_size,
-        scheduled_per_response=scheduled_per_response(samples, checkpoints),
-        retries=int(stats.get("retry/count") or 0),
-        retries_max_reached=int(stats.get("retry/max_reached") or 0),
-        download_latency=latency_distribution(ext.latency_us),
-        browser=ext.browser_summary(),
-        media=ext.media,
-        shots=ext.shots.summary(),
-        parse_amplification=ext.amplification.summary(),
-        danger=ext.danger.snapshot if ext.danger else None,
-        replay_copies=options.replay.copies if options.replay else 0,
-    )

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ..core.budgets import Budgets
-from ..core.cluster import ClusterError, ClusterResult, check_cluster, check_worker, parse_kill
-from ..core.models import CrawlResult, Growth, Peaks
+from ..core.cluster import ClusterError, ClusterResult, check_cluster, check_worker, cluster_summary, parse_kill
 from ..core.protocols import ClusterFunction
 from ..core.replay import ReplayError, ReplayTarget, check_outcome
 from ..core.stops import INTERRUPTED_MESSAGE
@@ -32,37 +31,6 @@ from .fixtures import (
 from .interrupts import graceful_sigint
 from .redisserver import RedisStartError
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlRecord
-
-
-def cluster_summary(result: ClusterResult) -> CrawlResult:
-    """The cluster as one crawl, for the summary row, --junitxml and baselines: summed peaks, the cluster verdict."""
-    workers = result.workers
-    return CrawlResult(
-        spider=f"{result.spider} x{len(workers)}",
-        samples=(),
-        start_rss=sum(w.start_rss for w in workers),
-        end_rss=sum(w.end_rss for w in workers),
-        peak_rss=result.cluster_rss,
-        traced_peak=None,
-        responses=result.responses,
-        items_scraped=result.items_scraped,
-        duration_seconds=result.duration_seconds,
-        finish_reason="cluster",
-        peaks=cluster_peaks(result),
-        growth=Growth(result.verdict, result.reason),
-        errors=result.errors,
-        report_dir=result.report_dir,
-    )
-
-
-def cluster_peaks(result: ClusterResult) -> Peaks:
-    """Each peak the most any worker reached, but the scheduler's: the shared queue's longest (workers read 0)."""
-    peaks: dict[str, Any] = {}
-    for spec in fields(Peaks):
-        values = [getattr(w.peaks, spec.name) for w in result.workers if getattr(w.peaks, spec.name) is not None]
-        if values:  # else the field's default (0, or None: no JOBDIR, no media pipeline)
-            peaks[spec.name] = max(values)
-    return replace(Peaks(**peaks), max_scheduled=result.max_queue)
 
 
 @pytest.fixture
