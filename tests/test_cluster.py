@@ -250,6 +250,7 @@ def test_it(crawl_cluster, fixture_site, pages):
 
 @needs_redis
 def test_no_worker_or_redis_server_outlives_the_session(pytester):
+    import os
     import subprocess
     import sys
     import time
@@ -264,14 +265,17 @@ def test_killed(crawl_cluster, fixture_site):
                   kill={"worker": 0, "after_responses": 5})
 """)
     started = time.time() - 1
+    own_tmp = pytester.path / "tmp"  # this session's temp dirs only: clusters of other tests may run beside it (xdist)
+    own_tmp.mkdir()
     inner = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_procs.py"], cwd=pytester.path,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(own_tmp)})
     out, _ = inner.communicate(timeout=300)
     assert inner.returncode == 0, out.decode()[-2000:]
     leftovers = []
     for proc in psutil.process_iter(["cmdline", "create_time"]):
-        cmdline = " ".join(proc.info["cmdline"] or [])
-        if ("crawlmem-redis-" in cmdline or "crawlmem-cluster-" in cmdline) and proc.info["create_time"] >= started:
+        cmdline = " ".join(proc.info["cmdline"] or [])  # redis-server's title names its socket, in its temp dir
+        if ("crawlmem-redis-" in cmdline or "crawlmem-cluster-" in cmdline) and proc.info["create_time"] >= started \
+                and str(own_tmp) in cmdline:
             leftovers.append(cmdline)
     assert leftovers == []
 
