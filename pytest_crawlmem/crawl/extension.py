@@ -142,7 +142,7 @@ class CrawlMemExtension:
         self.pages = CrawlBrowser(self.recording, detail_seconds=config.browser_detail_seconds,
                                   stall_seconds=config.stall_seconds) if browser else None
         if self.pages is not None:
-            self.pages.pss_base_needed = config.kill_at_bytes is not None
+            self.pages.pss_base_needed = bool(config.kill_at_bytes)  # 0: no ceiling
         # issue 19: screenshot captures (shots.py), parse amplification (amplification.py's spider middleware)
         self.shots = ShotLedger()
         self.amplification = AmplificationMeter()
