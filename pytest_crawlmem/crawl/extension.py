@@ -433,11 +433,13 @@ class CrawlMemExtension:
         """Say that a checkpoint did not drain and what would make it (recorded each time, logged once)."""
         queues = probes.read_queues(self.crawler)
         waiting = f", {parked:,} of them parked (waiting for a page or to start)" if parked else ""
-        holders = holders_phrase(max(0, (queues.inflight or 0) - parked), probes.callbacks_running(self.crawler))
+        inflight = queues.inflight or 0
+        holders = holders_phrase(max(0, inflight - parked), probes.callbacks_running(self.crawler))
         browser = " (or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT)" if self.pages is not None else ""
         message = (
             f"the checkpoint at {self.responses:,} responses did not drain within {name_of('drain_timeout_seconds')}"
-            f" ({self.drain_timeout_seconds:g} s): {queues.inflight or 0:,} requests were still in flight{waiting}"
+            f" ({self.drain_timeout_seconds:g} s): {inflight:,} request{'s were' if inflight != 1 else ' was'} still in"
+            f" flight{waiting}"
             f"{'; ' + holders if holders else ''}; it is not judged. Checkpoints drain when what is in flight finishes"
             " within the timeout: lower"
             f" CONCURRENT_REQUESTS{browser} or raise {name_of('drain_timeout_seconds')}"
@@ -467,6 +469,8 @@ class CrawlMemExtension:
             self.jobdir.expire()
             checkpoint = replace(checkpoint, jobdir_bytes=self.jobdir.read())
         browser = self.pages.checkpoint_fields(self.crawler) if self.pages is not None else {}  # read after the checkpoint's cost
+        if browser.get("browser_pss_bytes") is not None:  # the sampler reads PSS only within its CPU share: often never
+            self.last_browser_pss_bytes = browser["browser_pss_bytes"]
         if browser:
             checkpoint = replace(checkpoint, **browser)
         previous = self.recording.checkpoints[-1] if self.recording.checkpoints else None
