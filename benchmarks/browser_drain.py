@@ -64,7 +64,8 @@ def child(pages: int, code: str | None = None) -> dict[str, Any]:
                 "lock_waiters": len(getattr(lock, "_waiters", None) or ()) + bool(lock and lock.locked()),
                 "contexts": reading.contexts if reading else 0, "pages": reading.pages if reading else 0,
                 "with_page": sum("playwright_page" in r.meta for r in self.crawler.engine.downloader.active),
-                "scraping": len(getattr(self.crawler.engine.scraper.slot, "active", ()) or ()),
+                "scraping": len(getattr(self.crawler.engine.scraper.slot, "active", ()) or ())
+                + len(getattr(self.crawler.engine.scraper.slot, "queue", ()) or ()),
                 "browser": bool(handlers and hasattr(handlers[0], "browser")),
                 "pages_opened": self.crawler.stats.get_value("playwright/page_count") or 0,
                 "creating": sum(getattr(g, "creating", 0) for g in getattr(gate, "_gates", ()))}
@@ -76,11 +77,10 @@ def child(pages: int, code: str | None = None) -> dict[str, Any]:
         begin(self)
 
     def traced_wait(self: Any, started: float) -> None:
-        """Every 100 ms of the first checkpoint's drain, what it still waits for."""
-        if len(traces) == 1:
-            steps = traces[0].setdefault("during", [])
-            if not steps or time.monotonic() - begun[0] - steps[-1]["t"] >= 0.1:
-                steps.append(state(self))
+        """Every 100 ms of every checkpoint's drain, what it still waits for (in full for the first one)."""
+        steps = traces[-1].setdefault("during", [])
+        if not steps or time.monotonic() - begun[-1] - steps[-1]["t"] >= 0.1:
+            steps.append(state(self))
         wait(self, started)
 
     def timed_collect(self: Any, crawler: Any) -> Any:
@@ -100,10 +100,29 @@ def child(pages: int, code: str | None = None) -> dict[str, Any]:
     harness.stop_reactor()
     middle = result.growth.checkpoints[1:-1]
     drains = [round(end - start, 3) for start, end in zip(begun, drained_at, strict=False)]
+    for trace, drain in zip(traces, drains, strict=False):
+        trace["waited_for"] = _waited_for(trace.get("during", []), drain)
+    for trace in traces[1:]:  # the first checkpoint's trace is kept whole
+        trace.pop("during", None)
     return {"items": result.items_scraped, "finish_reason": result.finish_reason, "errors": list(result.errors)[:5],
             "wall_seconds": round(wall, 1), "checkpoints": len(middle),
             "undrained": sum(not c.drained for c in middle), "drain_seconds": drains,
             "pause_seconds": [round(c.cost_seconds, 3) for c in middle], "traces": traces}
+
+
+def _waited_for(steps: list[dict[str, Any]], drain: float) -> dict[str, float]:
+    """Where a drain's time went, from its trace (a step every 100 ms): until the last download not parked ended
+    (pages navigating, plain downloads), until the last callback ended, and after both (nothing left but the parked:
+    the checkpoint's own latency, or work not seen here)."""
+    downloads = callbacks = 0.0
+    for step, after in zip(steps, [*steps[1:], {"t": drain}], strict=False):
+        if step["inflight"] - step["parked"] > 0:
+            downloads = after["t"]
+        if step["scraping"] > 0:
+            callbacks = after["t"]
+    busy = max(downloads, callbacks)
+    return {"downloads_until": round(min(downloads, drain), 3), "callbacks_until": round(min(callbacks, drain), 3),
+            "after_both": round(max(0.0, drain - busy), 3)}
 
 
 def _summary(label: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -117,9 +136,17 @@ def _summary(label: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
                "within_1s": sum(d <= 1.0 for d in drains), "drains": len(drains),
                "median_drain_seconds": drains[len(drains) // 2], "max_drain_seconds": drains[-1],
                "first_drain_seconds": [run["drain_seconds"][0] for run in runs if run["drain_seconds"]]}
+    waits = [trace["waited_for"] for run in runs for trace in run["traces"] if "waited_for" in trace]
+    if waits:
+        for key in ("downloads_until", "callbacks_until", "after_both"):
+            values = sorted(w[key] for w in waits)
+            summary[f"median_{key}_seconds"] = values[len(values) // 2]
+        summary["after_both_total_seconds"] = round(sum(w["after_both"] for w in waits), 3)
     print(f"{label}: {summary['drained']} of {checkpoints} checkpoints drained, {summary['within_1s']} of"
           f" {len(drains)} drains within 1 s (median {summary['median_drain_seconds']} s, max {drains[-1]} s);"
-          f" first checkpoints {summary['first_drain_seconds']} s", flush=True)
+          f" first checkpoints {summary['first_drain_seconds']} s; medians: downloads until"
+          f" {summary.get('median_downloads_until_seconds')} s, callbacks until {summary.get('median_callbacks_until_seconds')}"
+          f" s, after both {summary.get('median_after_both_seconds')} s", flush=True)
     return summary
 
 
@@ -148,7 +175,8 @@ def main() -> None:
             runs[label].append(run)
             print(f"{label}: {run['checkpoints']} checkpoints, {run['undrained']} undrained; drains"
                   f" {run['drain_seconds']} s; pauses {run['pause_seconds']} s; crawl {run['wall_seconds']} s,"
-                  f" {run['items']} items, {run['finish_reason']}", flush=True)
+                  f" {run['items']} items, {run['finish_reason']}; waited for (downloads, callbacks, after both)"
+                  f" {[tuple(t['waited_for'].values()) for t in run['traces'] if 'waited_for' in t]}", flush=True)
     summary = {label: _summary(label, mine) for label, mine in runs.items()}
     if args.json:
         Path(args.json).write_text(json.dumps({"pages": args.pages, "summary": summary, "runs": runs.get("after", []),

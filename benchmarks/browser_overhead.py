@@ -83,6 +83,52 @@ def _profiled(profile_path: str) -> Any:
     return write
 
 
+def _watch_tree_parts() -> dict[str, Any]:
+    """Where the browser tree's readings go, by the thread that took them (the sampler's count in the plugin's own CPU,
+    the reactor's are checkpoints'): CPU seconds, PSS readings (of the whole tree, or of processes new since the last
+    one), RSS-only readings, rediscoveries; and readings put off past the tree's CPU share."""
+    import threading
+
+    from pytest_crawlmem.crawl import browsertree
+
+    parts: dict[str, Any] = {}
+    read_tree, discover = browsertree.read_tree, browsertree.TreeSampler.rescan
+
+    def where() -> str:
+        return "sampler" if threading.current_thread().name == "crawlmem-sampler" else "reactor"
+
+    def counted_read_tree(pids: Any, *, detail: bool = True, **kwargs: Any) -> Any:
+        started = time.thread_time()
+        reading = read_tree(pids, detail=detail, **kwargs)
+        key = f"{where()}_{'pss' if detail else 'rss'}"
+        parts[key + "_readings"] = parts.get(key + "_readings", 0) + 1
+        parts[key + "_processes"] = parts.get(key + "_processes", 0) + len(reading.processes)
+        parts[key + "_cpu_seconds"] = parts.get(key + "_cpu_seconds", 0.0) + time.thread_time() - started
+        return reading
+
+    def counted_rescan(self: Any) -> Any:
+        started = time.thread_time()
+        kinds = discover(self)
+        parts[f"{where()}_rescans"] = parts.get(f"{where()}_rescans", 0) + 1
+        parts[f"{where()}_rescan_cpu_seconds"] = parts.get(f"{where()}_rescan_cpu_seconds", 0.0) + time.thread_time() - started
+        parts["first_browser_seconds"] = parts.get("first_browser_seconds") or (
+            round(time.monotonic() - parts["_started"], 2) if "browser" in kinds.values() else None)
+        return kinds
+
+    parts["_started"] = time.monotonic()
+    browsertree.read_tree = counted_read_tree  # type: ignore[assignment]
+    browsertree.TreeSampler.rescan = counted_rescan  # type: ignore[method-assign]
+    pages = importlib.import_module("pytest_crawlmem.crawl.pages")
+    init = pages.CrawlBrowser.__init__
+
+    def kept_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        parts["_browser"] = self
+
+    pages.CrawlBrowser.__init__ = kept_init
+    return parts
+
+
 def child(mode: str, pages: int, code: str | None, profile_path: str | None = None) -> dict[str, Any]:
     """Run one crawl in this process (a fresh one) and return its figures."""
     if code:  # the package copy first: leave out the editable install's finder, which would win over sys.path
@@ -111,6 +157,7 @@ def child(mode: str, pages: int, code: str | None, profile_path: str | None = No
             collectors.append(self)
 
         meter.CollectorTime.__init__ = counted_init
+    tree_parts = _watch_tree_parts()
     settings = books_settings(32, LOG_LEVEL="ERROR")
     with start_site() as site, tempfile.TemporaryDirectory() as tmp:
         kwargs = {"base_url": site.base_url, "pages": pages}
@@ -140,7 +187,17 @@ def child(mode: str, pages: int, code: str | None, profile_path: str | None = No
             "samples": stats.get("crawlmem/samples"), "checkpoints": stats.get("crawlmem/checkpoints"),
             "undrained_checkpoints": stats.get("crawlmem/undrained_checkpoints"),
             "checkpoint_pause_total_seconds": stats.get("crawlmem/checkpoint_pause_total_seconds"),
-            "checkpoint_pause_max_seconds": stats.get("crawlmem/checkpoint_pause_max_seconds")}
+            "checkpoint_pause_max_seconds": stats.get("crawlmem/checkpoint_pause_max_seconds"),
+            "tree": _tree_figures(tree_parts)}
+
+
+def _tree_figures(parts: dict[str, Any]) -> dict[str, Any]:
+    """The figures of :func:`_watch_tree_parts`, rounded, with the readings put off past the tree's CPU share."""
+    browser = parts.get("_browser")
+    figures = {key: round(value, 4) if isinstance(value, float) else value for key, value in parts.items()
+               if not key.startswith("_")}
+    figures["deferred_readings"] = getattr(browser, "deferred_readings", None)
+    return figures
 
 
 def _print_profile(mode: str, pages: int) -> None:
@@ -154,7 +211,7 @@ def _print_profile(mode: str, pages: int) -> None:
         if run is None:
             return
         print(f"own {run['own_cpu_seconds']} s of {run['process_cpu_seconds']} s ({run['own_share']:.1%}),"
-              f" {run['samples']} samples, wall {run['wall_seconds']} s", flush=True)
+              f" {run['samples']} samples, wall {run['wall_seconds']} s; tree {run.get('tree')}", flush=True)
         pstats.Stats(path).sort_stats("tottime").print_stats(25)
         pstats.Stats(path).sort_stats("cumulative").print_stats(30)
 
@@ -193,7 +250,7 @@ def main() -> None:
                   f" {run['own_cpu_seconds']:6.3f} s ({run['own_share']:.1%})  checkpoints {run['checkpoints']}"
                   f" (undrained {run['undrained_checkpoints']}, pauses {run['checkpoint_pause_total_seconds']} s)"
                   f" items {run['items']} {run['finish_reason']}; collections in it (left out)"
-                  f" {run.get('collections_in_own_seconds')} s", flush=True)
+                  f" {run.get('collections_in_own_seconds')} s; tree {run.get('tree')}", flush=True)
     summary = {}
     for mode in modes:
         mine = [r for r in runs if r["mode"] == mode]

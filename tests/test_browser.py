@@ -62,7 +62,8 @@ def test_a_clean_browser_crawl_measures_the_tree_apart_from_python(suite):
     assert result.peak_rss < browser.peak_pss_bytes  # Python's own memory, reported apart: the browser holds most
     assert result.verdict == "steady", result.growth.reason
     assert result.growth.signal == "browser-uss"
-    assert any(s.browser_pss_bytes for s in result.samples)
+    assert any(s.browser_rss_bytes for s in result.samples)  # the sampler found the tree (its PSS: within its share)
+    assert any(c.browser_pss_bytes for c in result.growth.checkpoints)
     print("BROWSER", browser.peak_pss_bytes, browser.peak_rss_sum_bytes, result.growth.deltas_per_response,
           dict(browser.pss_by_kind_at_peak), browser.cost_seconds, result.duration_seconds)
 """)

@@ -106,7 +106,7 @@ def test_the_tree_is_read_within_its_share_of_the_crawl_process_cpu(monkeypatch,
     monkeypatch.setattr(pages, "_process_cpu_seconds", lambda: cpu[0])
     browser_pages = pages.CrawlBrowser(Recording(None), detail_seconds=2.0, stall_seconds=5.0)
     tree = browser_pages.watch.tree
-    assert browser_pages.tree_due(0.0) is True  # the first reading
+    assert browser_pages.tree_due(0.0) is False  # the first reading: the tree is not known yet, its RSS
     browser_pages._last_tree, browser_pages._last_tree_at = object(), 0.0  # type: ignore[assignment]
     assert browser_pages.tree_due(0.5) is None  # sooner than TREE_SAMPLE_SECONDS
     cpu[0], tree.cpu_seconds = 110.0, 0.05  # the tree took 0.5% of the process's 10 s: within its share
@@ -115,6 +115,43 @@ def test_the_tree_is_read_within_its_share_of_the_crawl_process_cpu(monkeypatch,
     assert browser_pages.tree_due(2.0) is None
     assert browser_pages.tree_due(pages.TREE_MAX_AGE_SECONDS) is False
     assert browser_pages.deferred_readings == 2
+
+
+def test_a_pss_reading_is_taken_only_if_its_expected_cost_still_fits_in_the_trees_share(monkeypatch):
+    from pytest_crawlmem.crawl import browsertree, pages
+    from pytest_crawlmem.crawl.recording import Recording
+
+    cpu = [100.0]  # the process's CPU since the browser was first watched: 1 s, so the share is 10 ms
+    monkeypatch.setattr(pages, "_process_cpu_seconds", lambda: cpu[0])
+    browser_pages = pages.CrawlBrowser(Recording(None), detail_seconds=2.0, stall_seconds=5.0)
+    tree = browser_pages.watch.tree
+    browser_pages._last_tree, browser_pages._last_tree_at = object(), 0.0  # type: ignore[assignment]
+    tree._kinds = {pid: "renderer" for pid in range(1, 13)}  # 12 processes: 36 ms expected before any reading
+    cpu[0], tree.cpu_seconds = 101.0, 0.002
+    assert tree.expected_pss_cpu_seconds() == 12 * browsertree.PSS_CPU_PER_PROCESS_SECONDS
+    assert browser_pages.tree_due(1.0) is False  # 2 ms spent of 10 ms, but the reading would take it to 38 ms
+    cpu[0] = 104.0  # 40 ms of share: it fits
+    assert browser_pages.tree_due(2.0) is True
+    tree._pss_cpu_per_process = 0.01  # measured since: 10 ms a process, 120 ms expected
+    assert browser_pages.tree_due(3.0) is False
+    assert browser_pages.deferred_readings == 2
+
+
+def test_with_kill_at_the_browsers_pss_is_read_once_whatever_it_costs(monkeypatch):
+    from pytest_crawlmem.crawl import pages
+    from pytest_crawlmem.crawl.browsertree import BrowserProcess
+    from pytest_crawlmem.crawl.recording import Recording
+
+    monkeypatch.setattr(pages, "_process_cpu_seconds", lambda: 100.0)  # no CPU share at all
+    browser_pages = pages.CrawlBrowser(Recording(None), detail_seconds=2.0, stall_seconds=5.0)
+    browser_pages.pss_base_needed = True
+    tree = browser_pages.watch.tree
+    assert browser_pages.tree_due(0.0) is True
+    browser_pages._last_tree, browser_pages._last_tree_at = object(), 0.0  # type: ignore[assignment]
+    tree.cpu_seconds = 1.0
+    assert browser_pages.tree_due(1.0) is True  # the driver alone was read: the browser's PSS still is not known
+    tree._base = {7: BrowserProcess(7, "browser", 100, 50, 40)}
+    assert browser_pages.tree_due(2.0) is None  # read once: past the share now
 
 
 class _FakeHandler:

@@ -207,10 +207,10 @@ class PageGate:
         self._gates = self._install(crawler)
         for gate in self._gates:
             gate.opened.clear()
-            gate.on_context = functools.partial(self._hold_new, crawler)
-        self._hold_new(crawler)
+            gate.on_context = functools.partial(self.hold_new, crawler)
+        self.hold_new(crawler)
 
-    def _hold_new(self, crawler: Any) -> None:
+    def hold_new(self, crawler: Any) -> None:
         """Hold the slots of every context not held yet (one created since the gate closed, too)."""
         loop = asyncio.get_event_loop()
         for semaphore, slots in probes._attempt(_semaphores, crawler) or []:
@@ -231,7 +231,7 @@ class PageGate:
 
         A page creation begun before the gate was installed is not counted in it; what waits for a slot or the lock
         then is (the larger count: each undercounts, neither counts a download twice)."""
-        self._hold_new(crawler)
+        self.hold_new(crawler)
         queued = probes.read_queues(crawler).slot_queued or 0
         waiting = probes.parked_downloads(crawler) + sum(_lock_waiters(h) for h in probes.playwright_handlers(crawler))
         at_gate = sum(gate.waiting for gate in self._gates)

@@ -28,6 +28,7 @@ from scrapy.exceptions import NotConfigured
 from ..core import stops
 from ..core.defaults import CrawlMemConfig, name_of
 from ..core.distribution import Histogram
+from ..core.drain import holders_phrase
 from ..core.dropped import DropLedger, suggest_maxsize
 from ..core.growth import next_checkpoint_at
 from ..core.measurement import Measurement, latency_distribution, size_distribution
@@ -142,6 +143,8 @@ class CrawlMemExtension:
         self.browser = browser
         self.pages = CrawlBrowser(self.recording, detail_seconds=config.browser_detail_seconds,
                                   stall_seconds=config.stall_seconds) if browser else None
+        if self.pages is not None:
+            self.pages.pss_base_needed = bool(config.kill_at_bytes)  # 0: no ceiling
         # issue 19: screenshot captures (shots.py), parse amplification (amplification.py's spider middleware)
         self.shots = ShotLedger()
         self.amplification = AmplificationMeter()
@@ -433,9 +436,15 @@ class CrawlMemExtension:
         self._wait_for_drain(started)
 
     def _wait_for_drain(self, started: float) -> None:
+        timed_out = time.monotonic() - started > self.drain_timeout_seconds
+        if not timed_out and probes.scraper_busy(self.crawler):  # callbacks still run: what is parked is not counted yet
+            if self.pages is not None and self.pages.gate.is_closed:
+                self.pages.gate.hold_new(self.crawler)  # a context created meanwhile opens no page
+            _reactor().callLater(_DRAIN_POLL_SECONDS, self._wait_for_drain, started)
+            return
         parked = self.pages.gate.parked(self.crawler) if self.pages is not None and self.pages.gate.is_closed else 0
         drained = probes.is_drained(self.crawler, parked=parked)
-        if drained or time.monotonic() - started > self.drain_timeout_seconds:
+        if drained or timed_out:
             if not drained:
                 self._undrained(parked)
             if self.pages is not None:  # renderers collect their garbage first, so it is not counted as growth
@@ -449,11 +458,15 @@ class CrawlMemExtension:
         """Say that a checkpoint did not drain and what would make it (recorded each time, logged once)."""
         queues = probes.read_queues(self.crawler)
         waiting = f", {parked:,} of them parked (waiting for a page or to start)" if parked else ""
+        inflight = queues.inflight or 0
+        holders = holders_phrase(max(0, inflight - parked), probes.callbacks_running(self.crawler))
         browser = " (or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT)" if self.pages is not None else ""
         message = (
             f"the checkpoint at {self.responses:,} responses did not drain within {name_of('drain_timeout_seconds')}"
-            f" ({self.drain_timeout_seconds:g} s): {queues.inflight or 0:,} requests were still in flight{waiting};"
-            " it is not judged. Checkpoints drain when what is in flight finishes within the timeout: lower"
+            f" ({self.drain_timeout_seconds:g} s): {inflight:,} request{'s were' if inflight != 1 else ' was'} still in"
+            f" flight{waiting}"
+            f"{'; ' + holders if holders else ''}; it is not judged. Checkpoints drain when what is in flight finishes"
+            " within the timeout: lower"
             f" CONCURRENT_REQUESTS{browser} or raise {name_of('drain_timeout_seconds')}"
         )
         self.recording.add_error(message)
@@ -489,6 +502,8 @@ class CrawlMemExtension:
             self.jobdir.expire()
             checkpoint = replace(checkpoint, jobdir_bytes=self.jobdir.read())
         browser = self.pages.checkpoint_fields(self.crawler) if self.pages is not None else {}  # read after the checkpoint's cost
+        if browser.get("browser_pss_bytes") is not None:  # the sampler reads PSS only within its CPU share: often never
+            self.last_browser_pss_bytes = browser["browser_pss_bytes"]
         if browser:
             checkpoint = replace(checkpoint, **browser)
         previous = self.recording.checkpoints[-1] if self.recording.checkpoints else None

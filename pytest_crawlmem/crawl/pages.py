@@ -150,6 +150,9 @@ class CrawlBrowser:
         self._last_tree_at = 0.0
         self._cpu_at_start = _process_cpu_seconds()
         self.deferred_readings = 0  # tree readings put off because the tree's readings had taken their share of CPU
+        #: A ceiling (kill_at) is set: the tree's first PSS reading is taken whatever it costs (without one, the estimate
+        #: of its PSS from RSS counts each process's shared pages whole, 3-5 times a Chromium process's PSS).
+        self.pss_base_needed = False
 
     def response_received(self, response: Any, request: Any = None, spider: Any = None) -> None:
         """Note the page a response hands to its callback, and which callback, if it does (reactor thread)."""
@@ -174,15 +177,28 @@ class CrawlBrowser:
 
     def tree_due(self, now: float) -> bool | None:
         """Whether the tree is to be read now (``None``: not): :data:`TREE_SAMPLE_SECONDS` after the last reading while
-        its readings took at most :data:`TREE_CPU_SHARE` of the crawl process's CPU (``True``: its PSS when scheduled);
-        past that share, its RSS alone every :data:`TREE_MAX_AGE_SECONDS` (``False``)."""
-        if self._last_tree is None:
-            return True
+        its readings took at most :data:`TREE_CPU_SHARE` of the crawl process's CPU (``True``: its PSS when scheduled,
+        if the PSS reading's expected cost still fits in that share, else ``False``: its RSS alone); past that share,
+        its RSS alone every :data:`TREE_MAX_AGE_SECONDS` (``False``).
+
+        The expected cost counts: with only the spent CPU checked, one PSS reading could overshoot the share by its own
+        cost (15-34 ms of the sampler's CPU for 5-12 processes, measured; a crawl process used 1.6-1.9 s in a 60-book
+        crawl, so one reading alone was 1-2% of it). The first one too, unless :attr:`pss_base_needed`: until a
+        reading (the sampler's or a checkpoint's) gives the estimate its base, RSS readings raise no PSS peak."""
+        tree = self.watch.tree
+        if self._last_tree is None:  # the tree is not known yet, nor what its PSS would cost: its RSS (kill_at: PSS)
+            return self.pss_base_needed
         age = now - self._last_tree_at
         if age < TREE_SAMPLE_SECONDS:
             return None
-        if self.watch.tree.cpu_seconds <= TREE_CPU_SHARE * self.process_cpu_seconds():
+        if self.pss_base_needed and not tree.has_browser_base:  # kill_at's estimate needs the browser's PSS once
             return True
+        share = TREE_CPU_SHARE * self.process_cpu_seconds()
+        if tree.cpu_seconds + tree.expected_pss_cpu_seconds() <= share:  # a PSS reading, had it come now, fits
+            return True
+        if tree.cpu_seconds <= share:  # one would not fit: the RSS alone
+            self.deferred_readings += 1
+            return False
         self.deferred_readings += 1
         return False if age >= TREE_MAX_AGE_SECONDS else None
 

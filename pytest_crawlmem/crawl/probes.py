@@ -247,6 +247,29 @@ def is_drained(crawler: Any, parked: int = 0) -> bool:
     return inflight <= parked and inprogress <= parked and (scraper_slot is None or scraper_slot.is_idle())
 
 
+def scraper_busy(crawler: Any) -> bool:
+    """Whether the scraper holds a response or an item (its callbacks, the item pipelines): a drain's cheap first test."""
+    engine = _engine(crawler)
+    scraper_slot = getattr(getattr(engine, "scraper", None), "slot", None)
+    return bool(scraper_slot is not None and not scraper_slot.is_idle())
+
+
+def callbacks_running(crawler: Any) -> dict[str, int]:
+    """The responses in the scraper (queued for or in their callbacks), counted by callback (``Class.method``)."""
+    engine = _engine(crawler)
+    scraper = getattr(engine, "scraper", None)
+    scraper_slot = getattr(scraper, "slot", None)
+    spider = getattr(crawler, "spider", None)
+    counts: dict[str, int] = {}
+    requests = list(getattr(scraper_slot, "active", ()) or ()) + [entry[1] for entry in getattr(scraper_slot, "queue", ())]
+    for request in requests:
+        callback = getattr(request, "callback", None) or getattr(spider, "parse", None)
+        func = getattr(callback, "__func__", callback)
+        name = str(getattr(func, "__qualname__", None) or getattr(callback, "__name__", "") or "?")
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def pause_engine(crawler: Any) -> bool:
     """Stop the engine from starting new downloads; return whether it could be paused."""
     engine = _engine(crawler)
