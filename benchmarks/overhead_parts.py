@@ -4,8 +4,9 @@
 
 Interleaved rounds, as ``overhead.py``: every round runs the crawl bare with the GC frozen (what the plugin does to
 the GC, without the plugin), in the default mode, and in the default mode less one part: the parse amplification
-middleware, the drained checkpoints (sampling only); and with the dense checkpoints 100 responses apart instead of 25. A part's cost is the
-default mode's median ratio less the ratio without it. CPU time counts every thread of this process.
+middleware, the drained checkpoints (sampling only); and with the dense checkpoints 100 responses apart instead of
+25 (``sparse-100``). A part's cost is the default mode's median ratio less the ratio without it. CPU time counts
+every thread of this process.
 """
 
 from __future__ import annotations
