@@ -170,3 +170,25 @@ def test_the_lever_lowers_on_a_pss_reading_not_on_an_estimate():
 def test_without_a_base_concurrency_the_lever_only_rotates():
     lever = ContextLever(1000 * MIB, 0.85, 0.70)
     assert lever.pages is None
+
+
+def test_at_high_concurrency_the_fresh_context_is_not_fresh_by_its_count_and_the_cap_still_comes_first():
+    async def scenario() -> None:
+        handler = Handler()
+        lever, _ = floor_lever([(900 * MIB, 900 * MIB)])
+        lever.install(handler)
+        old = [await handler._create_page(request(), None) for _ in range(6)]
+        [rotated] = lever.tick([handler], now=1.0, concurrency=6)
+        assert rotated.action == "rotate"
+        for page in old:
+            page.closed = True
+        for _ in range(6):  # 6 pages open in default#2 before the old context closed: it served more than 4
+            await handler._create_page(request(), None)
+        assert [e.action for e in lever.tick([handler], now=2.0, concurrency=6)] == ["close"]
+        await asyncio.sleep(0)
+        events = lever.tick([handler], now=3.0, concurrency=6)
+        assert [e.action for e in events] == ["lower"], events  # no rotation of default#2 this tick
+        assert events[0].cap == 5  # 900 / 6 = 150 MiB a page: 5 fit under 850 MiB
+        assert not lever.floor_said and lever.min_served == 4  # not only fresh contexts: no back-off
+
+    run(scenario)

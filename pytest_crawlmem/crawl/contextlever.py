@@ -176,17 +176,24 @@ class ContextLever:
                 events += self._cap_event(self.pages.calm(footprint, self._open_pages(handlers)), footprint)
             return events
         confirmed = now - self._last_detail < CONFIRM_SECONDS
+        if self._rotated and not self.retiring:  # a rotated context closed: did that bring the tree under?
+            if not confirmed:
+                footprint, confirmed = self._read(now, detail=True), True
+            self._rotated = False  # judged: the rotation helped, or it did not
+            if footprint >= self.high_share * self.budget_bytes:
+                self.at_floor = True  # what is left is the floor: the driver, the browser, a renderer per open page
+                installed = [h for h in handlers if h in self._states]
+                if all(c.served < self.min_served for h in installed for c in self._contexts(h, self._states[h])):
+                    events += self._back_off(footprint)  # only fresh contexts: rotate half as often
+                if self.pages is not None and concurrency > 0:
+                    lowered = self._lower(handlers, footprint, confirmed, now, concurrency)
+                    if lowered:  # fewer pages open first; a rotation waits for the next reading
+                        return events + lowered
         for handler in handlers:
             state = self._states.get(handler)
             if state is None:
                 continue
             contexts = self._contexts(handler, state)
-            if self._rotated and not self.retiring and all(c.served < self.min_served for c in contexts):
-                if not confirmed:
-                    footprint, confirmed = self._read(now, detail=True), True
-                if footprint >= self.high_share * self.budget_bytes:
-                    events += self._back_off(footprint)  # over the act share with only fresh contexts: the floor
-                self._rotated = False  # judged: the rotation helped, or it did not
             choice = choose_rotation(footprint, self.budget_bytes, self.high_share, contexts, self.min_served)
             if choice is not None and not confirmed:  # act on a PSS reading, not on an estimate (read only now)
                 if now < self._next_confirm:
