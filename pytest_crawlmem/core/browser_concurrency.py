@@ -81,7 +81,7 @@ class PageConcurrency:
         self.cap = new
         return CapChange(new, True, (
             f"browser tree {_mib(footprint_bytes)} is over {100 * self.high_share:.0f}% of the budget"
-            f" ({_mib(self.budget_bytes)}) with only fresh contexts and {open_pages} page(s) open at"
+            f" ({_mib(self.budget_bytes)}) after a rotated context closed, with {open_pages} page(s) open at"
             f" {_mib(cost)} each: rotating cannot free the browser's floor; concurrency {current} -> {new}"
             " (pages open x cost under the act share; requests wait in the scheduler)"))
 
