@@ -272,3 +272,18 @@ def test_the_browser_concurrency_lever_on_a_real_browser_crawl(pytester: pytest.
                                             timeout=300)
     print(*[line for line in outcome.outlines if "LEVER" in line])
     outcome.assert_outcomes(passed=1)
+
+
+def test_no_pss_reading_is_taken_when_the_estimate_would_not_lower_the_cap():
+    async def scenario() -> None:
+        handler = Handler()
+        lever, details = floor_lever([(900 * MIB, 900 * MIB)])
+        lever.install(handler)
+        lever.at_floor = True
+        for _ in range(3):
+            (await handler._create_page(request(), None)).closed = True  # served, none open: not the pages' memory
+        for tick in range(10, 20):
+            assert lever.tick([handler], now=float(tick), concurrency=8) == []
+        assert details.count(True) == 0  # over the act share on the estimate, and no PSS reading asked for
+
+    run(scenario)

@@ -61,24 +61,33 @@ class PageConcurrency:
     cost_bytes: float | None = None  # the cost of an open page at the last lowering (or reading with pages open)
     _calm: int = 0
 
+    def current(self, concurrency: int) -> int:
+        """The downloader's concurrency: the governor's own, under the cap."""
+        return min(concurrency, self.cap) if self.cap is not None else concurrency
+
+    def target(self, footprint_bytes: int, open_pages: int, concurrency: int) -> int | None:
+        """The cap :meth:`lower` would set from this reading (None: it would not lower)."""
+        if footprint_bytes < self.high_share * self.budget_bytes:
+            return None
+        cost = page_cost(footprint_bytes, open_pages)
+        if cost is None:
+            return None  # no page open: what is left is not the pages'
+        current = self.current(concurrency)
+        new = max(self.least, min(current, pages_that_fit(cost, self.budget_bytes, self.high_share, self.least)))
+        return new if new < current else None
+
     def lower(self, footprint_bytes: int, open_pages: int, concurrency: int) -> CapChange | None:
         """Over the act share in the floor case: cap concurrency at the pages that fit (None: no change).
 
         ``concurrency`` is the downloader's concurrency as it stands (the governor's own, under the cap).
         """
         self._calm = 0
-        if footprint_bytes < self.high_share * self.budget_bytes:
+        new = self.target(footprint_bytes, open_pages, concurrency)
+        if new is None:
             return None
-        cost = page_cost(footprint_bytes, open_pages)
-        if cost is None:
-            return None  # no page open: what is left is not the pages'
-        self.cost_bytes = cost
-        current = min(concurrency, self.cap) if self.cap is not None else concurrency
-        fits = pages_that_fit(cost, self.budget_bytes, self.high_share, self.least)
-        new = max(self.least, min(current, fits))
-        if new >= current:
-            return None
-        self.cap = new
+        cost = footprint_bytes / open_pages
+        current = self.current(concurrency)
+        self.cost_bytes, self.cap = cost, new
         return CapChange(new, True, (
             f"browser tree {_mib(footprint_bytes)} is over {100 * self.high_share:.0f}% of the budget"
             f" ({_mib(self.budget_bytes)}) after a rotated context closed, with {open_pages} page(s) open at"

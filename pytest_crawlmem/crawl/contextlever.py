@@ -171,9 +171,9 @@ class ContextLever:
         if footprint < self.low_share * self.budget_bytes:
             self.min_served = MIN_SERVED_PAGES
             self.at_floor = False
+        if self.pages is not None:  # every reading: under the restore share counts toward a raise, over it resets
+            events += self._cap_event(self.pages.calm(footprint, self._open_pages(handlers)), footprint)
         if footprint < self.high_share * self.budget_bytes:
-            if self.pages is not None:
-                events += self._cap_event(self.pages.calm(footprint, self._open_pages(handlers)), footprint)
             return events
         confirmed = now - self._last_detail < CONFIRM_SECONDS
         if self._rotated and not self.retiring:  # a rotated context closed: did that bring the tree under?
@@ -216,7 +216,8 @@ class ContextLever:
         """The floor case, nothing to rotate: cap concurrency at the open pages whose cost fits (on a PSS reading)."""
         assert self.pages is not None
         if not (confirmed and self._last_pss >= self.high_share * self.budget_bytes):  # on a PSS reading over it
-            if now < self._next_confirm:
+            if self.pages.target(footprint, self._open_pages(handlers), concurrency) is None or now < self._next_confirm:
+                return []  # the estimate would not lower the cap: no PSS reading (32-55 ms) for nothing
                 return []
             footprint = self._read(now, detail=True)
             if footprint < self.high_share * self.budget_bytes:
