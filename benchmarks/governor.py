@@ -258,11 +258,13 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
 
     spider = {"large": Large, "catalog": Catalog, "slow": Large, "browser": Stores}[workload]
     if mode == "governed-rotate":  # the browser lever rotates contexts only: no cap on concurrency (before session 10)
-        import functools
-
         from pytest_crawlmem.crawl import governor
 
-        governor.ContextLever = functools.partial(governor.ContextLever, base_concurrency=0)  # type: ignore[misc]
+        class RotateOnly(governor.ContextLever):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **{**kwargs, "base_concurrency": 0})
+
+        governor.ContextLever = RotateOnly  # type: ignore[misc]
     spider.base = base_url
     process = CrawlerProcess(mode_settings(workload, mode))
     crawler = process.create_crawler(spider)
