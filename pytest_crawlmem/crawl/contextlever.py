@@ -12,6 +12,10 @@ The fresh context is created with the options of the one it replaces (``playwrig
 reading (~10 us a process) estimated as PSS every ``read_seconds`` near the budget (every IDLE_READ_SECONDS far
 under it), a PSS reading (~3 ms a process) on schedule near the budget and before acting, backing off when it does
 not confirm the estimate.
+
+What rotating cannot free (the tree's floor: a renderer per open page) the lever's concurrency cap
+(:mod:`pytest_crawlmem.core.browser_concurrency`) takes on: when a rotated context's close left the tree over the act
+share, the downloader's concurrency is capped at the open pages that fit, and raised again under the restore share.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.browser_concurrency import PageConcurrency
+from ..core.browser_concurrency import CapChange, PageConcurrency
 from ..core.context_policy import MIN_SERVED_PAGES, ContextState, choose_rotation, closable
 from .browsertree import TreeSampler
 
@@ -218,7 +222,6 @@ class ContextLever:
         if not (confirmed and self._last_pss >= self.high_share * self.budget_bytes):  # on a PSS reading over it
             if self.pages.target(footprint, self._open_pages(handlers), concurrency) is None or now < self._next_confirm:
                 return []  # the estimate would not lower the cap: no PSS reading (32-55 ms) for nothing
-                return []
             footprint = self._read(now, detail=True)
             if footprint < self.high_share * self.budget_bytes:
                 self._next_confirm = now + self._confirm_wait
@@ -228,7 +231,7 @@ class ContextLever:
         change = self.pages.lower(footprint, self._open_pages(handlers), concurrency)
         return self._cap_event(change, footprint)
 
-    def _cap_event(self, change: Any, footprint: int) -> list[LeverEvent]:
+    def _cap_event(self, change: CapChange | None, footprint: int) -> list[LeverEvent]:
         if change is None:
             return []
         return [LeverEvent("lower" if change.lowered else "raise", footprint, change.message, cap=change.cap)]
