@@ -5,7 +5,9 @@ Enabled by ``CRAWLMEM_BUDGET`` (``"300 MiB"``, or ``"auto"``: 80% of the cgroup'
 fd) and the engine's queues, asks the pure controller (:mod:`pytest_crawlmem.core.governor_policy`) for this
 tick's decision, and moves the levers: ``downloader.total_concurrency`` and ``scraper.slot.max_active_size``
 (in flight), the start gate and the spilling scheduler (backlog, :mod:`pytest_crawlmem.crawl.spill`), and at
-the end ``engine.close_spider_async(reason="memory_budget")``. Each decision is a stat under
+the end ``engine.close_spider_async(reason="memory_budget")``. With scrapy-playwright, the browser lever
+(:mod:`pytest_crawlmem.crawl.contextlever`) rotates contexts and, at the tree's floor, caps the concurrency.
+Each decision is a stat under
 ``crawlmem/governor/``, an INFO log line, and an entry of :attr:`MemoryGovernor.decisions`.
 
 ``GovernorAddon`` (``ADDONS``) installs the extension, the scheduler and the start gate together.
