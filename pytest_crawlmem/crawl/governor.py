@@ -7,8 +7,8 @@ tick's decision, and moves the levers: ``downloader.total_concurrency`` and ``sc
 (in flight), the start gate and the spilling scheduler (backlog, :mod:`pytest_crawlmem.crawl.spill`), and at
 the end ``engine.close_spider_async(reason="memory_budget")``. With scrapy-playwright, the browser lever
 (:mod:`pytest_crawlmem.crawl.contextlever`) rotates contexts and, at the tree's floor, caps the concurrency.
-Each decision is a stat under
-``crawlmem/governor/``, an INFO log line, and an entry of :attr:`MemoryGovernor.decisions`.
+Each decision is a stat under ``crawlmem/governor/``, an INFO log line, and an entry of
+:attr:`MemoryGovernor.decisions`.
 
 ``GovernorAddon`` (``ADDONS``) installs the extension, the scheduler and the start gate together.
 """
