@@ -14,8 +14,9 @@ fixture site):
   PSS every second, RSS-estimated between; its CPU is taken out of the crawl's), and its budget is 768 MiB: the tree's
   floor (Playwright's driver, Chromium and a renderer per open page; ``benchmarks/browser_floor.py``) is 330-500 MiB
   with one page and 426-553 MiB with four on this machine, over 300 MiB before a page is stored
-  (``--browser-budget-mib`` sets another). Only ``ungoverned`` and ``governed`` run: MemoryUsage and the
-  Crawlee-style rule read the crawl process, which a browser crawl's memory is not in.
+  (``--browser-budget-mib`` sets another). Only ``ungoverned``, ``governed`` and ``governed-rotate`` (the browser
+  lever rotating contexts only, without its concurrency cap) run: MemoryUsage and the Crawlee-style rule read the
+  crawl process, which a browser crawl's memory is not in.
 
 Modes, all at a 300 MiB budget: ``ungoverned``; ``governed`` (``CRAWLMEM_BUDGET="300 MiB"`` with the
 GovernorAddon); ``memusage`` (Scrapy's ``MEMUSAGE_LIMIT_MB=300``, checked every second instead of its default
@@ -49,7 +50,8 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "large": {"expected": 200, "concurrency": 64},
     "catalog": {"expected": 20_000, "concurrency": 16},
     "slow": {"expected": 200, "concurrency": 64},
-    "browser": {"expected": 200, "concurrency": 4, "budget_mib": 768, "modes": ("ungoverned", "governed")},
+    "browser": {"expected": 200, "concurrency": 4, "budget_mib": 768,
+                "modes": ("ungoverned", "governed", "governed-rotate")},
 }
 #: Plain Scrapy at CONCURRENT_REQUESTS=N (``static-N``), and with only the governor's parse-tree release (``release-N``:
 #: the StartGate middleware, no budget): the static settings a crawl_sweep would choose among.
@@ -237,7 +239,7 @@ def mode_settings(workload: str, mode: str) -> dict[str, Any]:
         from pytest_crawlmem.crawl.browser import playwright_settings
 
         settings = playwright_settings(settings)
-    if mode == "governed":
+    if mode in ("governed", "governed-rotate"):
         settings.update({"CRAWLMEM_BUDGET": f"{budget_mib(workload)} MiB",
                          "ADDONS": {"pytest_crawlmem.governor.GovernorAddon": 0}})
     elif mode.startswith("release-"):
@@ -255,6 +257,14 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
     from scrapy.crawler import CrawlerProcess
 
     spider = {"large": Large, "catalog": Catalog, "slow": Large, "browser": Stores}[workload]
+    if mode == "governed-rotate":  # the browser lever rotates contexts only: no cap on concurrency (before session 10)
+        from pytest_crawlmem.crawl import governor
+
+        class RotateOnly(governor.ContextLever):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **{**kwargs, "base_concurrency": 0})
+
+        governor.ContextLever = RotateOnly  # type: ignore[misc]
     spider.base = base_url
     process = CrawlerProcess(mode_settings(workload, mode))
     crawler = process.create_crawler(spider)
@@ -284,6 +294,8 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
                    "contexts": stats.get("playwright/context_count"),
                    "governor_tree_reads": stats.get("crawlmem/governor/browser_reads"),
                    "governor_tree_pss_reads": stats.get("crawlmem/governor/browser_pss_reads"),
+                   "governor_browser_lowerings": stats.get("crawlmem/governor/decisions/browser_concurrency", 0),
+                   "governor_browser_min_concurrency": stats.get("crawlmem/governor/browser_min_concurrency"),
                    "tree_cpu_seconds": round(children_cpu, 3)}  # Playwright's driver and Chromium, reaped at the end
     out.write_text(json.dumps({
         "workload": workload, "mode": mode, "items": len(scraped), "expected": WORKLOADS[workload]["expected"],

@@ -12,6 +12,10 @@ The fresh context is created with the options of the one it replaces (``playwrig
 reading (~10 us a process) estimated as PSS every ``read_seconds`` near the budget (every IDLE_READ_SECONDS far
 under it), a PSS reading (~3 ms a process) on schedule near the budget and before acting, backing off when it does
 not confirm the estimate.
+
+What rotating cannot free (the tree's floor: a renderer per open page) the lever's concurrency cap
+(:mod:`pytest_crawlmem.core.browser_concurrency`) takes on: when a rotated context's close left the tree over the act
+share, the downloader's concurrency is capped at the open pages that fit, and raised again under the restore share.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.browser_concurrency import CapChange, PageConcurrency
 from ..core.context_policy import MIN_SERVED_PAGES, ContextState, choose_rotation, closable
 from .browsertree import TreeSampler
 
@@ -68,24 +73,29 @@ class _HandlerState:
 
 @dataclass(frozen=True)
 class LeverEvent:
-    """Something the lever did this tick: a rotation or a close, with the tree's footprint it saw."""
+    """Something the lever did this tick: a rotation, a close, the floor, or a concurrency cap, with the footprint."""
 
-    action: str  # "rotate" or "close"
+    action: str  # "rotate", "close", "floor", "lower" (a cap on concurrency) or "raise" (the cap raised or lifted)
     tree_bytes: int
     message: str
+    cap: int | None = None  # "lower" and "raise": the cap on the downloader's concurrency now (None: lifted)
 
 
 class ContextLever:
     """Reads the browser tree and rotates the context that grew (reactor thread)."""
 
     def __init__(self, budget_bytes: int, high_share: float, low_share: float, *, read_seconds: float = READ_SECONDS,
-                 detail_seconds: float = DETAIL_SECONDS) -> None:
+                 detail_seconds: float = DETAIL_SECONDS, base_concurrency: int = 0, least_concurrency: int = 1) -> None:
         self.budget_bytes = budget_bytes
         self.high_share = high_share
         self.low_share = low_share
         self.min_served = MIN_SERVED_PAGES  # doubles while rotations leave the tree over the act share
         self._rotated = False  # a rotation's context closed since the last reading over the act share
         self.floor_said = False
+        self.at_floor = False  # a rotation's close left the tree over the act share (reset under the restore share)
+        #: the concurrency lever (the floor case): a cap on the downloader's concurrency; off without a base
+        self.pages = PageConcurrency(budget_bytes, high_share, low_share, base=base_concurrency,
+                                     least=max(1, least_concurrency)) if base_concurrency > 0 else None
         self.read_seconds = read_seconds
         self.detail_seconds = detail_seconds
         self.tree = TreeSampler(None, detail_seconds=detail_seconds, rescan_seconds=RESCAN_SECONDS)
@@ -94,6 +104,7 @@ class ContextLever:
         self._states: weakref.WeakKeyDictionary[Any, _HandlerState] = weakref.WeakKeyDictionary()
         self._last_read = float("-inf")
         self._last_detail = float("-inf")
+        self._last_pss = 0  # the last PSS reading of the tree
         self.tree_bytes = 0  # the last footprint read (PSS, or RSS estimated as PSS)
         self.peak_tree_bytes = 0
         self.rotations = 0
@@ -144,8 +155,12 @@ class ContextLever:
 
     # -- one tick ---------------------------------------------------------------------
 
-    def tick(self, handlers: list[Any], now: float | None = None) -> list[LeverEvent]:
-        """Close rotated contexts whose pages finished; every ``read_seconds`` read the tree and rotate if it grew."""
+    def tick(self, handlers: list[Any], now: float | None = None, concurrency: int = 0) -> list[LeverEvent]:
+        """Close rotated contexts whose pages finished; every ``read_seconds`` read the tree and rotate if it grew.
+
+        In the floor case (a rotation's close left the tree over the act share), cap the downloader's
+        ``concurrency`` (the governor's own) at the open pages that fit; raise the cap under the restore share.
+        """
         now = time.monotonic() if now is None else now
         events: list[LeverEvent] = []
         for handler in handlers:
@@ -159,20 +174,30 @@ class ContextLever:
         footprint = self._read(now)
         if footprint < self.low_share * self.budget_bytes:
             self.min_served = MIN_SERVED_PAGES
+            self.at_floor = False
+        if self.pages is not None:  # every reading: under the restore share counts toward a raise, over it resets
+            events += self._cap_event(self.pages.calm(footprint, self._open_pages(handlers)), footprint)
         if footprint < self.high_share * self.budget_bytes:
             return events
         confirmed = now - self._last_detail < CONFIRM_SECONDS
+        if self._rotated and not self.retiring:  # a rotated context closed: did that bring the tree under?
+            if not confirmed:
+                footprint, confirmed = self._read(now, detail=True), True
+            self._rotated = False  # judged: the rotation helped, or it did not
+            if footprint >= self.high_share * self.budget_bytes:
+                self.at_floor = True  # what is left is the floor: the driver, the browser, a renderer per open page
+                installed = [h for h in handlers if h in self._states]
+                if all(c.served < self.min_served for h in installed for c in self._contexts(h, self._states[h])):
+                    events += self._back_off(footprint)  # only fresh contexts: rotate half as often
+                if self.pages is not None and concurrency > 0:
+                    lowered = self._lower(handlers, footprint, confirmed, now, concurrency)
+                    if lowered:  # fewer pages open first; a rotation waits for the next reading
+                        return events + lowered
         for handler in handlers:
             state = self._states.get(handler)
             if state is None:
                 continue
             contexts = self._contexts(handler, state)
-            if self._rotated and not self.retiring and all(c.served < self.min_served for c in contexts):
-                if not confirmed:
-                    footprint, confirmed = self._read(now, detail=True), True
-                if footprint >= self.high_share * self.budget_bytes:
-                    events += self._back_off(footprint)  # over the act share with only fresh contexts: the floor
-                self._rotated = False  # judged: the rotation helped, or it did not
             choice = choose_rotation(footprint, self.budget_bytes, self.high_share, contexts, self.min_served)
             if choice is not None and not confirmed:  # act on a PSS reading, not on an estimate (read only now)
                 if now < self._next_confirm:
@@ -185,13 +210,42 @@ class ContextLever:
             if choice is not None:
                 self._confirm_wait, self._next_confirm = CONFIRM_SECONDS, float("-inf")
                 events.append(self._rotate(handler, state, choice, footprint))
-                break
+                return events
+        if self.pages is not None and self.at_floor and not self.retiring and concurrency > 0:
+            events += self._lower(handlers, footprint, confirmed, now, concurrency)
         return events
+
+    def _lower(self, handlers: list[Any], footprint: int, confirmed: bool, now: float,
+               concurrency: int) -> list[LeverEvent]:
+        """The floor case, nothing to rotate: cap concurrency at the open pages whose cost fits (on a PSS reading)."""
+        assert self.pages is not None
+        if not (confirmed and self._last_pss >= self.high_share * self.budget_bytes):  # on a PSS reading over it
+            if self.pages.target(footprint, self._open_pages(handlers), concurrency) is None or now < self._next_confirm:
+                return []  # the estimate would not lower the cap: no PSS reading (32-55 ms) for nothing
+            footprint = self._read(now, detail=True)
+            if footprint < self.high_share * self.budget_bytes:
+                self._next_confirm = now + self._confirm_wait
+                self._confirm_wait = min(MAX_CONFIRM_WAIT_SECONDS, 2 * self._confirm_wait)
+                return []
+            self._confirm_wait, self._next_confirm = CONFIRM_SECONDS, float("-inf")
+        change = self.pages.lower(footprint, self._open_pages(handlers), concurrency)
+        return self._cap_event(change, footprint)
+
+    def _cap_event(self, change: CapChange | None, footprint: int) -> list[LeverEvent]:
+        if change is None:
+            return []
+        return [LeverEvent("lower" if change.lowered else "raise", footprint, change.message, cap=change.cap)]
+
+    def _open_pages(self, handlers: list[Any]) -> int:
+        """Pages open in every context of the handlers the lever is installed on."""
+        return sum(_open_pages(wrapper) for handler in handlers if handler in self._states
+                   for wrapper in list(handler.context_wrappers.values()))
 
     def _back_off(self, footprint: int) -> list[LeverEvent]:
         """A rotation closed its context and the tree is still over the act share: what is left is the tree's floor
         (the driver, the browser, a renderer per open page), which rotating cannot free; rotate half as often."""
         self._rotated = False
+        self.at_floor = True
         if self.min_served >= MAX_SERVED_PAGES:
             return []
         self.min_served = min(MAX_SERVED_PAGES, 2 * self.min_served)
@@ -201,9 +255,10 @@ class ContextLever:
         return [LeverEvent("floor", footprint, (
             f"browser tree PSS {footprint / 2**20:.0f} MiB is still over {100 * self.high_share:.0f}% of the budget"
             f" ({self.budget_bytes / 2**20:.0f} MiB) after a rotated context closed: the rest is the browser's floor"
-            " (Playwright's driver, Chromium, a renderer per open page), which closing contexts cannot free; lower"
-            " CONCURRENT_REQUESTS or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT. Contexts now serve at least"
-            f" {self.min_served} pages before a rotation"))]
+            " (Playwright's driver, Chromium, a renderer per open page), which closing contexts cannot free; "
+            + ("the governor caps concurrency at the open pages that fit" if self.pages is not None else
+               "lower CONCURRENT_REQUESTS or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT")
+            + f". Contexts now serve at least {self.min_served} pages before a rotation"))]
 
     def _read(self, now: float, detail: bool | None = None) -> int:
         last = self.tree.last_detail
@@ -215,7 +270,7 @@ class ContextLever:
         reading = self.tree.sample(detail=detail, read_new=False)  # a new renderer counts at its kind's PSS/RSS
         if reading.pss_bytes is not None:
             self._last_detail = now
-            footprint = reading.pss_bytes
+            footprint = self._last_pss = reading.pss_bytes
         else:
             footprint = self.tree.estimate_pss_bytes(reading)
         self.tree_bytes = footprint

@@ -5,8 +5,10 @@ Enabled by ``CRAWLMEM_BUDGET`` (``"300 MiB"``, or ``"auto"``: 80% of the cgroup'
 fd) and the engine's queues, asks the pure controller (:mod:`pytest_crawlmem.core.governor_policy`) for this
 tick's decision, and moves the levers: ``downloader.total_concurrency`` and ``scraper.slot.max_active_size``
 (in flight), the start gate and the spilling scheduler (backlog, :mod:`pytest_crawlmem.crawl.spill`), and at
-the end ``engine.close_spider_async(reason="memory_budget")``. Each decision is a stat under
-``crawlmem/governor/``, an INFO log line, and an entry of :attr:`MemoryGovernor.decisions`.
+the end ``engine.close_spider_async(reason="memory_budget")``. With scrapy-playwright, the browser lever
+(:mod:`pytest_crawlmem.crawl.contextlever`) rotates contexts and, at the tree's floor, caps the concurrency.
+Each decision is a stat under ``crawlmem/governor/``, an INFO log line, and an entry of
+:attr:`MemoryGovernor.decisions`.
 
 ``GovernorAddon`` (``ADDONS``) installs the extension, the scheduler and the start gate together.
 """
@@ -27,10 +29,21 @@ from typing import Any
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from ..core.browser_concurrency import BROWSER_CONCURRENCY
 from ..core.cgroup import auto_budget, limit_files, parse_proc_cgroup, smallest_limit
 from ..core.context_policy import BROWSER_CONTEXT
 from ..core.defaults import CrawlMemConfig, name_of
-from ..core.governor_policy import GOVERNOR_FILE, MEMORY_BUDGET, RETAINED, Decision, Levers, Policy, PolicyConfig, Sample
+from ..core.governor_policy import (
+    GOVERNOR_FILE,
+    MEMORY_BUDGET,
+    RESTORE,
+    RETAINED,
+    Decision,
+    Levers,
+    Policy,
+    PolicyConfig,
+    Sample,
+)
 from ..core.models import DangerSnapshot
 from ..core.units import UnitError, parse_size
 from . import probes
@@ -186,6 +199,11 @@ class MemoryGovernor:
         self._closing = False
         self.danger: DangerSnapshot | None = None  # the evidence of a close without JOBDIR
         self.lever: ContextLever | None = None  # the browser lever, once a scrapy-playwright handler is loaded
+        self.browser_cap: int | None = None  # the browser lever's cap on concurrency (the tree's floor), if any
+
+    def _concurrency(self, levers: Levers) -> int:
+        """The downloader's concurrency: the policy's, under the browser lever's cap."""
+        return levers.concurrency if self.browser_cap is None else min(levers.concurrency, self.browser_cap)
 
     @property
     def signal_seconds(self) -> float:
@@ -407,9 +425,40 @@ class MemoryGovernor:
         if not handlers:
             return
         if self.lever is None:
-            self.lever = ContextLever(self.config.budget_bytes, self.config.high_share, self.config.low_share)
-        for event in self.lever.tick(handlers):
-            self._record_browser(event, sample)
+            self.lever = ContextLever(self.config.budget_bytes, self.config.high_share, self.config.low_share,
+                                      base_concurrency=self.config.base_concurrency,
+                                      least_concurrency=self.config.min_concurrency)
+        for event in self.lever.tick(handlers, concurrency=self.policy.levers.concurrency):
+            if event.action in ("lower", "raise"):
+                self._cap_browser(event, sample)
+            else:
+                self._record_browser(event, sample)
+
+    def _cap_browser(self, event: LeverEvent, sample: Sample) -> None:
+        """The browser concurrency lever: cap (or raise, or lift the cap on) the downloader's concurrency; count, log
+        and record it (a lowering is a ``browser_concurrency`` decision, a raise a ``restore``)."""
+        self.browser_cap = event.cap
+        levers = self.policy.levers
+        concurrency = self._concurrency(levers)
+        engine = probes._engine(self.crawler)
+        if engine is not None:
+            engine.downloader.total_concurrency = concurrency  # requests wait in the scheduler: none is dropped
+        kind = BROWSER_CONCURRENCY if event.action == "lower" else RESTORE
+        stats = self.crawler.stats
+        stats.inc_value("crawlmem/governor/decisions")
+        stats.inc_value(f"crawlmem/governor/decisions/{kind}")
+        stats.set_value("crawlmem/governor/concurrency", concurrency)
+        stats.min_value("crawlmem/governor/min_concurrency", concurrency)
+        stats.set_value("crawlmem/governor/browser_concurrency_cap", event.cap or 0)
+        if event.cap is not None:
+            stats.min_value("crawlmem/governor/browser_min_concurrency", event.cap)
+        stats.max_value("crawlmem/governor/browser_peak_pss_bytes", event.tree_bytes)
+        logger.info("crawlmem governor: %s", event.message)
+        self.decisions.append(DecisionRecord(
+            round(time.monotonic() - self._started, 3), int(stats.get_value("response_received_count", 0) or 0),
+            kind, sample.rss_bytes, concurrency, levers.max_active_size, levers.gate_start, levers.spill,
+            event.message, browser_pss_bytes=event.tree_bytes,
+        ))
 
     def _record_browser(self, event: LeverEvent, sample: Sample) -> None:
         """Count, log and record what the browser lever did (a rotation, or the close of a rotated context)."""
@@ -423,7 +472,7 @@ class MemoryGovernor:
         levers = self.policy.levers
         self.decisions.append(DecisionRecord(
             round(time.monotonic() - self._started, 3), int(stats.get_value("response_received_count", 0) or 0),
-            BROWSER_CONTEXT, sample.rss_bytes, levers.concurrency, levers.max_active_size, levers.gate_start,
+            BROWSER_CONTEXT, sample.rss_bytes, self._concurrency(levers), levers.max_active_size, levers.gate_start,
             levers.spill, event.message, browser_pss_bytes=event.tree_bytes,
         ))
 
@@ -450,7 +499,8 @@ class MemoryGovernor:
     def _apply(self, engine: Any, decision: Decision, sample: Sample) -> None:
         """Move the levers as ``decision`` says; count, log and record it."""
         levers: Levers = decision.levers
-        engine.downloader.total_concurrency = levers.concurrency
+        concurrency = self._concurrency(levers)
+        engine.downloader.total_concurrency = concurrency
         slot = getattr(engine.scraper, "slot", None)
         if slot is not None:
             slot.max_active_size = levers.max_active_size
@@ -461,6 +511,8 @@ class MemoryGovernor:
             gate.open_gate()
         scheduler = self._scheduler()
         message = decision.message
+        if concurrency < levers.concurrency:
+            message += f" (the browser lever caps it at {concurrency})"
         if isinstance(scheduler, SpillingScheduler):
             scheduler.spilling = levers.spill
             if decision.spill_now:
@@ -479,12 +531,12 @@ class MemoryGovernor:
         stats = self.crawler.stats
         stats.inc_value("crawlmem/governor/decisions")
         stats.inc_value(f"crawlmem/governor/decisions/{decision.kind}")
-        stats.set_value("crawlmem/governor/concurrency", levers.concurrency)
+        stats.set_value("crawlmem/governor/concurrency", concurrency)
         stats.set_value("crawlmem/governor/max_active_size", levers.max_active_size)
-        stats.min_value("crawlmem/governor/min_concurrency", levers.concurrency)
+        stats.min_value("crawlmem/governor/min_concurrency", concurrency)
         self.decisions.append(DecisionRecord(
             round(time.monotonic() - self._started, 3), int(stats.get_value("response_received_count", 0) or 0),
-            decision.kind, sample.rss_bytes, levers.concurrency,
+            decision.kind, sample.rss_bytes, concurrency,
             levers.max_active_size, levers.gate_start, levers.spill, message,
         ))
         if decision.kind in ("in_flight", "backlog"):

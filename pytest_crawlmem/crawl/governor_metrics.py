@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 GAUGES: tuple[tuple[str, str, Callable[[MemoryGovernor], float]], ...] = (
     ("crawlmem_governor_budget_bytes", "The memory governor's budget", lambda g: g.config.budget_bytes),
     ("crawlmem_governor_concurrency", "Concurrency the governor set (downloader.total_concurrency)",
-     lambda g: g.policy.levers.concurrency),
+     lambda g: g._concurrency(g.policy.levers)),
     ("crawlmem_governor_max_active_size_bytes", "Scraper active size limit the governor set",
      lambda g: g.policy.levers.max_active_size),
     ("crawlmem_governor_start_gated", "1 while the governor holds start requests back",
