@@ -168,7 +168,7 @@ class Thumbnails:
         return item
 
 
-CATALOG = "/catalog/?pages=20&per_page=20"  # 420 responses: a verdict needs 170, the traced window 100
+CATALOG = "/catalog/?pages=30&per_page=20"  # 630 responses, as in the leak suite: a verdict needs 170, the window 100
 LEAKS = {
     "deep_groups": (DeepGroups, {}),
     "deeper_groups": (DeeperGroups, {}),

@@ -38,7 +38,7 @@ class Output(NamedTuple):
 
 @pytest.fixture
 def inner(pytester: pytest.Pytester) -> tuple[Output, Path]:
-    # 9 crawls of 420 responses: 60 CPU-s (71 at 630, 102 at 840; benchmarks/results/suite-speed-s10.md)
+    # 9 crawls of 630 responses: 71 CPU-s (102 at 840), 15 wall minutes on a loaded machine
     outcome, root = inner_session(pytester, SUITE, "[pytest]\n", "-rA", "-v", timeout=2700)
     return Output(outcome.stdout.str(), outcome.stderr.str()), root
 
