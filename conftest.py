@@ -8,7 +8,10 @@
   (this machine's environment sets it) every inner pytest compiled and assertion-rewrote the whole plugin again,
   1.3 of its 2.9 CPU-seconds of start-up; the caches go to ``__pycache__`` (git-ignored);
 - the ``quick`` marker on every test that starts no process (no crawl, no inner pytest, no site, no browser):
-  ``pytest -m quick -n 2`` is the loop to run while editing (docs/contributing.md).
+  ``pytest -m quick -n 2`` is the loop to run while editing (docs/contributing.md);
+- the longest files first (``LONGEST_FIRST``), and pytest-xdist's reordering by test count off: under
+  ``-n 2 --dist loadfile`` a worker takes a whole file, so a long file picked up last (xdist put one-test files
+  last) kept one worker busy alone at the end; longest first, the two workers finish together.
 """
 
 from __future__ import annotations
@@ -39,11 +42,44 @@ PROCESS_FIXTURES = frozenset({
 })
 
 
+#: The whole suite's longest files, longest first (their summed durations in the lead's `-n 2 --dist loadfile` run of
+#: session 10, 30-87 s each under a partial load: benchmarks/results/suite-speed-s10.md). Files not named follow, in
+#: collection order; a renamed file only loses its place.
+LONGEST_FIRST = (
+    "tests/test_keeping_line.py", "tests/test_browser.py", "tests/test_production.py", "tests/test_leaks.py",
+    "tests/test_governor_cgroup.py", "tests/test_replay.py", "examples/shop_project/tests/test_copies_agree.py",
+    "tests/test_browser_hang.py", "tests/test_cluster.py", "tests/test_detection.py", "tests/test_plugin.py",
+    "tests/test_governor_large.py", "tests/test_first_hour.py", "tests/test_governor.py", "tests/test_xdist.py",
+    "tests/test_log_capture.py", "tests/test_isolated.py", "examples/test_examples.py", "examples/test_browser_jobs.py",
+    "tests/test_danger.py", "examples/test_playwright_books.py", "tests/test_browser_docs.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep the collection order (``LONGEST_FIRST``) under ``--dist loadfile``: xdist would sort files by test count."""
+    if getattr(config.option, "loadscopereorder", None) is not None:
+        config.option.loadscopereorder = False
+
+
+def longest_first(items: list[pytest.Item], root: Path) -> list[pytest.Item]:
+    """``items`` with the files of ``LONGEST_FIRST`` first, in its order; within a file and after them, as collected."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def key(item: pytest.Item) -> int:
+        try:
+            return rank.get(item.path.relative_to(root).as_posix(), len(rank))
+        except ValueError:  # a path outside the repository
+            return len(rank)
+
+    return sorted(items, key=key)  # stable: the collection order within a rank
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``quick`` every test of tests/ that starts no process, unless it says ``@pytest.mark.slow``.
+    """Mark ``quick`` every test of tests/ that starts no process, unless it says ``@pytest.mark.slow``; longest first.
 
     examples/ are crawls a user reads: never quick, and no marker in them.
     """
+    items[:] = longest_first(items, Path(__file__).parent)
     tests = Path(__file__).parent / "tests"
     for item in items:
         if item.path.is_relative_to(tests) and PROCESS_FIXTURES.isdisjoint(getattr(item, "fixturenames", ())) \
