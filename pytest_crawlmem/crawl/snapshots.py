@@ -8,6 +8,7 @@ reaches it.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import linecache
 import os
@@ -58,8 +59,25 @@ def _filters() -> list[tracemalloc.Filter]:
 
 
 def take_snapshot() -> tracemalloc.Snapshot:
-    """Snapshot traced memory without the harness, pytest, pluggy, importlib and linecache."""
-    return tracemalloc.take_snapshot().filter_traces(_filters())
+    """Snapshot traced memory without the harness, pytest, pluggy, importlib and linecache.
+
+    The same traces as ``filter_traces(_filters())``, decided once per file instead of once per trace: that method
+    matches every filter's pattern against every trace's newest frame (fnmatch in Python), ~10% of a leaky test
+    crawl's CPU. Falls back to it where the snapshot's raw traces are not where CPython keeps them.
+    """
+    snapshot = tracemalloc.take_snapshot()
+    raw = getattr(snapshot.traces, "_traces", None)
+    if not isinstance(raw, list):
+        return snapshot.filter_traces(_filters())
+    return tracemalloc.Snapshot([trace for trace in raw if not _harness_frame(trace[2][0][0])], snapshot.traceback_limit)
+
+
+@functools.lru_cache(maxsize=8192)
+def _harness_frame(filename: str) -> bool:
+    """Whether a trace whose newest frame is in ``filename`` is left out (what the exclusive ``_filters()`` decide)."""
+    name = os.path.normcase(filename)
+    name = name[:-1] if name.endswith(".pyc") else name
+    return any(fnmatch.fnmatch(name, f.filename_pattern) for f in _filters())
 
 
 #: A traced window shorter than this gives no growth site.
