@@ -191,25 +191,20 @@ def unit_power(xs: tuple[float, ...]) -> float:
     (The fits are :func:`_robust_fits`' with what depends on ``xs`` alone computed once: the same figures, 3x faster;
     a running crawl's verdict pays it at every checkpoint.)
     """
+    rng = random.Random(len(xs))  # drawn anew, not kept: a crawl's heap would count what a cache of draws holds
     mid = (xs[0] + xs[-1]) / 2
     later_at = min(sum(x < mid for x in xs), len(xs) - 3)
     whole, later = _Design(xs), _Design(xs[later_at:])
     gaps = [xb - xa for xa, xb in pairwise(xs)]
     needed = []
-    for ys in _noise_draws(len(xs)):
+    for _ in range(POWER_DRAWS):
+        ys = [rng.gauss(0.0, 1.0) for _ in xs]
         steady = _without_largest_steps(xs, ys, [(b - a) / gap for (a, b), gap in zip(pairwise(ys), gaps, strict=True)])
         slope, sd = whole.fit(steady)
         later_slope = later.fit(steady[later_at:])[0]
         lower = slope - t95(whole.n - 2) * sd / math.sqrt(whole.spread)
         needed.append(max(-lower, -later_slope) / max(sd, 1e-9))
     return sorted(needed)[int(0.95 * POWER_DRAWS)]
-
-
-@lru_cache(maxsize=64)
-def _noise_draws(n: int) -> tuple[tuple[float, ...], ...]:
-    """POWER_DRAWS series of ``n`` standard Gaussian draws, seeded by ``n`` (the same for every crawl of n checkpoints)."""
-    rng = random.Random(n)
-    return tuple(tuple(rng.gauss(0.0, 1.0) for _ in range(n)) for _ in range(POWER_DRAWS))
 
 
 class _Design:
