@@ -253,7 +253,9 @@ def test_no_worker_or_redis_server_outlives_the_session(pytester):
     import os
     import subprocess
     import sys
+    import tempfile
     import time
+    from pathlib import Path
 
     import psutil
 
@@ -265,8 +267,8 @@ def test_killed(crawl_cluster, fixture_site):
                   kill={"worker": 0, "after_responses": 5})
 """)
     started = time.time() - 1
-    own_tmp = pytester.path / "tmp"  # this session's temp dirs only: clusters of other tests may run beside it (xdist)
-    own_tmp.mkdir()
+    # this session's temp dirs only (clusters of other tests may run beside it under xdist), short enough for a socket
+    own_tmp = Path(tempfile.mkdtemp(prefix="cm-own-"))
     inner = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_procs.py"], cwd=pytester.path,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(own_tmp)})
     out, _ = inner.communicate(timeout=300)
@@ -277,6 +279,7 @@ def test_killed(crawl_cluster, fixture_site):
         if ("crawlmem-redis-" in cmdline or "crawlmem-cluster-" in cmdline) and proc.info["create_time"] >= started \
                 and str(own_tmp) in cmdline:
             leftovers.append(cmdline)
+    shutil.rmtree(own_tmp, ignore_errors=True)
     assert leftovers == []
 
 
@@ -478,3 +481,21 @@ def test_the_cluster_summary_is_assembled_like_every_result_with_summed_rss_and_
     assert (summary.responses, summary.items_scraped) == (20, 10)
     assert summary.verdict == cluster.verdict == "retained-objects" and summary.growth.reason == "worker 1: grew"
     assert summary.peaks == cluster_peaks(cluster)
+
+
+@needs_redis
+def test_a_long_tmpdir_still_gives_redis_a_socket_path_it_accepts(tmp_path, monkeypatch):
+    import tempfile
+
+    from pytest_crawlmem.harness.redisserver import SOCKET_PATH_MAX, start_redis
+
+    long_tmp = tmp_path / ("d" * 60) / ("e" * 60)  # over the 108 bytes a Unix socket's path may have
+    long_tmp.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(long_tmp))
+    server = start_redis()
+    try:
+        assert len(str(server.socket_path)) < SOCKET_PATH_MAX
+        assert server.process.poll() is None
+    finally:
+        server.close()
+    assert not server.socket_path.parent.exists()

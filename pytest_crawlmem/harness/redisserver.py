@@ -63,12 +63,19 @@ class RedisServer:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+#: A Unix socket's path must be shorter than this (sun_path is 108 bytes with its terminating NUL on Linux).
+SOCKET_PATH_MAX = 108
+
+
 def start_redis(executable: str | None = None, timeout_seconds: float = START_TIMEOUT_SECONDS) -> RedisServer:
     """Start a private redis-server on a Unix socket in a new temp dir; return once it answers PING."""
     binary = executable or shutil.which("redis-server")
     if binary is None:
         raise RedisStartError("redis-server is not installed (Debian: apt-get install redis-server); crawl_cluster needs it")
     directory = Path(tempfile.mkdtemp(prefix="crawlmem-redis-"))
+    if len(str(directory / "redis.sock")) >= SOCKET_PATH_MAX:  # a long TMPDIR: Redis refuses the socket ("too long")
+        directory.rmdir()
+        directory = Path(tempfile.mkdtemp(prefix="crawlmem-redis-", dir="/tmp"))
     socket_path = directory / "redis.sock"
     command = [binary, *SERVER_OPTIONS, "--dir", str(directory), "--unixsocket", str(socket_path),
                "--unixsocketperm", "700", "--logfile", str(directory / "redis.log")]
