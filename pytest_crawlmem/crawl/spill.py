@@ -105,8 +105,9 @@ class StartGate:
         self._open = asyncio.Event()
         self._open.set()
         self.waits = 0
-        #: Called before each start item (the governor's overdue tick): Scrapy reads start() without yielding to
-        #: the reactor while the downloader is full, so the governor's LoopingCall would not run until it ends.
+        #: Called before each start item (the governor's out-of-turn tick: late, or RSS past the act share, read at
+        #: most every 20 ms): Scrapy reads start() without yielding to the reactor while the downloader is full, so
+        #: the governor's LoopingCall would not run until it ends.
         self.on_item: Callable[[], None] | None = None
 
     @property
