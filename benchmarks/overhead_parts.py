@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_spiders import Catalog
-from harness import Crawl, bare, machine_info, measured, median, progress, rounds, stop_reactor, timed
+from harness import Crawl, machine_info, measured, median, progress, rounds, run_mode, stop_reactor, timed
 
 from pytest_crawlmem.core.defaults import name_of
 from pytest_crawlmem.crawl.runner import CrawlOptions
@@ -36,16 +36,8 @@ PARTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 
 def run_once(mode: str, crawl: Crawl, root: Path) -> Any:
     """One crawl in ``mode``; its result (None bare)."""
-    if mode == "bare-frozen":
-        import gc
-
-        gc.collect()
-        gc.freeze()
-        try:
-            bare(crawl)
-        finally:
-            gc.unfreeze()
-        return None
+    if mode == "bare-frozen":  # Scrapy alone, the GC frozen as the plugin freezes it (harness.run_mode)
+        return run_mode(mode, crawl, root)
     fields, settings = PARTS[mode]
     report_dir = Path(tempfile.mkdtemp(prefix=f"{mode}-", dir=root))
     return measured(Crawl(crawl.spider, crawl.kwargs, {**crawl.settings, **settings}),
