@@ -268,7 +268,8 @@ _PASSING_KINDS = frozenset({"browser", "zygote"})
 
 def _kind_of(pid: int, known: dict[int, tuple[bytes, str | None]] | None) -> str | None:
     """The kind of ``pid``, kept in ``known`` with its name (``comm``): a process whose name is unchanged keeps its
-    kind (an exec renames it: a forked Python becoming Playwright's driver), except the kinds that pass."""
+    kind (an exec renames it: a forked Python becoming Playwright's driver), except the kinds that pass and a
+    browser's name read before its command line was there."""
     comm = _read_proc_quietly(pid, "comm") if known is not None and _HAVE_PROC else None
     if known is not None and comm is not None:
         cached = known.get(pid)
@@ -276,9 +277,18 @@ def _kind_of(pid: int, known: dict[int, tuple[bytes, str | None]] | None) -> str
             return cached[1]
     kind = _kind_of_pid(pid)
     found = None if kind == OTHER_KIND else kind
-    if known is not None and comm is not None and found not in _PASSING_KINDS:
+    if known is not None and comm is not None and found not in _PASSING_KINDS and not (
+            found is None and _names_a_browser(comm)):
         known[pid] = (comm, found)
     return found
+
+
+def _names_a_browser(comm: bytes) -> bool:
+    """Whether a process name is a browser's: one that is not a browser yet is mid exec (Debian's ``chromium`` shell
+    script becoming ``/usr/lib/chromium/chromium`` keeps its name, and the kernel gives an empty command line between),
+    so it is not kept as "not a browser"."""
+    name = comm.decode(errors="replace").strip()
+    return _is_browser_executable(name, name)
 
 
 def _walk_tree(root: int, take_root: bool, known: dict[int, tuple[bytes, str | None]] | None) -> dict[int, str]:
