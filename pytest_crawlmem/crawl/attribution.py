@@ -28,7 +28,7 @@ from .holders import Lengths, QueuedRequests, container_lengths, find_keepers, u
 from .keeping import same_function
 from .meter import settle
 from .recording import Recording
-from .snapshots import queued_share, site_growth, take_snapshot
+from .snapshots import queued_share, site_growth, start_tracing, stop_tracing, take_snapshot
 
 #: The window has a middle checkpoint when each half spans at least this many responses.
 MIN_HALF_WINDOW_RESPONSES = 10
@@ -104,7 +104,7 @@ class AttributionWindow:
             self._traced_at_open = checkpoint.traced_bytes
         else:
             self._traced_at_open = 0
-            tracemalloc.start(self.frames)
+            start_tracing(self.frames)
             self.started_tracing = True
             self._snapshots = [None]  # nothing is traced yet: the empty snapshot
             self._opening = self.recording.checkpoints[-5:]  # the rate before the window: growth.window_residue
@@ -147,7 +147,7 @@ class AttributionWindow:
         self._sites()
         self._snapshots = []
         if self.started_tracing and tracemalloc.is_tracing() and not (self.handoff is not None and self.handoff()):
-            tracemalloc.stop()
+            stop_tracing()
 
     def _close(self, crawler: Any, traced: int | None, responses: int) -> None:
         """End the window, find the holders, then measure what tracing left behind once stopped (drained crawl).

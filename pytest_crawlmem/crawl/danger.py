@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.models import DangerSnapshot, GrowthSite, Sample, format_sites
-from .snapshots import group_by_site, take_snapshot
+from .snapshots import group_by_site, start_tracing, take_snapshot
 
 DANGER_JSON = "danger.json"
 DANGER_DIFF = "danger-diff.txt"
@@ -163,7 +163,7 @@ class DangerWatch:
         if tracemalloc.is_tracing():
             self._first = take_snapshot()
         else:
-            tracemalloc.start(self.frames)
+            start_tracing(self.frames)
             self.started_tracing = True
             self._first = None
         self._opened_at = time.monotonic()

@@ -50,6 +50,7 @@ from .metrics import MetricsServer, require_prometheus
 from .pages import BROWSER_MIN_INTERVAL_SECONDS, CrawlBrowser
 from .recording import Recording
 from .retention import find_retention
+from .snapshots import start_tracing, stop_tracing
 from .status import StatusTicker, read_status
 
 logger = logging.getLogger("pytest_crawlmem.extension")  # the documented logger name (docs/production.md), stable across moves
@@ -176,7 +177,7 @@ class CrawlMemExtension:
     def spider_opened(self, spider: Any) -> None:
         """Start tracing (if asked), reset the RSS peak and start the sampler thread."""
         if self.tracemalloc_frames and not tracemalloc.is_tracing():
-            tracemalloc.start(self.tracemalloc_frames)
+            start_tracing(self.tracemalloc_frames)
             self._started_tracing = True
         self._traced_whole = tracemalloc.is_tracing()
         if self._traced_whole:
@@ -253,7 +254,7 @@ class CrawlMemExtension:
             self.traced_peak = tracemalloc.get_traced_memory()[1]
         self.attribution.end()
         if self._started_tracing and tracemalloc.is_tracing():
-            tracemalloc.stop()
+            stop_tracing()
         self._stream_finish(reason)
         self.recording.close()
         self._write_stats()
@@ -369,7 +370,7 @@ class CrawlMemExtension:
     def _release_danger_tracing(self) -> None:
         """Stop the tracing the danger window started, unless the attribution window now relies on it (reactor thread)."""
         if not self.attribution.adopt_tracing() and tracemalloc.is_tracing() and not self._traced_whole:
-            tracemalloc.stop()
+            stop_tracing()
 
     # -- the browser (pages.py): pages left open stop the crawl before it hangs -----------
 

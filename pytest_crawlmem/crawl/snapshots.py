@@ -15,6 +15,7 @@ import os
 import site as _site
 import sys
 import sysconfig
+import threading
 import tracemalloc
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -58,6 +59,26 @@ def _filters() -> list[tracemalloc.Filter]:
     ]
 
 
+#: Held while tracing starts or stops and while a snapshot is taken. The danger window snapshots in the sampler thread
+#: while the reactor thread may stop tracing (the spider closing at ``kill_at``); CPython 3.11 builds a snapshot's
+#: tuples from tracebacks that ``tracemalloc.stop()`` frees, and a collection in the middle of it runs Python code
+#: that can hand the interpreter to the other thread: a crawl died of a segfault in the collector there (1 of 4 CI
+#: runs of that test).
+TRACING_LOCK = threading.RLock()
+
+
+def start_tracing(frames: int) -> None:
+    """Start tracemalloc with ``frames`` frames per traceback (no snapshot is being taken meanwhile)."""
+    with TRACING_LOCK:
+        tracemalloc.start(frames)
+
+
+def stop_tracing() -> None:
+    """Stop tracemalloc once no snapshot is being taken."""
+    with TRACING_LOCK:
+        tracemalloc.stop()
+
+
 def take_snapshot() -> tracemalloc.Snapshot:
     """Snapshot traced memory without the harness, pytest, pluggy, importlib and linecache.
 
@@ -65,7 +86,8 @@ def take_snapshot() -> tracemalloc.Snapshot:
     matches every filter's pattern against every trace's newest frame (fnmatch in Python), ~10% of a leaky test
     crawl's CPU. Falls back to it where the snapshot's raw traces are not where CPython keeps them.
     """
-    snapshot = tracemalloc.take_snapshot()
+    with TRACING_LOCK:
+        snapshot = tracemalloc.take_snapshot()
     raw = getattr(snapshot.traces, "_traces", None)
     if not isinstance(raw, list):
         return snapshot.filter_traces(_filters())
