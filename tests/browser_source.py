@@ -84,3 +84,47 @@ class ForgetsPages(scrapy.Spider):
     async def parse(self, response):
         yield {"title": response.css("title::text").get()}
 '''
+
+#: The governor's browser crawls (tests/test_governor_browser.py, tests/test_governor_browser_lever.py): /js/ pages
+#: that each keep KB KiB in the context's IndexedDB, which an incognito context holds after the page closes.
+STORE_SPIDERS = '''
+import scrapy
+from scrapy_playwright.page import PageMethod
+
+from pytest_crawlmem.crawl.browser import playwright_settings
+
+SETTINGS = playwright_settings({"CONCURRENT_REQUESTS": 2, "LOG_LEVEL": "INFO"})
+
+
+class Stores(scrapy.Spider):
+    """Renders N /js/ pages that each keep KB KiB in the context's IndexedDB before rendering 20 products, and keep
+    them open HOLD ms more."""
+
+    name = "stores"
+    pages = 40
+    kb = 16384
+    hold = 0
+
+    async def start(self):
+        for number in range(int(self.pages)):
+            methods = [PageMethod("wait_for_selector", "body[data-rendered]")]
+            if int(self.hold):
+                methods.append(PageMethod("wait_for_timeout", int(self.hold)))
+            yield scrapy.Request(f"{self.base_url}/js/{number}?mode=store&kb={self.kb}",
+                                 meta={"playwright": True, "playwright_page_methods": methods})
+
+    def parse(self, response):
+        products = len(response.css("div.product"))
+        if products == 20:
+            self.crawler.stats.inc_value("js/rendered_pages")
+        yield {"page": int(response.url.split("/js/")[1].split("?")[0]), "products": products}
+
+
+class Held(Stores):
+    """24 pages of 4 MiB, each held open 1.5 s: many pages open at once."""
+
+    name = "held"
+    pages = 24
+    kb = 4096
+    hold = 1500
+'''

@@ -8,6 +8,7 @@ closes: the tree's PSS grows with the pages one context served, and only closing
 from __future__ import annotations
 
 import pytest
+from browser_source import STORE_SPIDERS
 
 from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
 
@@ -17,35 +18,7 @@ try:
 except BrowserNotFound as exc:  # pragma: no cover - CI installs chromium
     pytest.skip(str(exc), allow_module_level=True)
 
-SPIDERS = '''
-import scrapy
-from scrapy_playwright.page import PageMethod
-
-from pytest_crawlmem.crawl.browser import playwright_settings
-
-SETTINGS = playwright_settings({"CONCURRENT_REQUESTS": 2, "LOG_LEVEL": "INFO"})
-
-
-class Stores(scrapy.Spider):
-    """Renders N /js/ pages that each keep KB KiB in the context's IndexedDB before rendering 20 products."""
-
-    name = "stores"
-    pages = 40
-    kb = 16384
-
-    async def start(self):
-        for number in range(int(self.pages)):
-            yield scrapy.Request(f"{self.base_url}/js/{number}?mode=store&kb={self.kb}", meta={
-                "playwright": True,
-                "playwright_page_methods": [PageMethod("wait_for_selector", "body[data-rendered]")],
-            })
-
-    def parse(self, response):
-        products = len(response.css("div.product"))
-        if products == 20:
-            self.crawler.stats.inc_value("js/rendered_pages")
-        yield {"page": int(response.url.split("/js/")[1].split("?")[0]), "products": products}
-'''
+SPIDERS = STORE_SPIDERS
 
 TESTS = '''
 import json

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from browser_source import STORE_SPIDERS
 from test_contextlever import Handler, request, run
 
 from pytest_crawlmem.core.browser_concurrency import RESTORE_READINGS, PageConcurrency, page_cost, pages_that_fit
@@ -198,36 +199,7 @@ def test_at_high_concurrency_the_fresh_context_is_not_fresh_by_its_count_and_the
 
 # -- a real browser crawl -----------------------------------------------------------------------------------------
 
-SPIDERS = '''
-import scrapy
-from scrapy_playwright.page import PageMethod
-
-from pytest_crawlmem.crawl.browser import playwright_settings
-
-SETTINGS = playwright_settings({"CONCURRENT_REQUESTS": 8, "LOG_LEVEL": "INFO"})
-
-
-class Held(scrapy.Spider):
-    """Renders N /js/ pages that each keep KB KiB in the context's IndexedDB, then stay open HOLD ms."""
-
-    name = "held"
-    pages = 24
-    kb = 4096
-    hold = 1500
-
-    async def start(self):
-        for number in range(int(self.pages)):
-            yield scrapy.Request(f"{self.base_url}/js/{number}?mode=store&kb={self.kb}", meta={
-                "playwright": True,
-                "playwright_page_methods": [PageMethod("wait_for_selector", "body[data-rendered]"),
-                                            PageMethod("wait_for_timeout", int(self.hold))],
-            })
-
-    def parse(self, response):
-        if len(response.css("div.product")) == 20:
-            self.crawler.stats.inc_value("js/rendered_pages")
-        yield {"page": int(response.url.split("/js/")[1].split("?")[0])}
-'''
+SPIDERS = STORE_SPIDERS
 
 TESTS = '''
 import json
@@ -242,7 +214,8 @@ SHARES = {"CRAWLMEM_GOVERNOR_HIGH_SHARE": 0.6, "CRAWLMEM_GOVERNOR_LOW_SHARE": 0.
 
 def test_the_browser_lever_lowers_concurrency_at_the_floor_and_loses_no_request(crawl, fixture_site, caplog):
     caplog.set_level(logging.INFO, logger="pytest_crawlmem.governor")
-    result = crawl(Held, governor="800 MiB", settings={**SETTINGS, **SHARES}, base_url=fixture_site.base_url)
+    result = crawl(Held, governor="800 MiB", settings={**SETTINGS, "CONCURRENT_REQUESTS": 8, **SHARES},
+                   base_url=fixture_site.base_url)
     stats = result.stats
     print("LEVER", stats.get("crawlmem/governor/browser_peak_pss_bytes"), stats.get("crawlmem/governor/browser_rotations"),
           stats.get("crawlmem/governor/decisions/browser_concurrency"), stats.get("crawlmem/governor/browser_min_concurrency"),

@@ -67,9 +67,9 @@ FORCED_TRIM_SECONDS = 1.0
 RECLAIM_GROWTH = 0.03
 #: Least seconds between two reclaims: a full collection of a big heap costs tens of ms of the crawl's CPU.
 RECLAIM_EVERY_SECONDS = 2.0
-#: Growth of RSS since the last reclaim after which memory not yet called retained is judged again without waiting
-#: RECLAIM_EVERY_SECONDS: judged once as it passes MIN_RETAINED_BYTES, a crawl keeping 200 kB a response read 9.7 of
-#: 16.2 MiB unexplained (under the half the rule asks) and ended before the next reclaim, in 1 of 3 runs.
+#: Rise of RSS over the highest reading a reclaim ran at after which memory not yet called retained is judged again
+#: without waiting RECLAIM_EVERY_SECONDS: judged once as it passes MIN_RETAINED_BYTES, a crawl keeping 200 kB a response
+#: read 9.7 of 16.2 MiB unexplained (under the half the rule asks) and ended before the next reclaim, in 1 of 3 runs.
 REJUDGE_RETAINED_BYTES = MIN_RETAINED_BYTES // 2
 #: Least seconds between two statm reads that a response's signal makes (over the act share it ticks out of turn).
 SIGNAL_TICK_SECONDS = 0.02
@@ -192,6 +192,7 @@ class MemoryGovernor:
         self._started = 0.0
         self._last_trim = 0.0
         self._after_reclaim = 0
+        self._reclaim_high = 0  # the highest RSS a reclaim was asked at
         self._last_reclaim = 0.0
         self._body_bytes = 0.0
         self._last_signal_read = 0.0
@@ -602,14 +603,16 @@ class MemoryGovernor:
         Parse trees no longer wait for a collection (the start gate breaks the Response-Selector cycle), so the
         levers act on the plain reading; a collection (tens of ms on a big heap) runs only when RSS grew
         RECLAIM_GROWTH of the act threshold since the last one, and at most every RECLAIM_EVERY_SECONDS, or sooner
-        to judge retained memory again once RSS grew REJUDGE_RETAINED_BYTES (under the close share: said once, the
-        judgement stops asking).
+        to judge retained memory again once RSS passed the highest reading a reclaim ran at by REJUDGE_RETAINED_BYTES
+        (under the close share; said once, the judgement stops asking).
         """
         rss = self._statm.rss_bytes()
         grown = rss - self._after_reclaim
         if grown < RECLAIM_GROWTH * self.config.high_share * self.config.budget_bytes:
             return False
-        rejudge = grown >= REJUDGE_RETAINED_BYTES and sample.rss_bytes < self.config.hard_share * self.config.budget_bytes
+        # a new high, not a rise from the last collection's low: RSS swinging with the bodies in flight never asks
+        rejudge = (rss - self._reclaim_high >= REJUDGE_RETAINED_BYTES
+                   and sample.rss_bytes < self.config.hard_share * self.config.budget_bytes)
         if time.monotonic() - self._last_reclaim < RECLAIM_EVERY_SECONDS and not rejudge:
             return False
         began = time.thread_time()
@@ -617,6 +620,7 @@ class MemoryGovernor:
         probes.malloc_trim()
         self._last_trim = self._last_reclaim = time.monotonic()
         self._after_reclaim = self._statm.rss_bytes()
+        self._reclaim_high = max(self._reclaim_high, rss)
         self.reclaims += 1
         self.reclaim_seconds += time.thread_time() - began  # CPU of the collection and the trim
         self.reclaimed_bytes += max(0, rss - self._after_reclaim)
