@@ -2,10 +2,13 @@
 
 The sampler thread (a blocked reactor cannot delay it) notices the crossing, records RSS,
 the engine's queues and the live Scrapy objects at once, writes ``danger.json`` (so a crawl
-the kernel kills still leaves it), and opens a short traced window. When the window closes
+the kernel kills still leaves it), and asks for a short traced window. When the window closes
 (``window_seconds`` later and after 10 responses, at most 10 times as long; or when the spider
 closes) the allocation sites whose live memory grew in it are added to ``danger.json`` and
-written to ``danger-diff.txt``.
+written to ``danger-diff.txt``. Under the crawl, the window's tracing (its start, its snapshots
+and their grouping) runs on the reactor thread, as every other use of tracemalloc does: a
+crawl whose sampler thread grouped a snapshot while the reactor thread had just stopped tracing
+died of a segfault (2 of 5 CI runs of ``tests/test_danger.py``'s kill_at crawl).
 """
 
 from __future__ import annotations
@@ -113,17 +116,20 @@ class DangerWatch:
 
     def __init__(
         self, threshold_bytes: int, *, report_dir: Path | None, window_seconds: float = DEFAULT_WINDOW_SECONDS,
-        frames: int = 8,
+        frames: int = 8, open_later: Callable[[Callable[[], None]], None] | None = None,
     ) -> None:
         self.threshold_bytes = threshold_bytes
         self.report_dir = report_dir
         self.window_seconds = window_seconds
         self.frames = max(frames, 1)
+        #: Runs the window's opening on the thread that owns tracing (the reactor's ``callFromThread``); ``None``: at once.
+        self.open_later = open_later
         self.snapshot: DangerSnapshot | None = None
         self.started_tracing = False  # the window started tracemalloc: whoever closes it must stop it
         self._first: tracemalloc.Snapshot | None = None
         self._opened_at = 0.0
         self._open = False
+        self._ended = False  # closed (or the crawl ended) before an opening asked for ran: it does not open
 
     def adopt_tracing(self) -> bool:
         """Whether the window is open: it then takes over the tracing another window started, and stops it at its
@@ -160,6 +166,15 @@ class DangerWatch:
             backout=sample.backout, live_refs=alive, note=note,
         )
         self._write()
+        if self.open_later is not None:
+            self.open_later(self.open_window)
+        else:
+            self.open_window()
+
+    def open_window(self) -> None:
+        """Open the traced window (on the thread that owns tracing), unless it was closed first."""
+        if self._open or self._ended or self.snapshot is None:
+            return
         if tracemalloc.is_tracing():
             self._first = take_snapshot()
         else:
@@ -171,6 +186,7 @@ class DangerWatch:
 
     def close(self, *, responses: int, rss_bytes: int | None) -> None:
         """Close the traced window: add the sites that grew in it and rewrite the files (once)."""
+        self._ended = True
         if not self._open or self.snapshot is None:
             return
         self._open = False

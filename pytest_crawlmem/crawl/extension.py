@@ -151,7 +151,10 @@ class CrawlMemExtension:
         self.amplification = AmplificationMeter()
         snapshot_at = config.snapshot_at_bytes
         self.danger = DangerWatch(snapshot_at, report_dir=jsonl_path.parent if jsonl_path else None,
-                                  window_seconds=config.danger_window_seconds, frames=attribution_frames) if snapshot_at else None
+                                  window_seconds=config.danger_window_seconds, frames=attribution_frames,
+                                  open_later=lambda open_window: _reactor().callFromThread(open_window),
+                                  ) if snapshot_at else None
+        self._danger_close_asked = False
         if self.danger is not None:
             self.attribution.handoff = self.danger.adopt_tracing
 
@@ -347,22 +350,22 @@ class CrawlMemExtension:
         self.stopped_because = "pending"  # once: the reactor thread fills in the reason
         _reactor().callFromThread(self._stop_crawl, reason, message)
 
-    # -- the danger snapshot (danger.py): taken by the sampler thread, its traced window closed there or at the end --
+    # -- the danger snapshot (danger.py): taken by the sampler thread; its traced window runs on the reactor thread --
 
     def _watch_danger(self, sample: Sample) -> None:
-        """Take the snapshot when RSS first crosses snapshot_at; close its traced window when due (sampler thread)."""
+        """Take the snapshot when RSS first crosses snapshot_at; ask for its traced window's close when due (sampler
+        thread: tracemalloc is left to the reactor thread)."""
         assert self.danger is not None
-        if self.danger.observe(sample, start_rss=self.start_rss, live_refs=lambda: probes.live_ref_counts(self.epoch)):
-            self.danger.close(responses=self.responses, rss_bytes=sample.rss_bytes)
-            if self.danger.started_tracing:
-                self.danger.started_tracing = False
-                _reactor().callFromThread(self._release_danger_tracing)
+        due = self.danger.observe(sample, start_rss=self.start_rss, live_refs=lambda: probes.live_ref_counts(self.epoch))
+        if due and not self._danger_close_asked:
+            self._danger_close_asked = True
+            _reactor().callFromThread(self._close_danger, sample.rss_bytes)
 
-    def _close_danger(self) -> None:
-        """Close a traced window still open when the spider closes (reactor thread)."""
+    def _close_danger(self, rss_bytes: int | None = None) -> None:
+        """Close the traced window when due, or still open when the spider closes (reactor thread)."""
         if self.danger is None:
             return
-        self.danger.close(responses=self.responses, rss_bytes=probes.read_rss_bytes())
+        self.danger.close(responses=self.responses, rss_bytes=rss_bytes if rss_bytes is not None else probes.read_rss_bytes())
         if self.danger.started_tracing:
             self.danger.started_tracing = False
             self._release_danger_tracing()
