@@ -8,7 +8,7 @@ closes) the allocation sites whose live memory grew in it are added to ``danger.
 written to ``danger-diff.txt``. Under the crawl, the window's tracing (its start, its snapshots
 and their grouping) runs on the reactor thread, as every other use of tracemalloc does: a
 crawl whose sampler thread grouped a snapshot while the reactor thread had just stopped tracing
-died of a segfault (2 of 5 CI runs of ``tests/test_danger.py``'s kill_at crawl).
+died of a segfault (2 of 5 CI runs of ``tests/test_danger.py``'s kill_at crawl; the cause is not proven).
 """
 
 from __future__ import annotations

@@ -59,11 +59,9 @@ def _filters() -> list[tracemalloc.Filter]:
     ]
 
 
-#: Held while tracing starts or stops and while a snapshot is taken. The danger window snapshots in the sampler thread
-#: while the reactor thread may stop tracing (the spider closing at ``kill_at``); CPython 3.11 builds a snapshot's
-#: tuples from tracebacks that ``tracemalloc.stop()`` frees, and a collection in the middle of it runs Python code
-#: that can hand the interpreter to the other thread: a crawl died of a segfault in the collector there (1 of 4 CI
-#: runs of that test).
+#: Held while tracing starts or stops and while a snapshot is taken, so that no two of these run at once: the kill_at
+#: crawl of tests/test_danger.py died of a segfault (2 of 5 CI runs) with one thread grouping a snapshot just after the
+#: other had stopped tracing. The cause is not proven (not reproduced locally in 10 runs nor in stress scripts).
 TRACING_LOCK = threading.RLock()
 
 
