@@ -97,13 +97,30 @@ def test_a_settings_snippet_runs_a_crawl_as_written(tmp_path: Path, name: str, c
     assert "'item_scraped_count': 8" in proc.stderr, proc.stderr[-3000:]
     records = [json.loads(line) for line in stream.read_text().splitlines()]
     assert records[-1]["kind"] == "finish" and records[-1]["reason"] == "finished", records[-1]
-    if "DOWNLOAD_HANDLERS" in code:  # the browser's settings: the pages were rendered in the installed Chromium
+    browser = "DOWNLOAD_HANDLERS" in code
+    if browser:  # the browser's settings: the pages were rendered in the installed Chromium
         assert "'playwright/page_count': 8" in proc.stderr, proc.stderr[-3000:]
+        # and the browser's figures reach the closing status line, the stats and the stream's finish record
+        status = [line for line in proc.stderr.splitlines() if "crawlmem: rss=" in line]
+        assert status and re.search(r" browser_pss=[\d.]+(KiB|MiB|GiB) pages=\d+ contexts=\d+", status[-1]), status
+        assert re.search(r"'crawlmem/status/browser_pss_bytes': [1-9]\d*", proc.stderr), proc.stderr[-3000:]
+        assert re.search(r"'crawlmem/browser_pss': [1-9]\d*", proc.stderr), proc.stderr[-3000:]
+        assert records[-1]["browser"]["peak_pss_bytes"] > 0, records[-1]
     for command in commands(name.split(":")[0]):  # the page's shell commands of the stream, as written
         report = subprocess.run([str(Path(sys.executable).parent / command[0]), *command[1:]], capture_output=True,
                                 text=True, timeout=120, cwd=tmp_path)
         assert report.returncode == 0, report.stderr[-3000:]
         assert (tmp_path / "report.html").exists(), report.stdout
+        page = (tmp_path / "report.html").read_text()
+        assert "no budget was set" in page and "the budgets were kept" not in page  # a production crawl sets none
+        assert '<div class="value">finished</div>' in page
+    if browser:  # the offline report of the browser crawl's stream names its browser's figures
+        rendered = subprocess.run([sys.executable, "-m", "pytest_crawlmem", "report", str(stream)], capture_output=True,
+                                  text=True, timeout=120, cwd=tmp_path)
+        assert rendered.returncode == 0, rendered.stderr[-3000:]
+        page = (tmp_path / "report.html").read_text()
+        assert "browser PSS peak" in page and "most pages open" in page, page[-3000:]
+        assert "no budget was set" in page and "the budgets were kept" not in page
 
 
 def commands(page: str) -> list[list[str]]:
