@@ -1,7 +1,7 @@
 """Every Python snippet of docs/browser.md and docs/production.md runs as written.
 
 A snippet headed ``# test_<name>.py`` is a test file: pytester runs it (a subprocess). A snippet headed
-``# settings.py`` is a project's settings: a plain CrawlerProcess crawl of the fixture site runs with them
+``# settings.py`` is a project's settings: a plain ``scrapy crawl`` of the fixture site runs with them
 (a browser crawl when they route downloads through scrapy-playwright). Skipped only where Chromium or
 Playwright is missing.
 """
@@ -53,45 +53,41 @@ def test_a_test_snippet_passes_as_written(pytester: pytest.Pytester, name: str, 
     outcome.assert_outcomes(passed=1)
 
 
-CRAWL = '''
-import runpy, sys
+SPIDER = '''
 import scrapy
-from scrapy.crawler import CrawlerProcess
-from pytest_crawlmem.harness.site import start_site
-
-settings = {k: v for k, v in runpy.run_path(sys.argv[1]).items() if k.isupper()}
-settings.update(CRAWLMEM_JSONL=sys.argv[2], LOG_LEVEL="INFO")
-browser = "DOWNLOAD_HANDLERS" in settings
 
 
 class Pages(scrapy.Spider):
     name = "pages"
 
     async def start(self):
+        self.browser = "scrapy_playwright" in str(self.settings.getdict("DOWNLOAD_HANDLERS"))
         for number in range(8):
-            meta = {"playwright": True, "playwright_include_page": True} if browser else {}
+            meta = {"playwright": True, "playwright_include_page": True} if self.browser else {}
             yield scrapy.Request(f"{self.base_url}/js/{number}", meta=meta)
 
     async def parse(self, response):
-        if browser:
+        if self.browser:
             await response.meta["playwright_page"].close()
         yield {"url": response.url}
-
-
-with start_site() as site:
-    process = CrawlerProcess(settings)
-    process.crawl(Pages, base_url=site.base_url)
-    process.start()
 '''
 
 
 @pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
 @pytest.mark.parametrize(("name", "code"), snippets("settings.py"), ids=[n for n, _ in snippets("settings.py")])
-def test_a_settings_snippet_runs_a_crawl_as_written(tmp_path: Path, name: str, code: str) -> None:
-    (tmp_path / "settings.py").write_text(code)
-    (tmp_path / "crawl.py").write_text(CRAWL)
+def test_a_settings_snippet_runs_a_crawl_as_written(tmp_path: Path, fixture_site, name: str, code: str) -> None:
+    """Plain ``scrapy crawl`` of a project whose settings.py is the snippet, unchanged (the spider module and the
+    stream's path come on the command line), against the fixture site."""
+    (tmp_path / "scrapy.cfg").write_text("[settings]\ndefault = project.settings\n")
+    (tmp_path / "project" / "spiders").mkdir(parents=True)
+    (tmp_path / "project" / "__init__.py").write_text("")
+    (tmp_path / "project" / "settings.py").write_text(code)
+    (tmp_path / "project" / "spiders" / "__init__.py").write_text("")
+    (tmp_path / "project" / "spiders" / "pages.py").write_text(SPIDER)
     stream = tmp_path / "crawlmem-samples.jsonl"  # what production.md's settings name it
-    proc = subprocess.run([sys.executable, str(tmp_path / "crawl.py"), str(tmp_path / "settings.py"), str(stream)],
+    scrapy = Path(sys.executable).parent / "scrapy"
+    proc = subprocess.run([str(scrapy), "crawl", "pages", "-a", f"base_url={fixture_site.base_url}", "-s",
+                           "SPIDER_MODULES=project.spiders", "-s", f"CRAWLMEM_JSONL={stream}", "-s", "LOG_LEVEL=INFO"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "'item_scraped_count': 8" in proc.stderr, proc.stderr[-3000:]
