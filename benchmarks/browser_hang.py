@@ -1,13 +1,15 @@
 """Do browser crawls that never close their pages end by their timeout? k of n runs, per concurrency.
 
-    python benchmarks/browser_hang.py [--runs 10] [--timeout 25] [--concurrency 4 8 32] [--isolate] [--json out.json]
+    python benchmarks/browser_hang.py [--runs 10] [--timeout 25] [--concurrency 4 8 32] [--isolate] [--stall S]
+                                      [--json out.json]
 
 Each run is a fresh ``pytest`` process crawling scrapy-playwright's published example's shape
 (``examples/playwright_books.py``: a context per listing page, a screenshot per book, 4 page slots a
 context) with the ``await page.close()`` forgotten, under ``crawl_memory(timeout=...)``. A run counts
 when the crawl ended within ``timeout + 10`` s (a run still going at ``timeout + 60`` s is killed: a hang).
 ``--isolate`` runs the crawl in its own process (``isolate=True``): the crawl's seconds are then the parent's
-``crawl()`` call, child start and kill included. Each run also records the whole pytest process's seconds.
+``crawl()`` call, child start and kill included. ``--stall 3600`` turns the stall check off in effect: the timeout's
+stop and its escalation alone end the crawl. Each run also records the whole pytest process's seconds.
 """
 
 from __future__ import annotations
@@ -31,19 +33,21 @@ from playwright_books import ForgetfulBooksSpider, books_settings
 def test_it(crawl, fixture_site):
     started = time.monotonic()
     try:
-        crawl(ForgetfulBooksSpider, settings=books_settings({concurrency}), base_url=fixture_site.base_url, pages=3{isolate})
+        crawl(ForgetfulBooksSpider, settings=books_settings({concurrency}{stall}), base_url=fixture_site.base_url,
+              pages=3{isolate})
     finally:
         print("CRAWL_SECONDS", round(time.monotonic() - started, 1))
 """
 
 
-def one_run(concurrency: int, timeout: float, isolate: bool = False) -> tuple[float | None, str]:
+def one_run(concurrency: int, timeout: float, isolate: bool = False, stall: float | None = None) -> tuple[float | None, str]:
     """One crawl in a fresh pytest: its seconds (``None`` when it hung) and the stop's cause."""
     with tempfile.TemporaryDirectory(prefix="crawlmem-hang-") as tmp:
         directory = Path(tmp)
         (directory / "playwright_books.py").write_text((ROOT / "examples" / "playwright_books.py").read_text())
-        (directory / "test_hang.py").write_text(TEST.format(timeout=timeout, concurrency=concurrency,
-                                                                   isolate=", isolate=True" if isolate else ""))
+        (directory / "test_hang.py").write_text(TEST.format(
+            timeout=timeout, concurrency=concurrency, isolate=", isolate=True" if isolate else "",
+            stall="" if stall is None else f", CRAWLMEM_STALL_SECONDS={stall}"))
         try:
             done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-q", "test_hang.py"],
                                   cwd=directory, capture_output=True, text=True, timeout=timeout + 60)
@@ -60,6 +64,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=25.0)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[4, 8, 32])
     parser.add_argument("--isolate", action="store_true", help="each crawl in its own process (isolate=True)")
+    parser.add_argument("--stall", type=float, help="CRAWLMEM_STALL_SECONDS (3600: the timeout alone ends the crawl)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     table = {}
@@ -67,7 +72,7 @@ def main() -> None:
         seconds, causes, process_seconds = [], [], []
         for _ in range(args.runs):
             started = time.monotonic()
-            crawl_seconds, cause = one_run(concurrency, args.timeout, args.isolate)
+            crawl_seconds, cause = one_run(concurrency, args.timeout, args.isolate, args.stall)
             seconds.append(crawl_seconds)
             causes.append(cause)
             process_seconds.append(round(time.monotonic() - started, 1))
@@ -79,7 +84,7 @@ def main() -> None:
         print(f"concurrency {concurrency}: {ended}/{args.runs} ended within timeout + 10 s "
               f"(max {max((s for s in seconds if s is not None), default=None)} s)", flush=True)
         if args.json:  # after each concurrency: a series cut short keeps what it measured
-            args.json.write_text(json.dumps({"timeout_seconds": args.timeout, "isolate": args.isolate,
+            args.json.write_text(json.dumps({"timeout_seconds": args.timeout, "isolate": args.isolate, "stall": args.stall,
                                              "by_concurrency": table}, indent=2))
 
 

@@ -13,7 +13,10 @@ with (``git archive <commit> pytest_crawlmem | tar -x -C DIR``); without it only
 The plugin's own CPU is what the extension counts as its own (sampler and status threads,
 ``time.thread_time()``: ``crawlmem/status/self_cpu_seconds``), over the crawl process's CPU during the crawl
 (``os.times()``, this process only: the browser's processes are not in it). Checkpoints run on the reactor
-thread and are counted in their pauses (``crawlmem/checkpoint_pause_total_seconds``), not here.
+thread and are counted in their pauses (``crawlmem/checkpoint_pause_total_seconds``), not here. Each run also
+gives the plugin's share of the whole crawl's CPU: its own CPU plus the checkpoints' readings of the browser tree
+(reactor thread), over the crawl process's CPU plus its children's (``os.times()`` once the reactor stopped: the
+driver, reaped, with the browser processes it reaped).
 
 ``--profile MODE`` runs one crawl of ``after-MODE`` with cProfile on what the extension counts as its own (each
 sample on the sampler thread, each status line) and prints the calls that cost most.
@@ -176,10 +179,16 @@ def child(mode: str, pages: int, code: str | None, profile_path: str | None = No
             stats, items = crawler.stats.get_stats(), crawler.stats.get_value("item_scraped_count")
         wall, after = time.perf_counter() - started, os.times()
     harness.stop_reactor()
+    ended = os.times()  # the driver (our child) reaped by now: its CPU and the browser's it reaped are the children's
     if write_profile is not None:
         write_profile()
     process_cpu = (after.user + after.system) - (before.user + before.system)
+    children_cpu = (ended.children_user + ended.children_system) - (before.children_user + before.children_system)
     own = float(stats.get("crawlmem/status/self_cpu_seconds") or 0.0)
+    tree = _tree_figures(tree_parts)
+    checkpoint_readings = float(tree.get("reactor_pss_cpu_seconds") or 0.0) + float(tree.get("reactor_rescan_cpu_seconds")
+                                                                                    or 0.0)
+    whole = process_cpu + children_cpu
     return {"mode": mode, "finish_reason": stats.get("finish_reason"), "wall_seconds": round(wall, 2),
             "items": items, "process_cpu_seconds": round(process_cpu, 3),
             "own_cpu_seconds": round(own, 4), "own_share": round(own / process_cpu, 4) if process_cpu else None,
@@ -188,7 +197,10 @@ def child(mode: str, pages: int, code: str | None, profile_path: str | None = No
             "undrained_checkpoints": stats.get("crawlmem/undrained_checkpoints"),
             "checkpoint_pause_total_seconds": stats.get("crawlmem/checkpoint_pause_total_seconds"),
             "checkpoint_pause_max_seconds": stats.get("crawlmem/checkpoint_pause_max_seconds"),
-            "tree": _tree_figures(tree_parts)}
+            "children_cpu_seconds": round(children_cpu, 3),
+            "checkpoint_tree_readings_cpu_seconds": round(checkpoint_readings, 4),
+            "plugin_share_of_whole_crawl": round((own + checkpoint_readings) / whole, 4) if whole else None,
+            "tree": tree}
 
 
 def _tree_figures(parts: dict[str, Any]) -> dict[str, Any]:
@@ -251,6 +263,10 @@ def main() -> None:
                   f" (undrained {run['undrained_checkpoints']}, pauses {run['checkpoint_pause_total_seconds']} s)"
                   f" items {run['items']} {run['finish_reason']}; collections in it (left out)"
                   f" {run.get('collections_in_own_seconds')} s; tree {run.get('tree')}", flush=True)
+            if run.get("plugin_share_of_whole_crawl") is not None:
+                print(f"{mode:18} with the checkpoints' tree readings ({run['checkpoint_tree_readings_cpu_seconds']} s):"
+                      f" {run['plugin_share_of_whole_crawl']:.1%} of the whole crawl's CPU (process"
+                      f" {run['process_cpu_seconds']} s + children {run['children_cpu_seconds']} s)", flush=True)
     summary = {}
     for mode in modes:
         mine = [r for r in runs if r["mode"] == mode]

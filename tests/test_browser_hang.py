@@ -126,3 +126,16 @@ def test_a_killed_isolated_crawl_names_the_stop_it_was_carrying_out(tmp_path):
     assert result.finish_reason == stops.TIMEOUT
     assert "killed at the budget timeout; it had been stopping since: 4 pages handed to callbacks" in result.stopped_because
     assert "ForgetsPages.parse" in result.stopped_because
+
+
+def test_with_the_stall_check_off_the_timeout_alone_ends_a_crawl_that_never_closes_its_pages(pytester):
+    """No stall to stop it: the timeout's stop escalates (pages, contexts, the browser) and the crawl still ends in
+    time, the pages left open named."""
+    write_test(pytester, "crawl(ForgetfulBooksSpider, settings=books_settings(8, CRAWLMEM_STALL_SECONDS=3600),"
+                         " base_url=fixture_site.base_url, pages=3)")
+    outcome, _ = run(pytester)
+    outcome.assert_outcomes(failed=1)
+    assert crawl_seconds(outcome) <= TIMEOUT_SECONDS + 10
+    outcome.stdout.fnmatch_lines(["*pages handed to callbacks (playwright_include_page=True) were still open when the"
+                                  " spider closed*", "*still running after 25 s, the budget timeout*"])
+    assert report_of(pytester)["result"]["finish_reason"] == "crawlmem_timeout"

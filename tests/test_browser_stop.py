@@ -105,3 +105,28 @@ def test_the_ceiling_counts_the_browser_tree_with_the_crawl():
     assert ceiling.check(100 * MIB, 2.0, 450 * MIB)
     assert stops == [("crawlmem_kill_at", "RSS of the crawl (100.0 MiB) and PSS of its browser tree (450.0 MiB) reached"
                       " 550.0 MiB at 2.0 s, the hard ceiling kill_at")]
+
+
+def test_a_leak_warning_comes_again_when_the_verdict_changes_and_says_when_it_no_longer_holds(caplog):
+    """Once, then when it changes: a leak that stops is said to no longer hold; one that starts again warns again."""
+    watch = LeakWatch(logging.getLogger("pytest_crawlmem.extension"))
+    at = [0, 100, 200, 300, 450, 675, 1000, 1500, 2250, 3375, 5000, 7500, 11000, 16000, 24000, 36000]
+    leaking = [(100, 1000), (16000, 36000)]  # 8 KiB kept a response over these response counts, nothing between
+    points: list[Checkpoint] = []
+    grown, verdicts_seen = 0, []
+    with caplog.at_level(logging.WARNING):
+        for n in at:
+            if points and any(start < n <= end for start, end in leaking):
+                grown += (n - points[-1].responses) * 8192
+            points.append(Checkpoint(responses=n, t_seconds=n / 100, rss_bytes=80 * MIB + grown,
+                                     heap_bytes=40 * MIB + grown, traced_bytes=None, scheduled=0,
+                                     live_refs={"HtmlResponse": 0}))
+            watch.judge(points)
+            verdicts_seen.append(watch.verdict)
+    messages = [r.getMessage() for r in caplog.records]
+    suspected = [m for m in messages if "leak suspected" in m]
+    assert len(suspected) == 2, messages  # the first leak, and the second after it had stopped
+    assert sum("the retained-objects verdict no longer holds" in m for m in messages) == 1, messages
+    assert messages.index(suspected[0]) < next(i for i, m in enumerate(messages) if "no longer holds" in m) \
+        < messages.index(suspected[1])
+    assert "steady" in verdicts_seen and watch.verdict == "retained-objects" and watch.warnings == 2

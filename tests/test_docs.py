@@ -60,3 +60,12 @@ def test_every_relative_link_resolves(page):
             continue
         path = (page.parent / target).resolve()
         assert path.exists() or path.name in PAGES_OF_OTHERS, f"{page.name} links to {target}, which does not exist"
+
+
+def test_the_browser_page_states_the_pss_read_interval_the_code_defaults_to():
+    from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS
+
+    seconds = CRAWLMEM_DEFAULTS["CRAWLMEM_BROWSER_DETAIL_SECONDS"]
+    text = " ".join((DOCS / "browser.md").read_text().split())
+    assert f"at most every {seconds:g} s (`CRAWLMEM_BROWSER_DETAIL_SECONDS`, default {seconds})" in text
+    assert not re.search(r"PSS[^.]*once a second", text), "the page says PSS is read once a second"

@@ -565,3 +565,16 @@ def test_real_reports_answer_above_the_fold_and_are_readable_in_chromium(real_re
     assert len(ticks["Open pages"]) == len(set(ticks["Open pages"]))  # whole numbers: no "1 1 1 0 0 0"
     html = browser.read_text()
     assert "PSS" in html and "USS" in html and "pages processed" in html and "browser job" in html
+
+
+def test_what_to_change_says_no_budget_was_set_when_none_was_and_the_budgets_were_kept_when_they_were():
+    result = synthetic_crawl(leak=False)
+    assert result.growth.verdict == "steady"
+    for budgets, said, not_said in ((None, "no budget was set", "the budgets were kept"),
+                                    (Budgets(peak_rss=2**30), "the budgets were kept", "no budget was set and")):
+        document = json.loads(json.dumps(report_document(result, test_id="t", budgets=budgets, violations=[]),
+                                         default=str))
+        page = render_html(typed(document), *records(result))
+        glance = page[page.index('class="glance"'):page.index("</table>", page.index('class="glance"'))]
+        assert f"nothing: {said} and memory levelled off" in glance, glance
+        assert not_said not in glance, glance

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from pytest_crawlmem.crawl.status import Status
 
 MIB = 2**20
@@ -42,3 +44,33 @@ def test_the_checkpoints_metric_counts_what_its_description_says():
     (description,) = [m[2] for m in FIGURES if m[0] == "crawlmem_checkpoints"]
     assert "drained or not" in description and "opening and closing" in description
     assert recording.timeline.checkpoints_added == 4
+
+
+def test_the_metrics_carry_the_running_verdict_and_the_browser_figures():
+    pytest.importorskip("prometheus_client", reason="the prometheus extra is not installed")
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from pytest_crawlmem.crawl.metrics import _Collector
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(lambda: status(verdict="retained-objects", growth_per_response_bytes=8192.0,
+                                                leak_suspected=True, browser_pss_bytes=600 * MIB, open_pages=4,
+                                                open_contexts=2, checkpoints=5, undrained_checkpoints=1), "books"))
+    values = _scraped(generate_latest(registry).decode())
+    assert values['crawlmem_leak_suspected{spider="books"}'] == 1 and values['crawlmem_checkpoints_total{spider="books"}'] == 5
+    assert values['crawlmem_growth_per_response_bytes{spider="books"}'] == 8192, values
+    assert values['crawlmem_undrained_checkpoints_total{spider="books"}'] == 1, values
+    assert values['crawlmem_browser_pss_bytes{spider="books"}'] == 600 * MIB, values
+    assert values['crawlmem_browser_open_pages{spider="books"}'] == 4, values
+    assert values['crawlmem_browser_open_contexts{spider="books"}'] == 2, values
+    steady = CollectorRegistry(auto_describe=False)
+    steady.register(_Collector(lambda: status(verdict="steady", growth_per_response_bytes=0.0, leak_suspected=False),
+                               "books"))
+    values = _scraped(generate_latest(steady).decode())
+    assert values['crawlmem_leak_suspected{spider="books"}'] == 0, values
+    assert not any(name.startswith("crawlmem_browser_") for name in values), values  # not a browser crawl
+
+
+def _scraped(text: str) -> dict[str, float]:
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line and not line.startswith("#")}
