@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from inner_session import inner_session
 from spiders_source import SPIDERS
 
 CATALOG = '"/catalog/?pages={pages}&per_page=20"'
@@ -92,54 +93,43 @@ def test_the_exact_peak_is_caught_even_when_a_blocking_callback_hides_it_from_sa
     outcome.stdout.fnmatch_lines(["*peak RSS was *, over the budget peak_rss=250.0 MiB*"])
 
 
-def test_an_unknown_budget_errors_its_test_naming_it(suite):
-    write_test(suite, '@pytest.mark.crawl_memory(peak_rs="1 MiB")', "    pass")
-    outcome = run(suite)
-    outcome.assert_outcomes(errors=1)
-    outcome.stdout.fnmatch_lines(["*unknown budget 'peak_rs' in crawl_memory marker of test_crawl.py::test_it*"])
-
-
-@pytest.mark.parametrize(
-    ("marker", "expected"),
-    [
-        ('crawl_memory(peak_rss="lots")', "*invalid size 'lots' for peak_rss in crawl_memory marker of test_crawl.py::test_it*"),
-        ('crawl_memory("1 MiB")', "*crawl_memory marker of test_crawl.py::test_it takes keyword budgets only*"),
-        ('crawl_memory(leak="sometimes")', "*invalid leak mode 'sometimes' for leak in crawl_memory marker*"),
-        ("crawl_memory(max_open_pages=-3)", "*invalid max_open_pages -3 in crawl_memory marker of *: must not be negative*"),
-        ("crawl_memory(timeout=0)", "*invalid duration 0 for timeout in crawl_memory marker of *: expected seconds > 0*"),
-    ],
+#: Markers refused at collection: ``{test name: (marker, what its error says)}``. One inner session runs them all
+#: (each errors only its own test at setup, naming it); a session per marker cost ~1.1 CPU-s of start-up each.
+BAD_MARKERS = {
+    "unknown_budget": ('crawl_memory(peak_rs="1 MiB")',
+                       "unknown budget 'peak_rs' in crawl_memory marker of test_suite.py::test_unknown_budget"),
+    "bad_size": ('crawl_memory(peak_rss="lots")',
+                 "invalid size 'lots' for peak_rss in crawl_memory marker of test_suite.py::test_bad_size"),
+    "positional": ('crawl_memory("1 MiB")', "crawl_memory marker of test_suite.py::test_positional takes keyword budgets only"),
+    "bad_leak_mode": ('crawl_memory(leak="sometimes")', "invalid leak mode 'sometimes' for leak in crawl_memory marker"),
+    "negative_pages": ("crawl_memory(max_open_pages=-3)",
+                       "invalid max_open_pages -3 in crawl_memory marker of test_suite.py::test_negative_pages:"
+                       " must not be negative"),
+    "zero_timeout": ("crawl_memory(timeout=0)",
+                     "invalid duration 0 for timeout in crawl_memory marker of test_suite.py::test_zero_timeout:"
+                     " expected seconds > 0"),
+}
+BAD_MARKER_SUITE = "import pytest\n\n\ndef test_fine():\n    pass\n" + "".join(
+    f"\n\n@pytest.mark.{marker}\ndef test_{name}(crawl, fixture_site):\n    pass\n"
+    for name, (marker, _) in BAD_MARKERS.items()
 )
-def test_a_bad_marker_errors_its_test_naming_value_and_test(suite, marker, expected):
-    write_test(suite, f"@pytest.mark.{marker}", "    pass")
-    outcome = run(suite)
-    outcome.assert_outcomes(errors=1)
-    outcome.stdout.fnmatch_lines(["*pytest-crawlmem usage error: " + expected.lstrip("*")])
 
 
-def test_ini_budgets_apply_to_marked_tests_and_markers_override_them(suite):
-    suite.makeini("[pytest]\ncrawlmem_peak_rss = 1 MiB\n")
-    suite.makepyfile(test_ini="""
-import pytest
-from spiders import Catalog
+@pytest.fixture
+def bad_markers(pytester: pytest.Pytester) -> pytest.RunResult:
+    outcome, _ = inner_session(pytester, BAD_MARKER_SUITE, "[pytest]\n", timeout=300)
+    return outcome
 
-@pytest.mark.crawl_memory()
-def test_default_applies(crawl, fixture_site):
-    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
 
-@pytest.mark.crawl_memory(peak_rss="4 GiB")
-def test_marker_overrides(crawl, fixture_site):
-    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
+def test_bad_markers_error_only_their_own_tests(bad_markers):
+    bad_markers.assert_outcomes(passed=1, errors=len(BAD_MARKERS))
 
-@pytest.mark.parametrize("limit", [pytest.param("4 GiB", marks=pytest.mark.crawl_memory(peak_rss="4 GiB"))])
-def test_param_marks(crawl, fixture_site, limit):
-    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
 
-def test_unmarked_crawls_are_measured_not_judged(crawl, fixture_site):
-    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
-""")
-    outcome = run(suite)
-    outcome.assert_outcomes(passed=3, failed=1)
-    outcome.stdout.fnmatch_lines(["*_ test_default_applies _*", "*over the budget peak_rss=1.0 MiB*"])
+@pytest.mark.parametrize("name", list(BAD_MARKERS))
+def test_a_bad_marker_errors_its_test_naming_value_and_test(bad_markers, name):
+    _, expected = BAD_MARKERS[name]
+    section = bad_markers.stdout.str().split(f" ERROR at setup of test_{name} ", 1)[1].split(" ERROR at setup of ", 1)[0]
+    assert f"pytest-crawlmem usage error: {expected}" in section, section
 
 
 @pytest.mark.parametrize(
@@ -231,9 +221,9 @@ def test_b(crawl, fixture_site):
 
 
 def test_kill_at_stops_a_runaway_crawl_within_a_second_and_keeps_its_data(suite):
-    write_test(suite, '@pytest.mark.crawl_memory(kill_at="400 MiB")', """
+    write_test(suite, '@pytest.mark.crawl_memory(kill_at="250 MiB")', """
     result = crawl(Grower, base=fixture_site.base_url, settings={"CONCURRENT_REQUESTS": 4})
-    crossing = next(s.t_seconds for s in result.samples if s.rss_bytes >= 400 * 2**20)
+    crossing = next(s.t_seconds for s in result.samples if s.rss_bytes >= 250 * 2**20)
     assert result.finish_reason == "crawlmem_kill_at"
     assert result.samples[-1].t_seconds - crossing < 1.0
     assert result.responses < 3000
@@ -241,7 +231,7 @@ def test_kill_at_stops_a_runaway_crawl_within_a_second_and_keeps_its_data(suite)
     outcome = run(suite)
     outcome.assert_outcomes(failed=1)
     outcome.stdout.fnmatch_lines([
-        "*crawl_memory budget broken: RSS reached * MiB at * s, the hard ceiling kill_at=400.0 MiB:"
+        "*crawl_memory budget broken: RSS reached * MiB at * s, the hard ceiling kill_at=250.0 MiB:"
         " the crawl was stopped after * responses*"
     ])
     report = json.loads((suite.path / ".crawlmem" / "test_crawl.py__test_it" / "report.json").read_text())
