@@ -132,6 +132,32 @@ def test_a_bad_marker_errors_its_test_naming_value_and_test(bad_markers, name):
     assert f"pytest-crawlmem usage error: {expected}" in section, section
 
 
+def test_ini_budgets_apply_to_marked_tests_and_markers_override_them(suite):
+    suite.makeini("[pytest]\ncrawlmem_peak_rss = 1 MiB\n")
+    suite.makepyfile(test_ini="""
+import pytest
+from spiders import Catalog
+
+@pytest.mark.crawl_memory()
+def test_default_applies(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
+
+@pytest.mark.crawl_memory(peak_rss="4 GiB")
+def test_marker_overrides(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
+
+@pytest.mark.parametrize("limit", [pytest.param("4 GiB", marks=pytest.mark.crawl_memory(peak_rss="4 GiB"))])
+def test_param_marks(crawl, fixture_site, limit):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
+
+def test_unmarked_crawls_are_measured_not_judged(crawl, fixture_site):
+    crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=5")])
+""")
+    outcome = run(suite)
+    outcome.assert_outcomes(passed=3, failed=1)
+    outcome.stdout.fnmatch_lines(["*_ test_default_applies _*", "*over the budget peak_rss=1.0 MiB*"])
+
+
 @pytest.mark.parametrize(
     ("ini", "args", "expected"),
     [
