@@ -39,7 +39,7 @@ def leak_line(needle: str) -> str:
 
 def test_the_inner_suite_ran(inner):
     outcome, _ = inner
-    outcome.assert_outcomes(passed=10)
+    outcome.assert_outcomes(passed=9)
 
 
 @pytest.mark.parametrize("size", [150, 600])
@@ -81,14 +81,18 @@ def test_a_strong_leak_in_a_short_crawl_is_judged(inner):
 
 
 def test_a_small_grid_is_monotonic(inner):
-    """Flagged at (leak, length) implies flagged at every bigger leak and longer crawl of the grid."""
+    """Flagged at (leak, length) implies flagged at every bigger leak and longer crawl of the grid.
+
+    The weak short corner (2 KiB kept over 300 responses) is not crawled: the two points that must be flagged,
+    (2 KiB, 600) and (32 KiB, 300), already imply every point above them, and whatever it read it could fail nothing.
+    """
     _, root = inner
-    leaks, sizes = [2048, 32768], [300, 600]
+    grid = [(32768, 300), (2048, 600), (32768, 600)]
     flagged = {(leak, size): result_of(root, f"test_grid[{size}-{leak}]")["verdict"] == "retained-objects"
-               for leak in leaks for size in sizes}
+               for leak, size in grid}
     for (leak, size), hit in flagged.items():
         if hit:
-            assert all(flagged[(l2, s2)] for l2 in leaks for s2 in sizes if l2 >= leak and s2 >= size), flagged
+            assert all(flagged[(l2, s2)] for l2, s2 in grid if l2 >= leak and s2 >= size), flagged
     assert flagged[(2048, 600)] and flagged[(32768, 300)], flagged
 
 
@@ -130,7 +134,7 @@ def test_a_leak_fail_crawl_that_cannot_be_judged_says_so_everywhere(inner):
 
 def test_rss_growth_is_end_minus_start_never_minus_start(inner):
     _, root = inner
-    for test in ("test_unjudged_leak_fail", "test_grid[300-2048]", "test_big_pages"):
+    for test in ("test_unjudged_leak_fail", "test_grid[300-32768]", "test_big_pages"):
         result = result_of(root, test)
         assert result["end_rss"] > 0 and result["rss_growth"] != -result["start_rss"], result
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from inner_session import inner_session
 from spiders_source import SPIDERS
 
 CATALOG = '"/catalog/?pages={pages}&per_page=20"'
@@ -92,28 +93,43 @@ def test_the_exact_peak_is_caught_even_when_a_blocking_callback_hides_it_from_sa
     outcome.stdout.fnmatch_lines(["*peak RSS was *, over the budget peak_rss=250.0 MiB*"])
 
 
-def test_an_unknown_budget_errors_its_test_naming_it(suite):
-    write_test(suite, '@pytest.mark.crawl_memory(peak_rs="1 MiB")', "    pass")
-    outcome = run(suite)
-    outcome.assert_outcomes(errors=1)
-    outcome.stdout.fnmatch_lines(["*unknown budget 'peak_rs' in crawl_memory marker of test_crawl.py::test_it*"])
-
-
-@pytest.mark.parametrize(
-    ("marker", "expected"),
-    [
-        ('crawl_memory(peak_rss="lots")', "*invalid size 'lots' for peak_rss in crawl_memory marker of test_crawl.py::test_it*"),
-        ('crawl_memory("1 MiB")', "*crawl_memory marker of test_crawl.py::test_it takes keyword budgets only*"),
-        ('crawl_memory(leak="sometimes")', "*invalid leak mode 'sometimes' for leak in crawl_memory marker*"),
-        ("crawl_memory(max_open_pages=-3)", "*invalid max_open_pages -3 in crawl_memory marker of *: must not be negative*"),
-        ("crawl_memory(timeout=0)", "*invalid duration 0 for timeout in crawl_memory marker of *: expected seconds > 0*"),
-    ],
+#: Markers refused at collection: ``{test name: (marker, what its error says)}``. One inner session runs them all
+#: (each errors only its own test at setup, naming it); a session per marker cost ~1.1 CPU-s of start-up each.
+BAD_MARKERS = {
+    "unknown_budget": ('crawl_memory(peak_rs="1 MiB")',
+                       "unknown budget 'peak_rs' in crawl_memory marker of test_suite.py::test_unknown_budget"),
+    "bad_size": ('crawl_memory(peak_rss="lots")',
+                 "invalid size 'lots' for peak_rss in crawl_memory marker of test_suite.py::test_bad_size"),
+    "positional": ('crawl_memory("1 MiB")', "crawl_memory marker of test_suite.py::test_positional takes keyword budgets only"),
+    "bad_leak_mode": ('crawl_memory(leak="sometimes")', "invalid leak mode 'sometimes' for leak in crawl_memory marker"),
+    "negative_pages": ("crawl_memory(max_open_pages=-3)",
+                       "invalid max_open_pages -3 in crawl_memory marker of test_suite.py::test_negative_pages:"
+                       " must not be negative"),
+    "zero_timeout": ("crawl_memory(timeout=0)",
+                     "invalid duration 0 for timeout in crawl_memory marker of test_suite.py::test_zero_timeout:"
+                     " expected seconds > 0"),
+}
+BAD_MARKER_SUITE = "import pytest\n\n\ndef test_fine():\n    pass\n" + "".join(
+    f"\n\n@pytest.mark.{marker}\ndef test_{name}(crawl, fixture_site):\n    pass\n"
+    for name, (marker, _) in BAD_MARKERS.items()
 )
-def test_a_bad_marker_errors_its_test_naming_value_and_test(suite, marker, expected):
-    write_test(suite, f"@pytest.mark.{marker}", "    pass")
-    outcome = run(suite)
-    outcome.assert_outcomes(errors=1)
-    outcome.stdout.fnmatch_lines(["*pytest-crawlmem usage error: " + expected.lstrip("*")])
+
+
+@pytest.fixture
+def bad_markers(pytester: pytest.Pytester) -> pytest.RunResult:
+    outcome, _ = inner_session(pytester, BAD_MARKER_SUITE, "[pytest]\n", timeout=300)
+    return outcome
+
+
+def test_bad_markers_error_only_their_own_tests(bad_markers):
+    bad_markers.assert_outcomes(passed=1, errors=len(BAD_MARKERS))
+
+
+@pytest.mark.parametrize("name", list(BAD_MARKERS))
+def test_a_bad_marker_errors_its_test_naming_value_and_test(bad_markers, name):
+    _, expected = BAD_MARKERS[name]
+    section = bad_markers.stdout.str().split(f" ERROR at setup of test_{name} ", 1)[1].split(" ERROR at setup of ", 1)[0]
+    assert f"pytest-crawlmem usage error: {expected}" in section, section
 
 
 def test_ini_budgets_apply_to_marked_tests_and_markers_override_them(suite):

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from inner_session import inner_session
 
 from fixture_sites.protocol import Request as SiteRequest
 from fixture_sites.replay import recording as site_recording
@@ -452,8 +453,13 @@ def test_it(crawl):
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=900)  # 300 s ran out at load 48
 
 
-def test_a_replayed_crawl_follows_redirects_cookies_and_relative_links_and_counts_misses(shop):
-    outcome = run(shop, """
+#: Four replayed crawls of the shop recording, one inner session (a session each cost ~1.2 CPU-s of start-up more).
+SHOP_SUITE = '''
+import pytest
+from shop_spider import KEPT, Shop
+
+
+def test_redirects_cookies_links_and_misses(crawl):
     result = crawl(Shop, replay="shop.har", settings={"ITEM_PIPELINES": {"shop_spider.Keep": 1}})
     assert result.replay_hits == 4 and result.replay_misses == 1
     assert result.replay_missed_urls == ("https://www.shop.example/gone",)
@@ -466,30 +472,60 @@ def test_a_replayed_crawl_follows_redirects_cookies_and_relative_links_and_count
     assert "X-Crawlmem-Replay" not in str(result.stats)
     from scrapy.downloadermiddlewares import cookies
     assert cookies._split_domain.suffix_list_urls == ()  # the public suffix list is read offline
-""")
-    outcome.assert_outcomes(passed=1)
 
 
-def test_the_max_replay_misses_budget_fails_a_crawl_naming_the_url(shop):
-    outcome = run(shop, '    crawl(Shop, replay="shop.har")', "@pytest.mark.crawl_memory(max_replay_misses=0)")
-    outcome.assert_outcomes(failed=1)
-    outcome.stdout.fnmatch_lines(["*1 requests were not in the replay recording (answered 404), over the budget"
-                                  " max_replay_misses=0: https://www.shop.example/gone*"])
+@pytest.mark.crawl_memory(max_replay_misses=0)
+def test_max_replay_misses(crawl):
+    crawl(Shop, replay="shop.har")
 
 
-def test_a_recording_of_other_hosts_fails_naming_the_file_and_its_first_entry(shop):
-    outcome = run(shop, '    crawl(Shop, replay="shop.har", start_urls=["https://books.example/"])')
-    outcome.assert_outcomes(failed=1)
-    outcome.stdout.fnmatch_lines(["*replay recording */shop.har holds none of the hosts the spider starts on: the first start"
-                                  " URL is https://books.example/, the recording holds hosts www.shop.example"
-                                  " (its first entry: https://www.shop.example/)*"])
+def test_other_hosts(crawl):
+    crawl(Shop, replay="shop.har", start_urls=["https://books.example/"])
 
 
-def test_a_corrupt_recording_fails_the_test_naming_its_first_bad_entry(shop):
+def test_corrupt_recording(crawl):
+    crawl(Shop, replay="bad.har")
+'''
+
+
+@pytest.fixture
+def shop_session(shop: pytest.Pytester) -> pytest.RunResult:
     (shop.path / "bad.har").write_text('{"log": {"entries": [{"request": {"method": "GET"}, "response": {"status": 200}}]}}')
-    outcome = run(shop, '    crawl(Shop, replay="bad.har")')
-    outcome.assert_outcomes(failed=1)
-    outcome.stdout.fnmatch_lines(["*bad.har: entries[[]0[]]: URL None is not an absolute http(s) URL*"])
+    outcome, _ = inner_session(shop, SHOP_SUITE, "[pytest]\n", "-rA", timeout=900)  # 300 s ran out at load 48
+    return outcome
+
+
+def shop_failure(outcome: pytest.RunResult, test: str) -> list[str]:
+    """The lines of ``test``'s failure section in the shop session's output (it failed: asserted)."""
+    assert f"FAILED test_suite.py::{test} " in outcome.stdout.str(), outcome.stdout.str()[-3000:]
+    block = outcome.stdout.str().split(f"_ {test} _", 1)[1]
+    return block.split("\n_____", 1)[0].splitlines()
+
+
+def test_the_shop_session_ran_each_replayed_crawl(shop_session):
+    shop_session.assert_outcomes(passed=1, failed=3)
+
+
+def test_a_replayed_crawl_follows_redirects_cookies_and_relative_links_and_counts_misses(shop_session):
+    assert "PASSED test_suite.py::test_redirects_cookies_links_and_misses" in shop_session.stdout.str()
+
+
+def test_the_max_replay_misses_budget_fails_a_crawl_naming_the_url(shop_session):
+    pytest.LineMatcher(shop_failure(shop_session, "test_max_replay_misses")).fnmatch_lines([
+        "*1 requests were not in the replay recording (answered 404), over the budget max_replay_misses=0:"
+        " https://www.shop.example/gone*"])
+
+
+def test_a_recording_of_other_hosts_fails_naming_the_file_and_its_first_entry(shop_session):
+    pytest.LineMatcher(shop_failure(shop_session, "test_other_hosts")).fnmatch_lines([
+        "*replay recording */shop.har holds none of the hosts the spider starts on: the first start"
+        " URL is https://books.example/, the recording holds hosts www.shop.example"
+        " (its first entry: https://www.shop.example/)*"])
+
+
+def test_a_corrupt_recording_fails_the_test_naming_its_first_bad_entry(shop_session):
+    pytest.LineMatcher(shop_failure(shop_session, "test_corrupt_recording")).fnmatch_lines([
+        "*bad.har: entries[[]0[]]: URL None is not an absolute http(s) URL*"])
 
 
 def test_copies_run_in_process_and_isolated_alike(shop):
