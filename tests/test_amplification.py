@@ -247,3 +247,72 @@ def test_nested_pages_have_the_exact_size_and_depth_asked(depth, kb):
     leaves = root.xpath("//a[@class='leaf']")
     if leaves:  # a block fits: the leaf sits under exactly `depth` nested divs
         assert len(leaves[0].xpath("ancestor::div[@class='n']")) == depth
+
+
+# -- the reads' time share ------------------------------------------------------------------
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_step_clock_is_within_its_share_until_its_reads_take_more_and_again_when_time_passes():
+    fake = FakeClock()
+
+    def slow_read() -> int:
+        fake.now += 0.002  # each read costs 2 ms
+        return 0
+
+    clock = StepClock(slow_read, share=0.01, clock=fake)
+    clock.start()
+    fake.now += 1.0
+    assert clock.within_share()  # no read yet
+    for _ in range(15):
+        clock._read()
+    assert clock.reads == 15 and clock.read_seconds == pytest.approx(0.030)
+    assert clock.within_share()  # 30 ms of reads: 1% of 1.03 s and the 2 s head start (BURST_SECONDS)
+    clock._read()
+    assert not clock.within_share()  # 32 ms over 3.032 s: 1.06%
+    fake.now += 0.2
+    assert clock.within_share()  # 32 ms over 3.232 s: 0.99%
+    unbounded = StepClock(slow_read, share=0.0, clock=fake)
+    unbounded.start()
+    for _ in range(100):
+        unbounded._read()
+    assert unbounded.within_share()  # share 0: no bound
+
+
+SHARE_TESTS = """
+import pytest
+from parse_spiders import Links
+
+def urls(fixture_site):
+    return [fixture_site.url(f"/catalog/product/{i}") for i in range(1, 261)]
+
+TINY = {"CRAWLMEM_AMPLIFICATION_SHARE": 1e-9}
+
+def test_past_its_share_callbacks_go_unmeasured_and_are_counted(crawl, fixture_site):
+    result = crawl(Links, start_urls=urls(fixture_site), settings=TINY)
+    amp = result.parse_amplification
+    assert result.items_scraped == 260  # skipped callbacks' output passes unchanged
+    # the first callback (no read yet), then every read is over a 1e-9 share
+    assert amp.count == 1 and amp.skipped == 259, amp
+    assert "1 of 260 callbacks measured" in amp.describe()
+
+@pytest.mark.crawl_memory(max_amplification=1000)
+def test_a_max_amplification_budget_measures_every_callback(crawl, fixture_site):
+    result = crawl(Links, start_urls=urls(fixture_site), settings=TINY)
+    assert result.parse_amplification.count == 260 and result.parse_amplification.skipped == 0
+"""
+
+
+def test_the_share_skips_callbacks_unless_a_budget_needs_every_one(suite):
+    suite.makepyfile(test_crawl=SHARE_TESTS)
+    run(suite).assert_outcomes(passed=2)
+    report = json.loads((suite.path / ".crawlmem" / "test_crawl.py__test_past_its_share_callbacks_go_unmeasured_and_are_counted"
+                         / "report.json").read_text())
+    assert report["result"]["parse_amplification"]["skipped"] == 259

@@ -108,7 +108,10 @@ def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOption
 
 def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
     """The ``CRAWLMEM_*`` settings of a measured crawl."""
+    # a max_amplification budget judges the worst callback: every one is measured, whatever the reads cost
+    every_callback = {"amplification_share": 0.0} if options.budgets.max_amplification is not None else {}
     return settings_of(
+        **every_callback,
         enabled=True,
         interval_seconds=options.interval_seconds,
         tracemalloc_frames=options.tracemalloc_frames,

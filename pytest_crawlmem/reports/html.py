@@ -650,7 +650,8 @@ def parse_and_captures_section(result: CrawlResult) -> Safe:
     if amp is not None and amp.count:
         ratios = f"p50 {amp.p50_ratio}x, p95 {amp.p95_ratio}x, max {amp.max_ratio}x"
         worst = f"{amp.worst[0].url} ({size(amp.worst[0].body_bytes)} body)" if amp.worst else " (- body)"
-        rows.append(["parse amplification", f"{ratios} over {count(amp.count)} callbacks; held up to"
+        skipped = f" ({count(amp.skipped)} more not measured: the reads' time share)" if amp.skipped else ""
+        rows.append(["parse amplification", f"{ratios} over {count(amp.count)} callbacks{skipped}; held up to"
                      f" {size(amp.max_held_bytes)}", worst])
     shots = result.shots
     if shots is not None:
