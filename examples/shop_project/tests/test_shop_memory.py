@@ -39,4 +39,6 @@ def test_a_leak_injected_into_the_shop_crawl_is_caught(crawl):
         BodyCacheMiddleware.kept.clear()
     assert result.items_scraped == COPIES * RECORDED_PRODUCTS
     assert result.verdict == "retained-objects", result.growth.reason
-    assert 8 * 1024 <= (result.growth.per_response_bytes or 0) <= 20 * 1024, result.growth.reason
+    # the middleware keeps each body and 8 KiB; the trend counts its largest steps at the typical one and credits the
+    # draining queue, so it reads a little under what is kept (7.8-9.5 KiB/response seen): 6 KiB is the floor
+    assert 6 * 1024 <= (result.growth.per_response_bytes or 0) <= 20 * 1024, result.growth.reason
