@@ -121,12 +121,12 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "tracemalloc at CRAWLMEM_ATTRIBUTION_FRAMES for that window", minimum=0.001),
     SettingSpec("CRAWLMEM_AMPLIFICATION", True, bool,
                 "measure parse amplification (needs the spider middleware the test runner adds)",
-                "two mallinfo2 reads a callback step, each a walk of glibc's free lists: 2-30 us, more as the heap"
-                " fragments; kept within CRAWLMEM_AMPLIFICATION_SHARE"),
+                "two mallinfo2 reads a callback step, each a walk of glibc's free lists: 3 us in a fresh process,"
+                " 150-400 us after several long crawls in one; kept within CRAWLMEM_AMPLIFICATION_SHARE"),
     SettingSpec("CRAWLMEM_AMPLIFICATION_SHARE", 0.01, float,
                 "the most of the crawl's time parse amplification's mallinfo2 reads may take: past it, callbacks go"
                 " unmeasured (counted as skipped) until the share is met again; 0: measure every callback",
-                "a 4,100-response leaky crawl: 1.13 s of reads unbounded, 0.13 s at 0.01",
+                "in an aged process, every callback measured: 1.6-2x the crawl's wall time; at 0.01: 0.98-0.99x",
                 tests="0 with a max_amplification budget", minimum=0.0),
     SettingSpec("CRAWLMEM_CLUSTER_WORKER", None, int, "this scrapy-redis worker's index: turns on the cluster worker"
                 " extension (the request ledger in Redis, docs/cluster.md)", "3 Redis round trips a request instead of"

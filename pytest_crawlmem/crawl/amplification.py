@@ -10,8 +10,8 @@ objects' garbage) is taken out with a ``gc.callbacks`` hook. Not measured: async
 (their steps await, so other work runs inside them), small Python objects in pymalloc arenas
 (not malloc-backed), text decoded before the callback (MetaRefreshMiddleware decodes HTML).
 
-A ``mallinfo2`` read walks glibc's free lists, so it costs more as the heap fragments (2 us on a fresh heap, 30 us
-median after 4,000 responses of a leaky crawl): the step clock times its own reads and, once they pass
+A ``mallinfo2`` read walks glibc's free lists, so it costs more as the heap fragments (3 us in a fresh process, 150-400
+us after several long crawls in one): the step clock times its own reads and, once they pass
 ``CRAWLMEM_AMPLIFICATION_SHARE`` of the crawl's time (counted from BURST_SECONDS before it started: a head start),
 leaves callbacks unmeasured (``skipped``) until the share is met again, so the measured ones spread over the crawl.
 A ``max_amplification`` budget measures them all.
