@@ -533,3 +533,26 @@ def test_a_running_crawls_verdict_so_far_judges_its_last_checkpoint_with_the_res
     """The production WARNING judges the checkpoints so far: the last of them is no close, so nothing is left out."""
     assert analyze(window_series(META_CHAIN_600), running=True).verdict != V.RETAINED_OBJECTS
     assert analyze(window_series(META_CHAIN_294), running=True).verdict != V.RETAINED_OBJECTS
+
+
+# The chain keeping 4 KiB a product over 147 responses (``meta:4096@150``, session 15, measured with the attribution
+# window held back to the fourth checkpoint after 50, tried and not kept): the close let go of the chain. Where the
+# window opens at the third (114) and runs to the end, only three running checkpoints are left: the rule needs four.
+META_CHAIN_147 = [(0, 56577200, 0, 0, 0), (34, 56865136, 30, 0, 0), (58, 56969552, 27, 0, 0), (90, 57144032, 37, 0, 0),
+                  (114, 57245312, 33, 0, 0), (138, 57316880, 9, 0, 0), (147, 57147472, 0, 0, 0)]
+
+
+def test_a_short_crawls_strong_trend_leaves_out_a_close_that_let_go_of_what_its_requests_kept():
+    growth = analyze(window_series(META_CHAIN_147))
+    assert growth.verdict == V.RETAINED_OBJECTS, growth.reason
+    assert "fell below the checkpoints taken while the crawl ran (left out of the trend)" in growth.reason, growth.reason
+    assert "request.meta" in growth.reason
+    # with the close judged like any checkpoint, its release cancels the growth: the rule is what decides here
+    at_close = [(n, est, q, t, r) for n, est, q, t, r in META_CHAIN_147 if n != 138]
+    assert analyze(window_series(at_close)).verdict != V.RETAINED_OBJECTS
+    # flat while the crawl ran, the same falling close flags nothing
+    flat = [(n, est if n <= 34 else 56865136 + (n - 34) * 200, q, t, r) for n, est, q, t, r in META_CHAIN_147[:-1]]
+    assert analyze(window_series([*flat, (147, flat[-1][1] - 170_000, 0, 0, 0)])).verdict != V.RETAINED_OBJECTS
+    # a close that released nothing is judged with the rest (the running rule stays out)
+    held = [*META_CHAIN_147[:-1], (147, 57316880 + 9 * 4200, 0, 0, 0)]
+    assert "left out of the trend" not in analyze(window_series(held)).reason
