@@ -76,9 +76,9 @@ def test_a_clean_browser_crawl_measures_the_tree_apart_from_python(suite):
 
 def test_a_context_per_request_is_browser_state_and_fails_the_leak_check(suite):
     write_test(suite, '@pytest.mark.crawl_memory(leak="fail")', """
-    result = crawl(ContextPerRequest, settings={**SETTINGS, "CRAWLMEM_CHECKPOINT_MIN_RESPONSES": 10},
-                   base_url=fixture_site.base_url, pages=60)
-    assert result.browser.max_open_contexts >= 60
+    result = crawl(ContextPerRequest, settings={**SETTINGS, "CRAWLMEM_CHECKPOINT_MIN_RESPONSES": 7},
+                   base_url=fixture_site.base_url, pages=40)
+    assert result.browser.max_open_contexts >= 40
 """)
     outcome = run(suite, "-s")
     outcome.assert_outcomes(failed=1)
