@@ -12,12 +12,13 @@ import asyncio
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..core import stops
 from ..core.assemble import RunFacts, assemble
+from ..core.budgets import Budgets
 from ..core.growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
 from ..core.jobverdict import in_pages
 from ..core.models import Checkpoint, CrawlResult, Sample
@@ -38,10 +39,23 @@ class JobOptions:
     report_dir: Path | None = None
     interval_seconds: float = 0.1
     detail_seconds: float = 2.0
-    leak_per_response: int | None = None
-    kill_at_bytes: int | None = None
-    timeout_seconds: float | None = None
+    budgets: Budgets = field(default_factory=Budgets)  # the test's, whole (as CrawlOptions carries them)
     launch: Mapping[str, Any] | None = None
+
+    @property
+    def leak_per_response(self) -> int | None:
+        """The growth per page judged a leak (``None``: the default)."""
+        return self.budgets.leak_per_response
+
+    @property
+    def kill_at_bytes(self) -> int | None:
+        """Memory of the job and its browser tree at which the job is stopped (``None``: no ceiling)."""
+        return self.budgets.kill_at
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """Seconds after which the job is stopped (``None``: no limit)."""
+        return self.budgets.timeout
 
 
 class BrowserJob:

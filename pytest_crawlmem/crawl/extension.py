@@ -106,7 +106,6 @@ class CrawlMemExtension:
         self.undrained_checkpoints = 0
         self.last_browser_pss_bytes: int | None = None  # the tree's last PSS reading (status line, metrics)
         self._timeout_call: Any = None
-        self.leak_per_response = leak_per_response
         self._traced_whole = False
         # -- production: bounded memory and disk, status, metrics (timeline.py, stream.py, status.py, metrics.py)
         self.gc_freeze = config.gc_freeze
@@ -141,7 +140,6 @@ class CrawlMemExtension:
         self.jobdir: JobdirMeter | None = None  # JOBDIR's disk use, when the crawl has one
         self.media_pipelines: list[Any] = []  # the crawl's MediaPipelines while it runs, for the cache probes
         self.media: MediaSummary | None = None  # their cache when the spider closed
-        self.browser = browser
         self.pages = CrawlBrowser(self.recording, detail_seconds=config.browser_detail_seconds,
                                   stall_seconds=config.stall_seconds) if browser else None
         if self.pages is not None:

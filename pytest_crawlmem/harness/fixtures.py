@@ -342,9 +342,7 @@ def browser_job(request: pytest.FixtureRequest) -> BrowserJobFunction:
         options = JobOptions(
             report_dir=session.report_dir_for(item.nodeid, len(records) + 1),
             interval_seconds=session.settings.interval_seconds,
-            leak_per_response=budgets.leak_per_response if budgets else None,
-            kill_at_bytes=budgets.kill_at if budgets else None,
-            timeout_seconds=budgets.timeout if budgets else None,
+            budgets=budgets or Budgets(),
             launch=launch,
         )
         try:
