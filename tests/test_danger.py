@@ -6,6 +6,7 @@ import json
 import tracemalloc
 
 import pytest
+from spiders_source import CATALOG_SPIDER
 
 from pytest_crawlmem.core.budgets import Budgets, Violation, _with_danger, snapshot_threshold
 from pytest_crawlmem.core.models import CrawlResult, DangerSnapshot, Growth, Peaks, Sample
@@ -17,21 +18,13 @@ import scrapy
 
 #: RSS of the test process before any crawl: the budgets below are set above it.
 BASE = psutil.Process().memory_info().rss
+''' + CATALOG_SPIDER + '''
 
-
-class Creeper(scrapy.Spider):
+class Creeper(Catalog):
     """Keeps 64 KiB per product page: memory creeps up with every response."""
 
     name = "creeper"
     kept = []
-
-    async def start(self):
-        for url in self.start_urls:
-            yield scrapy.Request(url)
-
-    def parse(self, response):
-        yield from response.follow_all(css="a.product", callback=self.parse_product)
-        yield from response.follow_all(css="a.next")
 
     def parse_product(self, response):
         self.kept.append(bytes(65536) + response.url.encode())  # KEPT-LINE

@@ -11,24 +11,19 @@ from pathlib import Path
 
 import psutil
 import pytest
+from spiders_source import CATALOG_SPIDER
 
 ENDLESS = '''
 import scrapy
+''' + CATALOG_SPIDER + '''
 
-class Endless(scrapy.Spider):
+class Endless(Catalog):
     """Walks a 100,000-page catalog: it would run for many minutes."""
 
     name = "endless"
 
     async def start(self):
         yield scrapy.Request(f"{self.base_url}/catalog/?pages=100000&per_page=5")
-
-    def parse(self, response):
-        yield from response.follow_all(css="a.product", callback=self.parse_product)
-        yield from response.follow_all(css="a.next")
-
-    def parse_product(self, response):
-        yield {"url": response.url}
 
 def test_it(crawl, fixture_site):
     crawl(Endless, base_url=fixture_site.base_url, isolate=ISOLATE)
