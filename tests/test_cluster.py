@@ -249,8 +249,7 @@ def test_it(crawl_cluster, fixture_site, pages):
 
 
 @needs_redis
-def test_no_worker_or_redis_server_outlives_the_session(pytester):
-    import os
+def test_no_worker_or_redis_server_outlives_the_session(pytester, monkeypatch):
     import subprocess
     import sys
     import tempfile
@@ -270,8 +269,9 @@ def test_killed(crawl_cluster, fixture_site):
     started = time.time() - 1
     # this session's temp dirs only (clusters of other tests may run beside it under xdist), short enough for a socket
     own_tmp = Path(tempfile.mkdtemp(prefix="cm-own-"))
-    inner = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_procs.py"], cwd=pytester.path,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "TMPDIR": str(own_tmp)})
+    monkeypatch.setenv("TMPDIR", str(own_tmp))
+    inner = pytester.popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_procs.py"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     out, _ = inner.communicate(timeout=300)
     assert inner.returncode == 0, out.decode()[-2000:]
     leftovers = []
@@ -424,8 +424,8 @@ def test_it(crawl_cluster, fixture_site):
     base = pytester.path / ".crawlmem" / "test_endless.py__test_it"
     samples = base / "worker-0" / "samples.jsonl"
     log = pytester.path / "session.log"
-    session = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider"],
-                               cwd=pytester.path, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    session = pytester.popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider"], stdout=log.open("wb"),
+                             stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while (not samples.exists() or len(samples.read_text().splitlines()) < 30) and time.monotonic() < deadline:

@@ -42,8 +42,8 @@ def test_ctrl_c_closes_the_crawl_writes_its_report_and_stops_the_session(pyteste
     pytester.makepyfile(test_endless=ENDLESS.replace("ISOLATE", str(isolate)))
     samples = pytester.path / ".crawlmem" / "test_endless.py__test_it" / "samples.jsonl"
     log = pytester.path / "session.log"
-    session = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider"],
-                               cwd=pytester.path, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    session = pytester.popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider"], stdout=log.open("wb"),
+                             stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 90
         while lines_in(samples) < 30 and time.monotonic() < deadline and session.poll() is None:

@@ -83,7 +83,7 @@ def test_a_spider_class_the_child_cannot_import_is_a_clear_error(suite):
     outcome.assert_outcomes(passed=1)
 
 
-def test_no_process_started_by_the_plugin_outlives_the_session(suite):
+def test_no_process_started_by_the_plugin_outlives_the_session(suite, monkeypatch):
     import subprocess
     import sys
     import time
@@ -99,12 +99,12 @@ def test_in_process(crawl, fixture_site):
 def test_isolated(crawl, fixture_site):
     crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=1&per_page=3")], isolate=True)
 """)
-    import os
     import uuid
 
     mark = uuid.uuid4().hex  # every process the inner session starts inherits it: other sessions' processes don't count
-    inner = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_procs.py"], cwd=suite.path,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "CRAWLMEM_TEST_MARK": mark})
+    monkeypatch.setenv("CRAWLMEM_TEST_MARK", mark)
+    inner = suite.popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_procs.py"],
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     out, _ = inner.communicate(timeout=300)
     assert inner.returncode == 0, out.decode()[-2000:]
     time.sleep(1.0)  # the site exits within 0.5 s of its parent
