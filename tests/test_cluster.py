@@ -65,14 +65,11 @@ class Frontier(scrapy.Spider):
 
 
 class RedisCatalog(RedisSpider):
+    """The catalog's callbacks on a spider fed from redis (a subclass of Catalog would take its start(): start_urls)."""
+
     name = "redis_catalog"
-
-    def parse(self, response):
-        yield from response.follow_all(css="a.product", callback=self.parse_product)
-        yield from response.follow_all(css="a.next")
-
-    def parse_product(self, response):
-        yield {"name": response.css("h1.name::text").get()}
+    parse = Catalog.parse
+    parse_product = Catalog.parse_product
 '''
 
 
