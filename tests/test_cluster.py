@@ -293,6 +293,14 @@ def test_a_spider_a_worker_cannot_import_is_a_clear_error_before_anything_starts
         run_cluster(Local, start_urls=None, settings=None, spider_kwargs={}, options=ClusterOptions())
 
 
+def test_the_cluster_deadline_is_the_tests_timeout_budget():
+    from pytest_crawlmem.crawl.runner import CrawlOptions
+    from pytest_crawlmem.harness.cluster_run import ClusterOptions
+
+    assert ClusterOptions(worker_options=CrawlOptions(budgets=Budgets(timeout=7))).timeout_seconds == 7
+    assert ClusterOptions().timeout_seconds is None  # no budget: the cluster's own default deadline
+
+
 def test_a_bad_kill_plan_is_a_clear_error():
     with pytest.raises(ClusterError, match=r"invalid kill worker 3 .*expected an index from 0 to 2"):
         parse_kill({"worker": 3, "after_responses": 1}, 3)

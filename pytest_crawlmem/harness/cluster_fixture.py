@@ -75,7 +75,6 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
             ),
             report_dir=report_dir,
             kill=plan,
-            timeout_seconds=budgets.timeout if budgets else None,
         )
         with replaying(replay, replay_copies, (None, None, None), spider_cls, start_urls) as target, \
                 graceful_sigint(interrupt_crawls) as interrupt:

@@ -50,7 +50,11 @@ class ClusterOptions:
     worker_options: CrawlOptions = field(default_factory=CrawlOptions)
     report_dir: Path | None = None
     kill: KillPlan | None = None
-    timeout_seconds: float | None = None
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """The test's ``timeout`` budget, carried by the workers' options (``None``: DEFAULT_TIMEOUT_SECONDS)."""
+        return self.worker_options.timeout_seconds
 
 
 @dataclass(frozen=True)
