@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_crawlmem.core.budgets import SPECS, BudgetError, Budgets, BudgetSpec, check_budgets, parse_budget, resolve_budgets
+from pytest_crawlmem.core.budgets import (
+    SPECS,
+    BudgetError,
+    Budgets,
+    BudgetSpec,
+    check_budgets,
+    parse_budget,
+    resolve_budgets,
+    tracemalloc_frames,
+)
 from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
 from pytest_crawlmem.core.units import parse_size
 
@@ -136,3 +145,9 @@ def test_every_row_renders_whatever_a_hand_edited_report_holds(name, limit, figu
     shown = [spec.show_limit(limit), spec.show_measured(figure, unit="pages", per_response=per)]
     text, style = spec.status(limit, shown[1], None)
     assert all(isinstance(s, str) and s for s in [*shown, text]) and style in ("pass", "muted")
+
+
+def test_a_traced_peak_budget_turns_tracing_on_and_keeps_more_frames_asked_for():
+    assert tracemalloc_frames(None, 0) == 0 and tracemalloc_frames(Budgets(peak_rss=MIB), 0) == 0
+    assert tracemalloc_frames(Budgets(traced_peak=MIB), 0) == 1
+    assert tracemalloc_frames(Budgets(traced_peak=MIB), 25) == 25

@@ -492,6 +492,11 @@ def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
 DEFAULT_SNAPSHOT_SHARE = 0.8
 
 
+def tracemalloc_frames(budgets: Budgets | None, configured: int) -> int:
+    """Frames tracemalloc keeps: the session's setting, at least 1 when a ``traced_peak`` budget needs tracing."""
+    return max(configured, 1) if budgets is not None and budgets.traced_peak is not None else configured
+
+
 def snapshot_threshold(budgets: Budgets) -> int | None:
     """RSS at which to take the danger snapshot: ``snapshot_at``, else 80% of ``kill_at``, else of ``peak_rss``."""
     if budgets.snapshot_at is not None:

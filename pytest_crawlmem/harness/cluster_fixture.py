@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ..core.budgets import Budgets
+from ..core.budgets import Budgets, tracemalloc_frames
 from ..core.cluster import ClusterError, ClusterResult, check_cluster, check_worker, cluster_summary, parse_kill
 from ..core.protocols import ClusterFunction
 from ..core.replay import ReplayError, ReplayTarget, check_outcome
@@ -69,7 +69,7 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
             workers=workers,
             worker_options=CrawlOptions(
                 interval_seconds=session.settings.interval_seconds,
-                tracemalloc_frames=max(session.settings.tracemalloc_frames, 1 if budgets and budgets.traced_peak else 0),
+                tracemalloc_frames=tracemalloc_frames(budgets, session.settings.tracemalloc_frames),
                 budgets=budgets or Budgets(),
                 project_settings=project,
             ),

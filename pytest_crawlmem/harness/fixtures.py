@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ..core import stops
-from ..core.budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold
+from ..core.budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold, tracemalloc_frames
 from ..core.defaults import name_of
 from ..core.growth import AUTO_REPLAY_RESPONSES, auto_replay_copies
 from ..core.keywords import refuse_misspelt
@@ -282,13 +282,10 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         project = resolve_project_settings(item, session, project_settings)
         spider_cls = spider_by_name(spider_cls, project)
         refuse_misspelt_options("crawl", spider_kwargs, keyword_options(run), spider_cls)
-        frames = session.settings.tracemalloc_frames
-        if budgets is not None and budgets.traced_peak is not None:
-            frames = max(frames, 1)
         options = CrawlOptions(
             report_dir=session.report_dir_for(item.nodeid, len(records) + 1),
             interval_seconds=session.settings.interval_seconds,
-            tracemalloc_frames=frames,
+            tracemalloc_frames=tracemalloc_frames(budgets, session.settings.tracemalloc_frames),
             budgets=budgets or Budgets(),
             project_settings=project,
             snapshot_at_bytes=snapshot_threshold(budgets) if budgets else None,
