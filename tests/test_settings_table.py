@@ -50,8 +50,8 @@ def test_what_the_runner_writes_is_what_the_extension_reads():
 def test_the_extension_takes_its_values_from_the_config():
     ext = CrawlMemExtension(None, CrawlMemConfig.of(interval_seconds=0.05, browser=True, leak_per_response=4096,
                                                     drain_timeout_seconds=2.0))
-    assert ext.interval_seconds == BROWSER_MIN_INTERVAL_SECONDS and ext.checkpoint_min_responses == 20
-    assert ext.leaks.leak_per_response == 4096 and ext.drain_timeout_seconds == 2.0 and ext.pages is not None
+    assert ext.interval_seconds == BROWSER_MIN_INTERVAL_SECONDS and ext.config.checkpoint_min_responses == 20
+    assert ext.leaks.leak_per_response == 4096 and ext.config.drain_timeout_seconds == 2.0 and ext.pages is not None
     plain = CrawlMemExtension(None)
     assert plain.interval_seconds == CRAWLMEM_DEFAULTS["CRAWLMEM_INTERVAL_SECONDS"] and plain.pages is None
 

@@ -94,12 +94,6 @@ class CrawlMemExtension:
         jsonl_path = Path(config.jsonl) if config.jsonl else None
         timeline_samples = config.timeline_samples
         self.interval_seconds = interval_seconds
-        self.checkpoints_enabled = checkpoints
-        self.checkpoint_min_responses = checkpoint_min_responses
-        self.drain_timeout_seconds = config.drain_timeout_seconds
-        self.tracemalloc_frames = config.tracemalloc_frames
-        self.log_interval_seconds = config.log_interval_seconds
-        self.timeout_seconds = config.timeout_seconds
         self.stopped_because = ""  # why the harness stopped the crawl, if it did
         self.escalation: StopEscalation | None = None  # the stop under way, carried through until the crawl ends
         self.leaks = LeakWatch(logger, leak_per_response=leak_per_response, min_interval=checkpoint_min_responses)
@@ -108,7 +102,6 @@ class CrawlMemExtension:
         self._timeout_call: Any = None
         self._traced_whole = False
         # -- production: bounded memory and disk, status, metrics (timeline.py, stream.py, status.py, metrics.py)
-        self.gc_freeze = config.gc_freeze
         self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_bytes=config.jsonl_max_bytes,
                                    max_checkpoints=max(32, timeline_samples // 8) if timeline_samples else 0)
         self.sampler = Sampler(self._take_sample, interval_seconds, self.recording, name="crawlmem-sampler")
@@ -117,7 +110,6 @@ class CrawlMemExtension:
                                              max_responses=config.attribution_responses, enabled=checkpoints,
                                              leak_per_response=leak_per_response)
         self.ticker: StatusTicker | None = None
-        self.prometheus_port, self.prometheus_addr = config.prometheus_port, config.prometheus_addr
         self.metrics: MetricsServer | None = None
         # -- end production
         self.epoch = probes.Epoch.now()  # Scrapy objects created before the crawl are not its own
@@ -177,8 +169,8 @@ class CrawlMemExtension:
 
     def spider_opened(self, spider: Any) -> None:
         """Start tracing (if asked), reset the RSS peak and start the sampler thread."""
-        if self.tracemalloc_frames and not tracemalloc.is_tracing():
-            start_tracing(self.tracemalloc_frames)
+        if self.config.tracemalloc_frames and not tracemalloc.is_tracing():
+            start_tracing(self.config.tracemalloc_frames)
             self._started_tracing = True
         self._traced_whole = tracemalloc.is_tracing()
         if self._traced_whole:
@@ -192,7 +184,7 @@ class CrawlMemExtension:
         self.start_rss = self.peak_rss = self.recording.checkpoints[-1].rss_bytes
         # what existed before the crawl is frozen out of the cyclic GC until it ends: each
         # checkpoint's gc.collect() then walks the crawl's objects, not the whole process
-        self._froze_gc = self.gc_freeze and gc.get_freeze_count() == 0  # CRAWLMEM_GC_FREEZE: test crawls, opt-in elsewhere
+        self._froze_gc = self.config.gc_freeze and gc.get_freeze_count() == 0  # CRAWLMEM_GC_FREEZE: test crawls, opt-in elsewhere
         if self._froze_gc:
             gc.freeze()
         self._exact_peak = probes.reset_peak_rss()
@@ -201,9 +193,9 @@ class CrawlMemExtension:
         if self.config.media_failures:  # test crawls: failed media downloads are dropped data
             watch_media_failures(self.media_pipelines, self.ledger)
         self.sampler.start()
-        if self.timeout_seconds:
-            message = stops.timeout_message(self.timeout_seconds)
-            self._timeout_call = _reactor().callLater(self.timeout_seconds, self._stop_crawl, stops.TIMEOUT, message)
+        if self.config.timeout_seconds:
+            message = stops.timeout_message(self.config.timeout_seconds)
+            self._timeout_call = _reactor().callLater(self.config.timeout_seconds, self._stop_crawl, stops.TIMEOUT, message)
         self._start_reporting(spider)
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
@@ -215,8 +207,8 @@ class CrawlMemExtension:
         latency = request.meta.get("download_latency")
         if latency is not None:
             self.latency_us.add(int(latency * 1_000_000))
-        if self.checkpoints_enabled and not self._checkpointing and self.responses >= self._next_checkpoint:
-            self._next_checkpoint = next_checkpoint_at(self.responses, self.checkpoint_min_responses)
+        if self.config.checkpoints and not self._checkpointing and self.responses >= self._next_checkpoint:
+            self._next_checkpoint = next_checkpoint_at(self.responses, self.config.checkpoint_min_responses)
             self._begin_checkpoint()
 
     def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
@@ -273,7 +265,7 @@ class CrawlMemExtension:
             finish_reason=self.finish_reason, stopped_because=self.stopped_because if self.stopped_because != "pending" else "",
             start_rss=self.start_rss, end_rss=self.end_rss or probes.read_rss_bytes(),  # never 0: not a growth of -start_rss
             peak_rss=self.peak_rss, traced_peak=self.traced_peak, responses=self.responses, items_scraped=self.items,
-            checkpoint_min_responses=self.checkpoint_min_responses,
+            checkpoint_min_responses=self.config.checkpoint_min_responses,
             growth_sites=tuple(attribution.growth_sites), holders=attribution.holders, kept=attribution.kept,
             retention=retention, live_refs=probes.live_ref_counts(self.epoch),
             dropped=tuple(ledger.dropped), dropped_count=ledger.count, warnsize_warnings=ledger.warnsize_warnings,
@@ -438,7 +430,7 @@ class CrawlMemExtension:
         self._wait_for_drain(started)
 
     def _wait_for_drain(self, started: float) -> None:
-        timed_out = time.monotonic() - started > self.drain_timeout_seconds
+        timed_out = time.monotonic() - started > self.config.drain_timeout_seconds
         if not timed_out and probes.scraper_busy(self.crawler):  # callbacks still run: what is parked is not counted yet
             if self.pages is not None and self.pages.gate.is_closed:
                 self.pages.gate.hold_new(self.crawler)  # a context created meanwhile opens no page
@@ -465,7 +457,7 @@ class CrawlMemExtension:
         browser = " (or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT)" if self.pages is not None else ""
         message = (
             f"the checkpoint at {self.responses:,} responses did not drain within {name_of('drain_timeout_seconds')}"
-            f" ({self.drain_timeout_seconds:g} s): {inflight:,} request{'s were' if inflight != 1 else ' was'} still in"
+            f" ({self.config.drain_timeout_seconds:g} s): {inflight:,} request{'s were' if inflight != 1 else ' was'} still in"
             f" flight{waiting}"
             f"{'; ' + holders if holders else ''}; it is not judged. Checkpoints drain when what is in flight finishes"
             " within the timeout: lower"
@@ -558,15 +550,15 @@ class CrawlMemExtension:
 
     def _start_reporting(self, spider: Any) -> None:
         """Start the status ticker (CRAWLMEM_LOG_INTERVAL_SECONDS) and the metrics server (CRAWLMEM_PROMETHEUS_PORT)."""
-        self.ticker = StatusTicker(self, self.log_interval_seconds)
+        self.ticker = StatusTicker(self, self.config.log_interval_seconds)
         self.ticker.start()
-        if self.prometheus_port is not None:
-            self.metrics = MetricsServer(lambda: read_status(self), port=self.prometheus_port, addr=self.prometheus_addr,
-                                         spider=getattr(spider, "name", "?"))
+        port, addr = self.config.prometheus_port, self.config.prometheus_addr
+        if port is not None:
+            self.metrics = MetricsServer(lambda: read_status(self), port=port, addr=addr, spider=getattr(spider, "name", "?"))
             try:
                 self.metrics.start()
             except OSError as exc:  # a port in use must not stop the crawl it monitors
-                message = f"could not serve Prometheus metrics on {self.prometheus_addr}:{self.prometheus_port}: {exc}"
+                message = f"could not serve Prometheus metrics on {addr}:{port}: {exc}"
                 self.recording.add_error(message)
                 logger.error("crawlmem: %s", message)
 
@@ -579,7 +571,7 @@ class CrawlMemExtension:
     def _write_production_stats(self, stats: Any) -> None:
         """The closing status and what the extension cost: samples, checkpoints' pauses, its CPU, its stream."""
         if self.ticker is not None:
-            self.ticker.emit(log=self.log_interval_seconds > 0)
+            self.ticker.emit(log=self.config.log_interval_seconds > 0)
         recording = self.recording
         stats.set_value("crawlmem/samples", recording.timeline.raw_samples)
         stats.set_value("crawlmem/checkpoints", recording.timeline.checkpoints_added)
