@@ -492,6 +492,27 @@ def check_budgets(budgets: Budgets, result: CrawlResult) -> list[Violation]:
 DEFAULT_SNAPSHOT_SHARE = 0.8
 
 
+class BudgetLimits:
+    """The limits a run reads from the ``budgets`` it carries whole (``CrawlOptions``, ``JobOptions``)."""
+
+    budgets: Budgets
+
+    @property
+    def leak_per_response(self) -> int | None:
+        """The growth per response (per page, for a browser job) judged a leak (``None``: the default)."""
+        return self.budgets.leak_per_response
+
+    @property
+    def kill_at_bytes(self) -> int | None:
+        """Memory at which the run is stopped (``None``: no ceiling)."""
+        return self.budgets.kill_at
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """Seconds after which the run is stopped (``None``: no limit)."""
+        return self.budgets.timeout
+
+
 def tracemalloc_frames(budgets: Budgets | None, configured: int) -> int:
     """Frames tracemalloc keeps: the session's setting, at least 1 when a ``traced_peak`` budget needs tracing."""
     return max(configured, 1) if budgets is not None and budgets.traced_peak is not None else configured

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from ..core import stops
 from ..core.assemble import RunFacts, assemble
-from ..core.budgets import Budgets
+from ..core.budgets import BudgetLimits, Budgets
 from ..core.growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
 from ..core.jobverdict import in_pages
 from ..core.models import Checkpoint, CrawlResult, Sample
@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class JobOptions:
+class JobOptions(BudgetLimits):
     """How one browser job is measured and limited."""
 
     report_dir: Path | None = None
@@ -41,21 +41,6 @@ class JobOptions:
     detail_seconds: float = 2.0
     budgets: Budgets = field(default_factory=Budgets)  # the test's, whole (as CrawlOptions carries them)
     launch: Mapping[str, Any] | None = None
-
-    @property
-    def leak_per_response(self) -> int | None:
-        """The growth per page judged a leak (``None``: the default)."""
-        return self.budgets.leak_per_response
-
-    @property
-    def kill_at_bytes(self) -> int | None:
-        """Memory of the job and its browser tree at which the job is stopped (``None``: no ceiling)."""
-        return self.budgets.kill_at
-
-    @property
-    def timeout_seconds(self) -> float | None:
-        """Seconds after which the job is stopped (``None``: no limit)."""
-        return self.budgets.timeout
 
 
 class BrowserJob:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.assemble import crawl_result
-from ..core.budgets import Budgets
+from ..core.budgets import BudgetLimits, Budgets
 from ..core.defaults import name_of, settings_of
 from ..core.models import CrawlResult
 from ..core.replay import ReplayTarget, replay_settings
@@ -56,7 +56,7 @@ COMPONENT_SETTINGS = ("EXTENSIONS", "DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARE
 
 
 @dataclass(frozen=True)
-class CrawlOptions:
+class CrawlOptions(BudgetLimits):
     """How to measure one crawl."""
 
     report_dir: Path | None = None
@@ -70,21 +70,6 @@ class CrawlOptions:
     base_settings: Mapping[str, Any] = field(default_factory=dict)  # under the project's and the test's (crawl_cluster)
     extensions: Mapping[str, int] = field(default_factory=dict)  # more of the plugin's extensions (crawl_cluster)
     governor: str | int | None = None  # CRAWLMEM_BUDGET of the memory governor (crawl(governor=...)); None: none
-
-    @property
-    def leak_per_response(self) -> int | None:
-        """The growth per response judged a leak (``None``: the default)."""
-        return self.budgets.leak_per_response
-
-    @property
-    def kill_at_bytes(self) -> int | None:
-        """RSS at which the crawl is stopped (``None``: no ceiling)."""
-        return self.budgets.kill_at
-
-    @property
-    def timeout_seconds(self) -> float | None:
-        """Seconds after which the crawl is stopped (``None``: no limit)."""
-        return self.budgets.timeout
 
 
 def crawl_settings(user_settings: Mapping[str, Any] | None, options: CrawlOptions) -> Any:
