@@ -402,12 +402,12 @@ def test_cluster_budgets_name_both_numbers():
                       scheduled={"a": 1}, urls={"a": "http://x/a"}, taken={0: {"a": 1}}, processed={})
     budgets = Budgets(lost=0, redis_memory=2**19, cluster_rss=2**30, max_scheduled=10)
     messages = [v.message for v in check_cluster(budgets, result)]
-    assert messages == [
+    assert messages == [  # in the order of the budgets' rows
+        "the shared Redis queue reached 30 requests, over the budget max_scheduled=10",
         "1 request was lost, over the budget lost=0: http://x/a (taken by worker 0, which never finished it)",
         "Redis used 1.0 MiB at its peak (queue up to 30 requests, dupefilter up to 10 fingerprints),"
         " over the budget redis_memory=512.0 KiB",
         "the workers' peak RSS summed to 1.2 GiB (worker 0 600.0 MiB, worker 1 600.0 MiB), over the budget cluster_rss=1.0 GiB",
-        "the shared Redis queue reached 30 requests, over the budget max_scheduled=10",
     ]
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields, replace
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
 
 from . import stops, verdicts
 from .defaults import DEFAULT_LEAK_PER_RESPONSE
@@ -19,9 +19,10 @@ from .models import CrawlResult
 from .tolerances import parse_compare_fail
 from .units import UnitError, format_duration, format_size, parse_count, parse_ratio, parse_seconds, parse_size
 
+if TYPE_CHECKING:
+    from .cluster import ClusterResult
+
 LEAK_MODES = ("fail", "warn", "off")
-#: The budget of the growth verdict: its violation is the verdict's (report.html gives the verdict's fix instead).
-VERDICT_BUDGET = "leak"
 LEAK_VERDICTS = verdicts.LEAKS
 
 
@@ -44,6 +45,8 @@ SHOWS = ("kind", "reached", "verdict", "per-unit")
 
 #: A budget's check: the violation of ``result`` against this row's limit in ``budgets`` (``None``: kept).
 Check = Callable[["BudgetSpec", "Budgets", CrawlResult], "Violation | None"]
+#: The same for a crawl_cluster run as a whole (``check_cluster``).
+ClusterCheck = Callable[["BudgetSpec", "Budgets", "ClusterResult"], "Violation | None"]
 
 
 def _number(value: object) -> float | None:
@@ -74,6 +77,7 @@ class BudgetSpec:
     report: tuple[str, ...] | None = None
     positive: bool = False  # 0 is refused too (a tolerance of nothing)
     check: Check | None = None
+    cluster: ClusterCheck | None = None  # its check on a crawl_cluster run as a whole
     cause: str = ""
     stop: str = ""  # the finish reason of a crawl this hard limit stopped (core.stops)
     danger: bool = False  # its violation carries the danger snapshot's summary
@@ -153,6 +157,12 @@ class Violation:
     limit: float
     message: str
     fails: bool = True
+
+    @property
+    def of_verdict(self) -> bool:
+        """The growth verdict's own violation (its fix is the verdict's, not a row's ``cause``)."""
+        spec = SPECS.get(self.budget)
+        return spec is not None and spec.shows == "verdict"
 
 
 def _over(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation | None:
@@ -306,6 +316,52 @@ def only_errors(result: CrawlResult) -> str | None:
     )
 
 
+def _lost_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult) -> Violation | None:
+    """Requests scheduled in the cluster and never processed, over ``lost``: the ledger names them."""
+    if budgets.lost is None or result.lost <= budgets.lost:
+        return None
+    message = (f"{result.lost:,} {'request was' if result.lost == 1 else 'requests were'} lost, over the budget"
+               f" lost={budgets.lost:,}: {result.ledger.describe_lost()}")
+    return Violation(spec.name, result.lost, budgets.lost, message)
+
+
+def _redis_memory_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult) -> Violation | None:
+    """Redis's peak used_memory over ``redis_memory``, with the queue and dupefilter at their peaks."""
+    if budgets.redis_memory is None or result.redis_peak_memory <= budgets.redis_memory:
+        return None
+    message = (f"Redis used {format_size(result.redis_peak_memory)} at its peak (queue up to {result.max_queue:,}"
+               f" requests, dupefilter up to {result.max_dupefilter:,} fingerprints), over the budget"
+               f" redis_memory={format_size(budgets.redis_memory)}")
+    return Violation(spec.name, result.redis_peak_memory, budgets.redis_memory, message)
+
+
+def _cluster_rss_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult) -> Violation | None:
+    """The workers' peak RSS summed over ``cluster_rss``, each worker's peak named."""
+    if budgets.cluster_rss is None or result.cluster_rss <= budgets.cluster_rss:
+        return None
+    peaks = ", ".join(f"worker {i} {format_size(w.peak_rss)}" for i, w in enumerate(result.workers))
+    message = (f"the workers' peak RSS summed to {format_size(result.cluster_rss)} ({peaks}), over the budget"
+               f" cluster_rss={format_size(budgets.cluster_rss)}")
+    return Violation(spec.name, result.cluster_rss, budgets.cluster_rss, message)
+
+
+def _cluster_leak_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult) -> Violation | None:
+    """``leak="fail"`` that could judge no worker: a warning, said once for the cluster (never a silent pass)."""
+    if budgets.leak != "fail" or result.verdict != verdicts.INCONCLUSIVE:
+        return None
+    return Violation(spec.name, 0.0, 0.0, f"leak=\"fail\" could not judge any worker's memory; {result.reason}",
+                     fails=False)
+
+
+def _cluster_queue_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult) -> Violation | None:
+    """``max_scheduled`` on the cluster's shared Redis queue."""
+    if budgets.max_scheduled is None or result.max_queue <= budgets.max_scheduled:
+        return None
+    message = (f"the shared Redis queue reached {result.max_queue:,} requests, over the budget"
+               f" max_scheduled={budgets.max_scheduled:,}")
+    return Violation(spec.name, result.max_queue, budgets.max_scheduled, message)
+
+
 def _row(name: str, kind: str, help: str, figure: str | None = None, label: str = "", **more: object) -> BudgetSpec:
     """A budget row whose parser is its kind's; a size or count row with a figure is checked on it (``_over``)."""
     if "check" not in more and figure is not None and kind in ("size", "count"):
@@ -327,106 +383,101 @@ def _checked(check: Callable[[Any, CrawlResult], Violation | None]) -> Check:
     return lambda spec, budgets, result: check(getattr(budgets, spec.name), result)
 
 
-#: The budgets, in the order ``check_budgets`` reports their violations (a stopped crawl's leak verdict comes second).
-SPECS: dict[str, BudgetSpec] = {
-    spec.name: spec
-    for spec in (
-        _row("peak_rss", "size", "highest RSS of the process during the crawl (exact, from VmHWM)", "peak_rss", "peak RSS",
-             danger=True, panel="rss"),
-        _row("rss_growth", "size", "RSS at the end of the crawl minus RSS at its start", "rss_growth", "RSS growth",
-             panel="rss", from_start=True),
-        _row("traced_peak", "size", "peak of Python allocations traced by tracemalloc during the crawl", "traced_peak",
-             "traced peak", panel="traced"),
-        _row("max_scheduled", "count", "most requests waiting in the scheduler", "max_scheduled", "the scheduler queue",
-             panel="scheduled", cause="the spider discovers requests faster than they are downloaded, and the scheduler"
-             " keeps every one in memory; fix: yield requests lazily from start() as they are needed, keep the queue on"
-             " disk with JOBDIR, or bound the frontier (DEPTH_LIMIT, CLOSESPIDER_ITEMCOUNT)"),
-        _row("max_active_size", "size", "largest scraper active_size (response bytes being processed)", "max_active_size",
-             "scraper active size", panel="active", cause="responses pile up behind slow callbacks or pipelines (Scrapy"
-             " backs out softly at SCRAPER_SLOT_MAX_ACTIVE_SIZE); fix: make callbacks and pipelines cheaper, or lower"
-             " CONCURRENT_REQUESTS"),
-        _row("max_inflight", "count", "most downloads in flight at once", "max_inflight", "downloads in flight",
-             panel="inflight", cause="CONCURRENT_REQUESTS (and CONCURRENT_REQUESTS_PER_DOMAIN) allow this many downloads"
-             " at once, each buffering its body; fix: lower them, or raise the budget if the memory is affordable"),
-        _row("max_dropped", "count", "most responses dropped (size limits, failed media)", "dropped_count",
-             "dropped responses", check=_checked(_dropped_check)),
-        _row("jobdir_disk", "size", "most disk used by JOBDIR (file sizes summed; crawls without JOBDIR pass)", "jobdir_disk",
-             "JOBDIR on disk", check=_checked(_jobdir_check)),
-        _row("browser_pss", "size", "peak summed PSS of the browser process tree (Playwright driver and Chromium)",
-             "browser_pss", "the browser tree's peak PSS", report=("browser", "peak_pss_bytes"), panel="pss"),
-        _row("max_open_pages", "count", "most browser pages open at once", "max_open_pages", "open browser pages",
-             report=("browser", "max_open_pages"), panel="pages"),
-        _row("max_open_fds", "count", "most file descriptors the crawl process held open at once (sampled)",
-             "peaks.max_open_fds", "open file descriptors"),
-        _row("max_replay_misses", "count", "most requests a replayed crawl found nowhere in its recording (404)",
-             "replay_misses", "replay misses", check=_checked(_replay_misses_check)),
-        _row("kill_at", "size", "hard ceiling: RSS (in a browser crawl, plus the browser tree's PSS) at which the crawl"
-             " is stopped at once (the test fails)", "peak_rss", "peak RSS", stop=stops.KILL_AT,
-             check=_stop_check, danger=True, kept=_NOT_STOPPED,
-             panel="rss"),
-        _row("timeout", "seconds", "seconds after which the crawl is stopped (the test fails)", "duration_seconds",
-             "duration", stop=stops.TIMEOUT, check=_stop_check,
-             kept=_NOT_STOPPED),
-        _row("leak_per_response", "size", "retained growth per response tolerated before a leak verdict",
-             report=("growth", "per_response_bytes"), positive=True, shows="per-unit", kept=("threshold of leak", "muted")),
-        _row(VERDICT_BUDGET, "mode", "what a leak verdict does: 'fail' (default), 'warn' or 'off'", report=("verdict",),
-             check=_leak_check, shows="verdict", off="off"),
-        _row("min_responses", "count", "fewest responses a crawl must get (default 1: a crawl that measured"
-             " nothing fails; 0 lets it pass)", "responses", "responses",
-             check=_checked(nothing_measured)),
-        _row("lost", "count", "crawl_cluster: most requests scheduled and never processed", report=()),
-        _row("redis_memory", "size", "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger left out)",
-             report=()),
-        _row("cluster_rss", "size", "crawl_cluster: the workers' peak RSS summed", report=()),
-        _row("compare_fail", "tolerances", "tolerances against --crawlmem-compare's baseline, e.g. 'peak_rss:20%'",
-             kept=("tolerance of --crawlmem-compare", "muted")),
-        _row("snapshot_at", "size", "RSS at which the danger snapshot is taken once (danger.json; default 80% of"
-             " kill_at, else of peak_rss); never fails a test", report=("danger", "rss_bytes"), shows="reached"),
-        _row("max_amplification", "ratio", "most memory a callback may hold while parsing, as a multiple of the"
-             " response body (e.g. 8 or '8x')", report=("parse_amplification", "max_ratio"),
-             check=_checked(_amplification_check)),
-        _row("billed_mismatch", "count", "most screenshot captures billed although not clean, or clean and not"
-             " billed (X-Page-Verdict / X-Billed)", report=("shots", "billed_mismatch"),
-             check=_checked(_billing_check)),
-    )
-}
-
-#: Why a queue budget breaks and what to change, appended to its message (the terminal and report.html show both).
-CAUSES = {name: spec.cause for name, spec in SPECS.items() if spec.cause}
+def _budget(kind: str, help: str, figure: str | None = None, label: str = "", *, default: object = None,
+            **more: object) -> Any:
+    """A field of :class:`Budgets` (``None``: not set, unless ``default``) that carries its :class:`BudgetSpec` row:
+    the arguments of :func:`_row` but the name, which is the field's."""
+    return field(default=default, metadata={"row": (kind, help, figure, label, more)})
 
 
 @dataclass(frozen=True)
 class Budgets:
-    """Resolved budgets of one test (``None`` = not set); sizes in bytes, time in seconds."""
+    """Resolved budgets of one test (``None`` = not set); sizes in bytes, time in seconds.
 
-    peak_rss: int | None = None
-    rss_growth: int | None = None
-    traced_peak: int | None = None
-    leak_per_response: int | None = None
-    leak: str = "fail"
-    max_scheduled: int | None = None
-    max_active_size: int | None = None
-    max_inflight: int | None = None
-    max_dropped: int | None = None
-    jobdir_disk: int | None = None
-    browser_pss: int | None = None
-    max_open_pages: int | None = None
-    max_replay_misses: int | None = None
-    max_open_fds: int | None = None
-    kill_at: int | None = None
-    timeout: float | None = None
-    min_responses: int | None = None
-    compare_fail: str | None = None
-    snapshot_at: int | None = None
-    max_amplification: float | None = None
-    billed_mismatch: int | None = None
-    lost: int | None = None
-    redis_memory: int | None = None
-    cluster_rss: int | None = None
+    Each field is one budget, declared with its row (:data:`SPECS` is read from them): adding a budget is adding a
+    field here, with its figure if it is a new one. The order of the fields is the order ``check_budgets`` (and
+    ``check_cluster``) report violations in.
+    """
+
+    peak_rss: int | None = _budget("size", "highest RSS of the process during the crawl (exact, from VmHWM)", "peak_rss",
+                                   "peak RSS", danger=True, panel="rss")
+    rss_growth: int | None = _budget("size", "RSS at the end of the crawl minus RSS at its start", "rss_growth",
+                                     "RSS growth", panel="rss", from_start=True)
+    traced_peak: int | None = _budget("size", "peak of Python allocations traced by tracemalloc during the crawl",
+                                      "traced_peak", "traced peak", panel="traced")
+    max_scheduled: int | None = _budget(
+        "count", "most requests waiting in the scheduler", "max_scheduled", "the scheduler queue", panel="scheduled",
+        cause="the spider discovers requests faster than they are downloaded, and the scheduler keeps every one in"
+        " memory; fix: yield requests lazily from start() as they are needed, keep the queue on disk with JOBDIR, or"
+        " bound the frontier (DEPTH_LIMIT, CLOSESPIDER_ITEMCOUNT)", cluster=_cluster_queue_check)
+    max_active_size: int | None = _budget(
+        "size", "largest scraper active_size (response bytes being processed)", "max_active_size",
+        "scraper active size", panel="active", cause="responses pile up behind slow callbacks or pipelines (Scrapy"
+        " backs out softly at SCRAPER_SLOT_MAX_ACTIVE_SIZE); fix: make callbacks and pipelines cheaper, or lower"
+        " CONCURRENT_REQUESTS")
+    max_inflight: int | None = _budget(
+        "count", "most downloads in flight at once", "max_inflight", "downloads in flight", panel="inflight",
+        cause="CONCURRENT_REQUESTS (and CONCURRENT_REQUESTS_PER_DOMAIN) allow this many downloads at once, each"
+        " buffering its body; fix: lower them, or raise the budget if the memory is affordable")
+    max_dropped: int | None = _budget("count", "most responses dropped (size limits, failed media)", "dropped_count",
+                                      "dropped responses", check=_checked(_dropped_check))
+    jobdir_disk: int | None = _budget("size", "most disk used by JOBDIR (file sizes summed; crawls without JOBDIR pass)",
+                                      "jobdir_disk", "JOBDIR on disk", check=_checked(_jobdir_check))
+    browser_pss: int | None = _budget("size", "peak summed PSS of the browser process tree (Playwright driver and"
+                                      " Chromium)", "browser_pss", "the browser tree's peak PSS",
+                                      report=("browser", "peak_pss_bytes"), panel="pss")
+    max_open_pages: int | None = _budget("count", "most browser pages open at once", "max_open_pages",
+                                         "open browser pages", report=("browser", "max_open_pages"), panel="pages")
+    max_open_fds: int | None = _budget("count", "most file descriptors the crawl process held open at once (sampled)",
+                                       "peaks.max_open_fds", "open file descriptors")
+    max_replay_misses: int | None = _budget("count", "most requests a replayed crawl found nowhere in its recording"
+                                            " (404)", "replay_misses", "replay misses",
+                                            check=_checked(_replay_misses_check))
+    kill_at: int | None = _budget("size", "hard ceiling: RSS (in a browser crawl, plus the browser tree's PSS) at which"
+                                  " the crawl is stopped at once (the test fails)", "peak_rss", "peak RSS",
+                                  stop=stops.KILL_AT, check=_stop_check, danger=True, kept=_NOT_STOPPED, panel="rss")
+    timeout: float | None = _budget("seconds", "seconds after which the crawl is stopped (the test fails)",
+                                    "duration_seconds", "duration", stop=stops.TIMEOUT, check=_stop_check,
+                                    kept=_NOT_STOPPED)
+    leak_per_response: int | None = _budget("size", "retained growth per response tolerated before a leak verdict",
+                                            report=("growth", "per_response_bytes"), positive=True, shows="per-unit",
+                                            kept=("threshold of leak", "muted"))
+    leak: str = _budget("mode", "what a leak verdict does: 'fail' (default), 'warn' or 'off'", default="fail",
+                        report=("verdict",), check=_leak_check, cluster=_cluster_leak_check, shows="verdict", off="off")
+    min_responses: int | None = _budget("count", "fewest responses a crawl must get (default 1: a crawl that measured"
+                                        " nothing fails; 0 lets it pass)", "responses", "responses",
+                                        check=_checked(nothing_measured))
+    lost: int | None = _budget("count", "crawl_cluster: most requests scheduled and never processed", report=(),
+                               cluster=_lost_check)
+    redis_memory: int | None = _budget("size", "crawl_cluster: peak Redis used_memory (queue, dupefilter; the ledger"
+                                       " left out)", report=(), cluster=_redis_memory_check)
+    cluster_rss: int | None = _budget("size", "crawl_cluster: the workers' peak RSS summed", report=(),
+                                      cluster=_cluster_rss_check)
+    compare_fail: str | None = _budget("tolerances", "tolerances against --crawlmem-compare's baseline, e.g."
+                                       " 'peak_rss:20%'", kept=("tolerance of --crawlmem-compare", "muted"))
+    snapshot_at: int | None = _budget("size", "RSS at which the danger snapshot is taken once (danger.json; default 80%"
+                                      " of kill_at, else of peak_rss); never fails a test", report=("danger", "rss_bytes"),
+                                      shows="reached")
+    max_amplification: float | None = _budget("ratio", "most memory a callback may hold while parsing, as a multiple"
+                                              " of the response body (e.g. 8 or '8x')",
+                                              report=("parse_amplification", "max_ratio"),
+                                              check=_checked(_amplification_check))
+    billed_mismatch: int | None = _budget("count", "most screenshot captures billed although not clean, or clean and"
+                                          " not billed (X-Page-Verdict / X-Billed)", report=("shots", "billed_mismatch"),
+                                          check=_checked(_billing_check))
 
     def set_values(self) -> dict[str, object]:
         """Return the budgets that are set, by name."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+#: The budgets' rows, read from the fields of :class:`Budgets`, in their order.
+SPECS: dict[str, BudgetSpec] = {
+    f.name: _row(f.name, *f.metadata["row"][:4], **f.metadata["row"][4]) for f in fields(Budgets)
+}
+
+#: Why a queue budget breaks and what to change, appended to its message (the terminal and report.html show both).
+CAUSES = {name: spec.cause for name, spec in SPECS.items() if spec.cause}
 
 
 def parse_budget(name: str, value: object, *, source: str) -> object:

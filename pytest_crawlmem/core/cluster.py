@@ -12,7 +12,7 @@ from typing import Any
 
 from . import verdicts
 from .assemble import RunFacts, assemble
-from .budgets import LEAK_VERDICTS, VERDICT_BUDGET, Budgets, Violation, check_budgets
+from .budgets import LEAK_VERDICTS, SPECS, Budgets, Violation, check_budgets
 from .ledger import Ledger
 from .models import CrawlResult, Growth, Peaks
 from .units import format_size
@@ -241,31 +241,10 @@ def cluster_verdict(workers: Sequence[CrawlResult], samples: Sequence[RedisSampl
 
 
 def check_cluster(budgets: Budgets, result: ClusterResult) -> list[Violation]:
-    """Every cluster budget ``result`` broke: lost, redis_memory, cluster_rss, and max_scheduled on the shared queue."""
-    found: list[Violation] = []
-    if budgets.lost is not None and result.lost > budgets.lost:
-        found.append(Violation("lost", result.lost, budgets.lost,
-                               f"{result.lost:,} {'request was' if result.lost == 1 else 'requests were'} lost,"
-                               f" over the budget lost={budgets.lost:,}:"
-                               f" {result.ledger.describe_lost()}"))
-    if budgets.redis_memory is not None and result.redis_peak_memory > budgets.redis_memory:
-        found.append(Violation("redis_memory", result.redis_peak_memory, budgets.redis_memory,
-                               f"Redis used {format_size(result.redis_peak_memory)} at its peak (queue up to"
-                               f" {result.max_queue:,} requests, dupefilter up to {result.max_dupefilter:,} fingerprints),"
-                               f" over the budget redis_memory={format_size(budgets.redis_memory)}"))
-    if budgets.cluster_rss is not None and result.cluster_rss > budgets.cluster_rss:
-        peaks = ", ".join(f"worker {i} {format_size(w.peak_rss)}" for i, w in enumerate(result.workers))
-        found.append(Violation("cluster_rss", result.cluster_rss, budgets.cluster_rss,
-                               f"the workers' peak RSS summed to {format_size(result.cluster_rss)} ({peaks}),"
-                               f" over the budget cluster_rss={format_size(budgets.cluster_rss)}"))
-    if budgets.leak == "fail" and result.verdict == verdicts.INCONCLUSIVE:  # never a silent pass: say why, once
-        found.append(Violation("leak", 0.0, 0.0, f"leak=\"fail\" could not judge any worker's memory; {result.reason}",
-                               fails=False))
-    if budgets.max_scheduled is not None and result.max_queue > budgets.max_scheduled:
-        found.append(Violation("max_scheduled", result.max_queue, budgets.max_scheduled,
-                               f"the shared Redis queue reached {result.max_queue:,} requests, over the budget"
-                               f" max_scheduled={budgets.max_scheduled:,}"))
-    return found
+    """Every cluster budget ``result`` broke, each row's ``cluster`` check in the order of ``budgets.SPECS``: the shared
+    queue's max_scheduled, leak="fail" that could judge no worker (a warning), lost, redis_memory, cluster_rss."""
+    found = [spec.cluster(spec, budgets, result) for spec in SPECS.values() if spec.cluster is not None]
+    return [v for v in found if v is not None]
 
 
 def check_worker(budgets: Budgets, index: int, worker: CrawlResult) -> list[Violation]:
@@ -277,4 +256,4 @@ def check_worker(budgets: Budgets, index: int, worker: CrawlResult) -> list[Viol
     return [Violation(v.budget, v.measured, v.limit, f"worker {index}: {v.message}", v.fails)
             for v in check_budgets(budgets, worker)
             if v.budget != "min_responses"
-            and not (v.budget == VERDICT_BUDGET and not v.fails and worker.verdict == verdicts.INCONCLUSIVE)]
+            and not (v.of_verdict and not v.fails and worker.verdict == verdicts.INCONCLUSIVE)]

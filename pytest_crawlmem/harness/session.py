@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ..core import verdicts
-from ..core.budgets import VERDICT_BUDGET, Budgets, Violation
+from ..core.budgets import Budgets, Violation
 from ..core.models import CrawlResult
 from ..core.settings import PluginSettings
 from ..core.sites import named_line
@@ -172,7 +172,7 @@ class CrawlMemSession:
             lines += [f"crawl_memory baseline: {message}" for message in regressions]
             lines += [f"crawl_memory verdict: {r.result.verdict}: {r.result.growth.reason}" for r in records
                       if r.variant is None and r.result.growth.reason
-                      and not any(v.budget == VERDICT_BUDGET for v in r.violations)]
+                      and not any(v.of_verdict for v in r.violations)]
             dirs = sorted({str(r.result.report_dir) for r in records if r.result.report_dir})
             lines += [f"report: {d}" for d in dirs]
             pytest.fail("\n".join(lines), pytrace=False)
@@ -184,7 +184,7 @@ class CrawlMemSession:
             record.outcome = ("xfailed" if hasattr(report, "wasxfail") else "over budget" if broken and record.variant
                               else "failed" if broken else report.outcome)
             unjudged = record.result.verdict == verdicts.INCONCLUSIVE
-            if not broken and any(v.budget == VERDICT_BUDGET for v in record.violations) and unjudged:
+            if not broken and any(v.of_verdict for v in record.violations) and unjudged:
                 record.outcome += ", leak not judged"  # leak="fail" that could not judge: never a silent pass
             several = len(records) > 1 and record.variant is None
             self.rows.append(SummaryRow.of(record, f"{index}: {record.result.spider}" if several else ""))

@@ -15,7 +15,7 @@ from html import escape
 from typing import Any
 
 from ..core import verdicts
-from ..core.budgets import SPECS, VERDICT_BUDGET, BudgetSpec
+from ..core.budgets import SPECS, BudgetSpec
 from ..core.growth import (
     FIXES,
     REQUEST_ALLOWANCE,
@@ -564,10 +564,10 @@ def _changes(doc: ReportDocument) -> list[str]:
         cause = SPECS[v.budget].cause if v.budget in SPECS else ""
         if cause:
             changes.append(f"{v.budget}: {cause}")
-        elif v.budget != VERDICT_BUDGET and v.budget not in (c.split(":")[0] for c in changes):
+        elif not v.of_verdict and v.budget not in (c.split(":")[0] for c in changes):
             changes.append(f"{v.budget}: {v.message}")
     if verdict in FIXES:
-        lead = "" if any(v.budget == VERDICT_BUDGET for v in doc.violations) else "if this growth matters: "
+        lead = "" if any(v.of_verdict for v in doc.violations) else "if this growth matters: "
         changes.append(f"{verdict}: {lead}{FIXES[verdict]}")
     return changes
 
