@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crawlmem.core.assemble import Details, crawl_result
+from pytest_crawlmem.core.assemble import Details, RunFacts, crawl_result
 from pytest_crawlmem.core.budgets import Budgets
 from pytest_crawlmem.core.measurement import Measurement
 from pytest_crawlmem.core.models import (
@@ -141,13 +141,22 @@ def test_assembly_details_are_exactly_the_result_fields_the_facts_do_not_give_ea
     assert all(details[name] == hints[name] for name in details)
 
 
+#: The measurement's fields that only the judgement reads: every other one reaches the result by its name.
+JUDGED_ONLY = {"checkpoints", "checkpoint_min_responses", "kept", "download_excess"}
+
+
+def test_a_measured_field_reaches_the_result_by_its_name_unless_only_the_judgement_reads_it():
+    named = {f.name for f in fields(CrawlResult)} | {f.name for f in fields(RunFacts)}
+    assert {f.name for f in fields(Measurement)} - named == JUDGED_ONLY
+
+
 def measurement_of(result: CrawlResult) -> Measurement:
     """The Measurement a crawl would hand back for ``result`` (its checkpoints those of its growth)."""
     return Measurement(
         samples=result.samples, checkpoints=result.growth.checkpoints, errors=result.errors,
         finish_reason=result.finish_reason, stopped_because="stopped at kill_at", start_rss=result.start_rss,
         end_rss=result.end_rss, peak_rss=result.peak_rss, traced_peak=result.traced_peak, responses=result.responses,
-        items_scraped=result.items_scraped, checkpoint_min_responses=100, growth_sites=result.top_growth,
+        items_scraped=result.items_scraped, checkpoint_min_responses=100, top_growth=result.top_growth,
         holders=result.holders, retention=result.retention, live_refs=result.live_refs, dropped=result.dropped,
         dropped_count=result.dropped_count, warnsize_warnings=result.warnsize_warnings,
         response_sizes=result.response_sizes, suggested_maxsize=result.suggested_maxsize,

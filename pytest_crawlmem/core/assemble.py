@@ -146,27 +146,28 @@ def assemble(
     facts: RunFacts, samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], growth: Growth, *,
     peaks: Peaks | None = None, **details: Unpack[Details],
 ) -> CrawlResult:
-    """The CrawlResult of a run: its facts, samples, queue peaks (read from the samples unless given) and verdict,
-    plus what only its path measures (``details``, such as ``dropped`` or ``browser``)."""
+    """The CrawlResult of a run: its facts (each :class:`RunFacts` field of the result's name), samples, queue peaks
+    (read from the samples unless given) and verdict, plus what only its path measures (``details``, such as
+    ``dropped`` or ``browser``)."""
     samples = tuple(samples)
     return CrawlResult(
-        spider=facts.spider,
+        **(_same_named(facts, _RESULT_FIELDS) | {"duration_seconds": round(facts.duration_seconds, 4)}),
         samples=samples,
-        start_rss=facts.start_rss,
-        end_rss=facts.end_rss,
-        peak_rss=facts.peak_rss,
-        traced_peak=facts.traced_peak,
-        responses=facts.responses,
-        items_scraped=facts.items_scraped,
-        duration_seconds=round(facts.duration_seconds, 4),
-        finish_reason=facts.finish_reason,
         peaks=peaks if peaks is not None else peaks_of(samples, checkpoints, facts.interval_seconds),
         growth=growth,
-        errors=facts.errors,
-        stopped_because=facts.stopped_because,
-        report_dir=facts.report_dir,
         **details,
     )
+
+
+#: The fields of a CrawlResult, and the details only some paths measure: what a same-named field is copied into.
+_RESULT_FIELDS = frozenset(f.name for f in fields(CrawlResult))
+_DETAILS = frozenset(Details.__optional_keys__)
+_FACTS = frozenset(f.name for f in fields(RunFacts))
+
+
+def _same_named(record: object, names: frozenset[str]) -> dict[str, Any]:
+    """The dataclass fields of ``record`` whose names are in ``names``, by name."""
+    return {f.name: getattr(record, f.name) for f in fields(record) if f.name in names}  # type: ignore[arg-type]
 
 
 def crawl_result(
@@ -175,13 +176,17 @@ def crawl_result(
     report_dir: Path | None = None,
 ) -> CrawlResult:
     """The CrawlResult of a measured Scrapy crawl: its :class:`Measurement` judged and assembled, with Scrapy's
-    ``stats`` (status counts, retries), the crawl's SCRAPER_SLOT_MAX_ACTIVE_SIZE and the replay's copies (0: none)."""
+    ``stats`` (status counts, retries), the crawl's SCRAPER_SLOT_MAX_ACTIVE_SIZE and the replay's copies (0: none).
+
+    Every field of the measurement named like a fact or a detail of the result is copied by name; what is left here is
+    what the crawl's settings and stats add.
+    """
     samples, checkpoints, retention = measured.samples, measured.checkpoints, measured.retention
     growth = judge(
         checkpoints,
         samples,
         leak_per_response=leak_per_response,
-        evidence=leak_evidence(measured.growth_sites, retention, measured.holders, measured.media),
+        evidence=leak_evidence(measured.top_growth, retention, measured.holders, measured.media),
         kept=measured.kept,
         max_active_size=max_active_size_limit,
         response_sizes=measured.response_sizes,
@@ -192,26 +197,16 @@ def crawl_result(
         download_excess=measured.download_excess,
         responses_per_copy=max(1, round(measured.responses / replay_copies)) if replay_copies else None,
     )
-    facts = RunFacts(
-        spider=spider, duration_seconds=duration_seconds, finish_reason=measured.finish_reason,
-        start_rss=measured.start_rss, end_rss=measured.end_rss, peak_rss=measured.peak_rss,
-        responses=measured.responses, items_scraped=measured.items_scraped, interval_seconds=interval_seconds,
-        traced_peak=measured.traced_peak, stopped_because=measured.stopped_because, errors=measured.errors,
-        report_dir=report_dir,
-    )
-    return assemble(
-        facts, samples, checkpoints, growth,
-        top_growth=measured.growth_sites, status_counts=status_counts(stats), live_refs=measured.live_refs,
-        retention=retention, holders=measured.holders, stats=stats, dropped=measured.dropped,
-        dropped_count=measured.dropped_count, warnsize_warnings=measured.warnsize_warnings,
-        response_sizes=measured.response_sizes, suggested_maxsize=measured.suggested_maxsize,
-        max_active_size_limit=max_active_size_limit, scheduled_per_response=scheduled_per_response(samples, checkpoints),
-        retries=int(stats.get("retry/count") or 0), retries_max_reached=int(stats.get("retry/max_reached") or 0),
-        download_latency=measured.download_latency, browser=measured.browser, media=measured.media,
-        shots=measured.shots, parse_amplification=measured.parse_amplification, danger=measured.danger,
-        replay_hits=measured.replay_hits, replay_misses=measured.replay_misses,
-        replay_missed_urls=measured.replay_missed_urls, replay_copies=replay_copies,
-    )
+    facts = RunFacts(spider=spider, duration_seconds=duration_seconds, interval_seconds=interval_seconds,
+                     report_dir=report_dir, **_same_named(measured, _FACTS))
+    details: Details = {
+        **_same_named(measured, _DETAILS),  # type: ignore[typeddict-item]
+        "status_counts": status_counts(stats), "stats": stats, "max_active_size_limit": max_active_size_limit,
+        "scheduled_per_response": scheduled_per_response(samples, checkpoints),
+        "retries": int(stats.get("retry/count") or 0), "retries_max_reached": int(stats.get("retry/max_reached") or 0),
+        "replay_copies": replay_copies,
+    }
+    return assemble(facts, samples, checkpoints, growth, **details)
 
 
 def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], interval_seconds: float) -> Peaks:

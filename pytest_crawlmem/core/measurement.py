@@ -32,7 +32,11 @@ from .sites import KeptEvidence
 
 @dataclass(frozen=True)
 class Measurement:
-    """Everything a crawl measured that its CrawlResult needs: readings, close figures, attribution, ledgers, summaries."""
+    """Everything a crawl measured that its CrawlResult needs: readings, close figures, attribution, ledgers, summaries.
+
+    A field named like a field of :class:`~.models.CrawlResult` (or :class:`~.assemble.RunFacts`) is that field:
+    ``assemble.crawl_result`` copies it by name.
+    """
 
     samples: tuple[Sample, ...] = ()
     checkpoints: tuple[Checkpoint, ...] = ()
@@ -47,7 +51,7 @@ class Measurement:
     items_scraped: int = 0
     checkpoint_min_responses: int = 0  # the shortest interval judged (CRAWLMEM_CHECKPOINT_MIN_RESPONSES)
     # -- the attribution window (attribution.py) and what is alive after the crawl
-    growth_sites: tuple[GrowthSite, ...] = ()
+    top_growth: tuple[GrowthSite, ...] = ()  # the attribution window's growth sites, the keeping line first
     holders: tuple[Holder, ...] = ()
     kept: KeptEvidence | None = None
     retention: tuple[RetentionPath, ...] = ()

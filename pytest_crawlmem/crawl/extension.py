@@ -266,7 +266,7 @@ class CrawlMemExtension:
             start_rss=self.start_rss, end_rss=self.end_rss or probes.read_rss_bytes(),  # never 0: not a growth of -start_rss
             peak_rss=self.peak_rss, traced_peak=self.traced_peak, responses=self.responses, items_scraped=self.items,
             checkpoint_min_responses=self.config.checkpoint_min_responses,
-            growth_sites=tuple(attribution.growth_sites), holders=attribution.holders, kept=attribution.kept,
+            top_growth=tuple(attribution.growth_sites), holders=attribution.holders, kept=attribution.kept,
             retention=retention, live_refs=probes.live_ref_counts(self.epoch),
             dropped=tuple(ledger.dropped), dropped_count=ledger.count, warnsize_warnings=ledger.warnsize_warnings,
             response_sizes=size_distribution(self.response_sizes), suggested_maxsize=suggest_maxsize(self.response_sizes),
