@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import math
 import typing
@@ -13,6 +14,7 @@ import pytest
 
 from pytest_crawlmem.core.assemble import Details, RunFacts, crawl_result
 from pytest_crawlmem.core.budgets import Budgets
+from pytest_crawlmem.core.growth import Analysis, analyze
 from pytest_crawlmem.core.measurement import Measurement
 from pytest_crawlmem.core.models import (
     AmplificationSummary,
@@ -139,6 +141,14 @@ def test_assembly_details_are_exactly_the_result_fields_the_facts_do_not_give_ea
     details = typing.get_type_hints(Details)
     assert set(details) == {f.name for f in fields(CrawlResult)} - FROM_FACTS
     assert all(details[name] == hints[name] for name in details)
+
+
+def test_what_judge_passes_to_analyze_is_every_keyword_of_analyze_but_the_threshold_each_with_its_type():
+    parameters = inspect.signature(analyze).parameters
+    hints, analysis = typing.get_type_hints(analyze), typing.get_type_hints(Analysis)
+    keywords = {name for name, p in parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    assert set(analysis) == keywords - {"leak_per_response"}
+    assert all(analysis[name] == hints[name] for name in analysis)
 
 
 #: The measurement's fields that only the judgement reads: every other one reaches the result by its name.

@@ -15,7 +15,7 @@ from typing import Any, TypedDict, Unpack
 
 from . import verdicts
 from .dropped import MEDIA_FAILED
-from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
+from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, Analysis, analyze
 from .measurement import Measurement
 from .models import (
     AmplificationSummary,
@@ -58,9 +58,17 @@ class RunFacts:
     report_dir: Path | None = None
 
 
+class StreamedFacts(TypedDict, total=False):
+    """The :class:`RunFacts` a path that read a stream knows besides it (each the field's type)."""
+
+    stopped_because: str
+    errors: tuple[str, ...]
+    report_dir: Path | None
+
+
 def stream_facts(
     spider: str, samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], *, finish_reason: str,
-    interval_seconds: float, duration_seconds: float | None = None, **facts: Any,
+    interval_seconds: float, duration_seconds: float | None = None, **facts: Unpack[StreamedFacts],
 ) -> RunFacts:
     """The facts of a run known only from what it streamed: start and end at its first and last checkpoint (else
     sample), the peak the highest reading (not the exact peak), the counts and duration of its last readings."""
@@ -91,7 +99,7 @@ def judge(
     evidence: str = "",
     hint: str = "",
     kept: KeptEvidence | None = None,
-    **analysis: Any,
+    **analysis: Unpack[Analysis],
 ) -> Growth:
     """The growth verdict of a run, at the test's ``leak_per_response`` (the default when ``None``).
 

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import pairwise
+from typing import TypedDict
 
 from . import verdicts as V
 from .defaults import CHECKPOINT_MIN_RESPONSES as CHECKPOINT_MIN_RESPONSES  # the settings table's defaults
@@ -808,6 +809,24 @@ def _round_up(n: int) -> int:
     """``n`` rounded up to two significant figures (a count to tell people)."""
     step: int = 10 ** max(len(str(n)) - 2, 0)
     return -(-n // step) * step
+
+
+class Analysis(TypedDict, total=False):
+    """What a run's path knows for :func:`analyze` beyond its checkpoints, samples and threshold (each the parameter's
+    type): ``assemble.judge`` passes it through, typed."""
+
+    request_allowance: int
+    max_active_size: int | None
+    browser_per_page: int
+    response_sizes: SizeDistribution | None
+    media: MediaSummary | None
+    media_failure_body_bytes: float
+    disk_per_response: int
+    held_after_close: Mapping[str, int] | None
+    min_interval: int
+    download_excess: ExcessSummary | None
+    responses_per_copy: int | None
+    running: bool
 
 
 def analyze(
