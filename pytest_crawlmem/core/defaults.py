@@ -88,7 +88,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_TRACEMALLOC_FRAMES", 0, int, "trace the whole crawl with tracemalloc at this depth (0: off)",
                 "1 frame: ~1.9x the crawl's time; 10 frames: ~5.6x (DESIGN.md)",
                 tests="--crawlmem-tracemalloc-frames", minimum=0.0),
-    SettingSpec("CRAWLMEM_ATTRIBUTION_FRAMES", 8, int,
+    SettingSpec("CRAWLMEM_ATTRIBUTION_FRAMES", 4, int,
                 "depth of the traced window opened when checkpoints look leaky (0: no attribution)",
                 "paid only by a crawl that already looks leaky, for CRAWLMEM_ATTRIBUTION_RESPONSES", minimum=0.0),
     SettingSpec("CRAWLMEM_ATTRIBUTION_RESPONSES", 100, int, "length of that traced window, in responses", minimum=1),
