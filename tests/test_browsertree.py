@@ -517,11 +517,20 @@ def _uss_of(reading: TreeReading, kind: str) -> int:
 
 
 def test_real_tree_sampler_estimate_does_not_miss_the_pss_peak(scenario: Scenario) -> None:
-    measured = scenario.loaded.pss_bytes or 0
     assert scenario.sampler.peak_pss_estimated
-    # Existing processes count PSS + RSS growth, new renderers had their PSS read once: ~1.1x
-    # here, where counting new renderers at their RSS gave ~1.6x (and summed RSS is ~2.5x).
-    assert 0.9 * measured <= scenario.estimated_peak_pss_bytes <= 1.4 * measured
+    if scenario.base.pss_anon_bytes is None or scenario.loaded.pss_anon_bytes is None:
+        pytest.skip("no Pss_Anon in smaps_rollup (Linux before 5.8)")
+    # Judged on the growth since the base reading: PSS splits the pages of the Chromium binary among every process
+    # that maps them, another Chromium's on the machine too (the other xdist worker's browser tests), so one that
+    # exited between the base and the loaded reading raised this tree's PSS by ~100-150 MiB that no RSS reading sees
+    # (a suite run estimated 800 MiB of a 909 MiB tree; alone, 948-963 MiB of 910-919). The anonymous growth (the
+    # arrays, the renderers' heaps) is this tree's own.
+    grown = scenario.estimated_peak_pss_bytes - (scenario.base.pss_bytes or 0)
+    anonymous = scenario.loaded.pss_anon_bytes - scenario.base.pss_anon_bytes
+    # Existing processes count PSS + RSS growth, new renderers had their PSS read once: ~1.2x the anonymous growth
+    # here (the new renderers' shared pages count too), where counting new renderers at their RSS gave ~1.6x the
+    # whole tree's PSS (and summed RSS is ~2.5x).
+    assert 0.9 * anonymous <= grown <= 1.4 * anonymous, (grown / MiB, anonymous / MiB)
 
 
 def test_no_browser_process_is_left_after_the_browser_closes(scenario: Scenario) -> None:
