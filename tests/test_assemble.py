@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crawlmem.core.assemble import Details, RunFacts, crawl_result
+from pytest_crawlmem.core.assemble import Details, RunFacts, crawl_result, peaks_of
 from pytest_crawlmem.core.budgets import Budgets
 from pytest_crawlmem.core.growth import Analysis, analyze
 from pytest_crawlmem.core.measurement import Measurement
@@ -149,6 +149,20 @@ def test_what_judge_passes_to_analyze_is_every_keyword_of_analyze_but_the_thresh
     keywords = {name for name, p in parameters.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
     assert set(analysis) == keywords - {"leak_per_response"}
     assert all(analysis[name] == hints[name] for name in analysis)
+
+
+def test_each_peak_is_the_largest_reading_of_the_sample_field_it_names_and_its_default_when_none_was_read():
+    sample_fields, checkpoint_fields = {f.name for f in fields(Sample)}, {f.name for f in fields(Checkpoint)}
+    named = {f.name: f.metadata for f in fields(Peaks) if "sample" in f.metadata}
+    assert set(named) == {f.name for f in fields(Peaks)} - {"backout_seconds"}  # a sum of sampled time, not a peak
+    assert all(m["sample"] in sample_fields and m["checkpoint"] in checkpoint_fields | {None} for m in named.values())
+    samples = [Sample(t_seconds=0.1, responses=1, items=0, rss_bytes=1, scheduled=5, inflight=3, open_fds=9,
+                      backout=True, span=2),
+               Sample(t_seconds=0.2, responses=2, items=0, rss_bytes=1, scheduled=None, inflight=7, media_cached=4)]
+    checkpoints = [Checkpoint(responses=0, t_seconds=0.0, rss_bytes=1, heap_bytes=None, traced_bytes=None, scheduled=11)]
+    assert peaks_of(samples, checkpoints, 0.5) == Peaks(max_scheduled=11, max_inflight=7, backout_seconds=1.0,
+                                                        max_media_cached=4, max_open_fds=9)
+    assert peaks_of(samples, (), 0.5).max_scheduled == 5 and peaks_of((), (), 0.5) == Peaks()
 
 
 #: The measurement's fields that only the judgement reads: every other one reaches the result by its name.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -71,6 +72,15 @@ def test_a_flat_short_crawl_is_steady_and_states_the_leak_it_would_have_caught()
     assert growth.detectable_per_response_bytes is not None
     assert DEFAULT_LEAK_PER_RESPONSE <= growth.detectable_per_response_bytes <= 2 * DEFAULT_LEAK_PER_RESPONSE
     assert "KiB/response or more (95%)" in growth.reason
+
+
+@pytest.mark.parametrize("memory, verdict", [(lambda n: 0, V.STEADY), (lambda n: 3000 * n, V.RETAINED_OBJECTS),
+                                              (lambda n: 3000 * n, V.SCHEDULER_BACKLOG)])
+def test_a_running_verdict_is_the_closing_ones_without_the_stated_power(memory, verdict):
+    backlog = (lambda n: n) if verdict == V.SCHEDULER_BACKLOG else (lambda n: 0)
+    closing, running = (analyze(series(2000, memory, backlog), running=flag) for flag in (False, True))
+    assert closing.verdict == running.verdict == verdict and closing.reason == running.reason
+    assert closing.detectable_per_response_bytes is not None and running.detectable_per_response_bytes is None
 
 
 @given(st.integers(1000, 20000), st.floats(1100, 20000))

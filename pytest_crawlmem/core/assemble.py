@@ -8,8 +8,8 @@ Runs in any process; imports neither pytest nor Scrapy.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import Field, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
@@ -218,21 +218,19 @@ def crawl_result(
 
 
 def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], interval_seconds: float) -> Peaks:
-    """Return the queues' peaks over ``samples`` (and, for the scheduler, the checkpoints too)."""
+    """Return the queues' peaks over ``samples`` (and the checkpoints, for a field that names a checkpoint field)."""
     return Peaks(
-        max_scheduled=max([s.scheduled or 0 for s in samples] + [c.scheduled for c in checkpoints], default=0),
-        max_inflight=max((s.inflight or 0 for s in samples), default=0),
-        max_active_size_bytes=max((s.active_size_bytes or 0 for s in samples), default=0),
         backout_seconds=round(sum(s.span for s in samples if s.backout) * interval_seconds, 3),  # span: timeline.py
-        max_disk_scheduled=max((s.disk_scheduled or 0 for s in samples), default=0),
-        **{f.name: _max_known(getattr(s, f.metadata["sample"]) for s in samples) for f in fields(Peaks)
-           if "sample" in f.metadata},  # the largest reading of a sample field (models.peak_of)
+        **{f.name: _peak(f, samples, checkpoints) for f in fields(Peaks) if "sample" in f.metadata},  # models.peak_of
     )
 
 
-def _max_known(values: Iterable[int | None]) -> int | None:
-    """The largest value that was measured, ``None`` when none was."""
-    return max((v for v in values if v is not None), default=None)
+def _peak(spec: Field[Any], samples: Sequence[Sample], checkpoints: Sequence[Checkpoint]) -> Any:
+    """The largest reading of a :class:`Peaks` field's sample (and checkpoint) field; its default when none was read."""
+    readings = [getattr(s, spec.metadata["sample"]) for s in samples]
+    if spec.metadata["checkpoint"]:
+        readings += [getattr(c, spec.metadata["checkpoint"]) for c in checkpoints]
+    return max((v for v in readings if v is not None), default=spec.default)
 
 
 def scheduled_per_response(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint] = ()) -> float | None:

@@ -408,6 +408,13 @@ class Evidence:
         return self.trend or self.strong
 
     @property
+    def stated_power(self) -> float | None:
+        """The power a verdict states (``Growth.detectable_per_response_bytes``): None without a trend, and while the
+        crawl runs (a running verdict's figure is read by no one, and its simulation costs 5-10 ms a checkpoint)."""
+        power = self.power
+        return round(power.detectable, 1) if power and not self.limits.running else None
+
+    @property
     def per_response(self) -> float:
         """Net growth per response of the judged window (0 without a trend)."""
         return self.trend.net_slope if self.trend else 0.0
@@ -419,12 +426,11 @@ class Evidence:
 
     def growth(self, verdict: str, reason: str, rule: str, per_response: float | None = None) -> Growth:
         """A verdict with this evidence's checkpoints, interval deltas, signal and power."""
-        power = self.power
         return Growth(
             verdict=verdict, reason=reason, rule=rule,
             per_response_bytes=(self.trend.net_slope if self.trend else None) if per_response is None else per_response,
             checkpoints=self.checkpoints, deltas_per_response=self.trend.deltas if self.trend else (),
-            signal=self.signal, detectable_per_response_bytes=round(power.detectable, 1) if power else None,
+            signal=self.signal, detectable_per_response_bytes=self.stated_power,
         )
 
 
@@ -894,9 +900,7 @@ def _with_power(ev: Evidence, growth: Growth | None) -> Growth | None:
     """``growth`` with this evidence's checkpoints and power (``None`` stays ``None``)."""
     if growth is None:
         return None
-    power = ev.power
-    return replace(growth, checkpoints=ev.checkpoints,
-                   detectable_per_response_bytes=round(power.detectable, 1) if power else None)
+    return replace(growth, checkpoints=ev.checkpoints, detectable_per_response_bytes=ev.stated_power)
 
 
 def _no_leak(t: Trend) -> str:

@@ -27,9 +27,10 @@ def json_value(value: Any) -> Any:
 PEAK: Mapping[str, Any] = {"peak": True}
 
 
-def peak_of(sample_field: str) -> Mapping[str, Any]:
-    """The metadata of a :class:`Peaks` field that is the largest reading of ``sample_field`` (``None``: never read)."""
-    return {"sample": sample_field}
+def peak_of(sample_field: str, checkpoint_field: str | None = None) -> Mapping[str, Any]:
+    """The metadata of a :class:`Peaks` field that is the largest reading of ``sample_field`` over the samples (and of
+    ``checkpoint_field`` over the checkpoints); the field's default when nothing was read."""
+    return {"sample": sample_field, "checkpoint": checkpoint_field}
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,11 +220,11 @@ class Peaks(JsonRecord):
     """Peak values of the engine's queues over the samples; a field with :func:`peak_of` metadata is the largest
     reading of its sample field (``core.assemble.peaks_of`` fills it)."""
 
-    max_scheduled: int = 0
-    max_inflight: int = 0
-    max_active_size_bytes: int = 0
-    backout_seconds: float = 0.0
-    max_disk_scheduled: int = 0
+    max_scheduled: int = field(default=0, metadata=peak_of("scheduled", "scheduled"))
+    max_inflight: int = field(default=0, metadata=peak_of("inflight"))
+    max_active_size_bytes: int = field(default=0, metadata=peak_of("active_size_bytes"))
+    backout_seconds: float = 0.0  # the sampled time the scraper spent over its limit (a sum, not a peak)
+    max_disk_scheduled: int = field(default=0, metadata=peak_of("disk_scheduled"))
     max_jobdir_bytes: int | None = field(default=None, metadata=peak_of("jobdir_bytes"))  # None without JOBDIR
     max_media_cached: int | None = field(default=None, metadata=peak_of("media_cached"))  # None without a media pipeline
     max_open_fds: int | None = field(default=None, metadata=peak_of("open_fds"))
