@@ -8,7 +8,9 @@ from collections.abc import Mapping
 from typing import Any
 
 PLAYWRIGHT_HANDLER = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
-#: Where Debian's ``chromium`` package puts the browser; ``CRAWLMEM_CHROMIUM`` overrides it.
+#: The environment variable naming the Chromium to use (an environment variable, not a Scrapy setting).
+CHROMIUM_ENV = "CRAWLMEM_CHROMIUM"
+#: Where Debian's ``chromium`` package puts the browser; ``$CRAWLMEM_CHROMIUM`` overrides it.
 CHROMIUM_CANDIDATES = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
 #: Headless Chromium on a CI box: no GPU process doing software GL, no /dev/shm exhaustion.
 CHROMIUM_ARGS = ("--disable-gpu", "--disable-dev-shm-usage")
@@ -20,10 +22,10 @@ class BrowserNotFound(RuntimeError):
 
 def chromium_path() -> str:
     """Return the installed Chromium: ``$CRAWLMEM_CHROMIUM``, then Debian's paths, then ``chromium`` on PATH."""
-    configured = os.environ.get("CRAWLMEM_CHROMIUM")
+    configured = os.environ.get(CHROMIUM_ENV)
     if configured:
         if not os.access(configured, os.X_OK):
-            raise BrowserNotFound(f"CRAWLMEM_CHROMIUM={configured!r} is not an executable file")
+            raise BrowserNotFound(f"{CHROMIUM_ENV}={configured!r} is not an executable file")
         return configured
     for candidate in CHROMIUM_CANDIDATES:
         if os.access(candidate, os.X_OK):
@@ -32,7 +34,7 @@ def chromium_path() -> str:
     if found:
         return found
     raise BrowserNotFound(
-        "no Chromium found (looked at $CRAWLMEM_CHROMIUM, " + ", ".join(CHROMIUM_CANDIDATES) + " and PATH);"
+        f"no Chromium found (looked at ${CHROMIUM_ENV}, " + ", ".join(CHROMIUM_CANDIDATES) + " and PATH);"
         " install Debian's package: apt-get install chromium"
     )
 
