@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -15,6 +17,8 @@ from pytest_crawlmem.core.budgets import Budgets
 from pytest_crawlmem.core.cluster import ClusterError, ClusterResult, RedisSample, check_cluster, cluster_verdict, parse_kill
 from pytest_crawlmem.core.ledger import LedgerState, settle
 from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.core.replay import ReplayTarget
+from pytest_crawlmem.harness.fixtures import fail_if_replay_found_nothing
 
 needs_redis = pytest.mark.skipif(
     shutil.which("redis-server") is None or importlib.util.find_spec("scrapy_redis") is None,
@@ -385,6 +389,19 @@ def _cluster(workers, samples=(), **ledger) -> ClusterResult:
     settled = settle(_state(**ledger))
     verdict, reason = cluster_verdict(workers, samples, settled)
     return ClusterResult("s", tuple(workers), tuple(samples), settled, verdict, reason, 1.0, redis_peak_memory=2**20)
+
+
+def test_a_replayed_cluster_or_crawl_that_found_none_of_its_urls_fails_naming_the_first_and_its_report():
+    target = ReplayTarget("http://127.0.0.1:1", 1, "/r/shop.har", {"hosts": ["www.shop.example"]})
+    missed = replace(_worker("steady"), replay_misses=2, replay_missed_urls=("https://books.example/", "https://b/2"),
+                     report_dir=Path("/reports/w0"))
+    cluster = replace(_cluster([missed, missed]), report_dir=Path("/reports/cluster"))
+    for result, report in ((missed, "/reports/w0"), (cluster, "/reports/cluster")):
+        with pytest.raises(pytest.fail.Exception, match=rf"answered none of the crawl's 2 requests: the first was"
+                                                        rf" https://books.example/.*; report: {report}"):
+            fail_if_replay_found_nothing(target, result)
+    fail_if_replay_found_nothing(target, replace(cluster, workers=(replace(missed, replay_hits=1),)))
+    fail_if_replay_found_nothing(None, cluster)  # not replayed
 
 
 def test_the_cluster_verdict_is_a_worker_leak_first_then_a_backlog_in_redis():

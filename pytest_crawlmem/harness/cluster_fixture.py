@@ -12,7 +12,6 @@ import pytest
 from ..core.budgets import Budgets, tracemalloc_frames
 from ..core.cluster import ClusterError, ClusterResult, check_cluster, check_worker, cluster_summary, parse_kill
 from ..core.protocols import ClusterFunction
-from ..core.replay import ReplayError, ReplayTarget, check_outcome
 from ..core.stops import INTERRUPTED_MESSAGE
 from ..crawl.runner import CrawlOptions
 from ..reports.cluster_report import write_cluster_report
@@ -20,6 +19,7 @@ from ..reports.report import write_reports
 from .cluster_run import ClusterOptions, run_cluster
 from .fixtures import (
     fail_if_nothing_measured,
+    fail_if_replay_found_nothing,
     fail_if_site_died,
     interrupt_crawls,
     keyword_options,
@@ -89,22 +89,12 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
         summary = cluster_summary(result)
         fail_if_site_died(request, summary)
-        _fail_if_cluster_replay_found_nothing(target, result)
+        fail_if_replay_found_nothing(target, result)
         fail_if_nothing_measured(summary, budgets, session)
         _fail_if_a_worker_failed(result)
         return result
 
     return run
-
-
-def _fail_if_cluster_replay_found_nothing(target: ReplayTarget | None, result: ClusterResult) -> None:
-    """A replayed cluster whose workers found none of their URLs in the recording measured 404 pages: say which."""
-    if target is None:
-        return
-    try:
-        check_outcome(target, result.replay_hits, result.replay_misses, result.replay_missed_urls)
-    except ReplayError as exc:
-        pytest.fail(f"{exc}; report: {result.report_dir}", pytrace=False)
 
 
 def _fail_if_a_worker_failed(result: ClusterResult) -> None:

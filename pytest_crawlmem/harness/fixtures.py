@@ -13,6 +13,7 @@ import pytest
 
 from ..core import stops
 from ..core.budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold, tracemalloc_frames
+from ..core.cluster import ClusterResult
 from ..core.defaults import name_of
 from ..core.growth import AUTO_REPLAY_RESPONSES, auto_replay_copies
 from ..core.keywords import refuse_misspelt
@@ -179,8 +180,8 @@ def _auto_replay_copies(target: ReplayTarget, copies: int | str) -> ReplayTarget
     return replace(target, copies=auto_replay_copies(entries, AUTO_REPLAY_RESPONSES, MAX_COPIES))
 
 
-def _fail_if_replay_found_nothing(target: ReplayTarget | None, result: CrawlResult) -> None:
-    """A replayed crawl that found none of its URLs in the recording measured 404 pages: say which."""
+def fail_if_replay_found_nothing(target: ReplayTarget | None, result: CrawlResult | ClusterResult) -> None:
+    """A replayed crawl (or cluster) that found none of its URLs in the recording measured 404 pages: say which."""
     if target is None:
         return
     try:
@@ -310,7 +311,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         if interrupt.interrupted:  # the report is written: now stop the session as Ctrl-C asked
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
         fail_if_site_died(request, result)
-        _fail_if_replay_found_nothing(target, result)
+        fail_if_replay_found_nothing(target, result)
         fail_if_nothing_measured(result, budgets, session, records[-1] if item.stash.get(SWEEPING_KEY, False) else None)
         _fail_if_every_callback_raised(result)
         _warn_if_only_errors(item, result, session)
