@@ -410,7 +410,7 @@ class Evidence:
     @property
     def stated_power(self) -> float | None:
         """The power a verdict states (``Growth.detectable_per_response_bytes``): None without a trend, and while the
-        crawl runs (a running verdict's figure is read by no one, and its simulation costs 5-10 ms a checkpoint)."""
+        crawl runs (a running verdict's figure is read by no one, and its simulation cost 3-6 ms a checkpoint)."""
         power = self.power
         return round(power.detectable, 1) if power and not self.limits.running else None
 
