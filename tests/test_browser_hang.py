@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
 from browser_source import FORGETFUL_SPIDERS
+from inner_session import side_by_side
 
 from pytest_crawlmem.core.budgets import Budgets
 from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
@@ -34,9 +34,9 @@ GUARD_SECONDS = TIMEOUT_SECONDS + 10 + 60
 BOOKS_SOURCE = (Path(__file__).parents[1] / "examples" / "playwright_books.py").read_text()
 
 
-def write_test(pytester: pytest.Pytester, call: str, *, timeout: int = TIMEOUT_SECONDS) -> None:
-    pytester.makepyfile(forgetful=FORGETFUL_SPIDERS, playwright_books=BOOKS_SOURCE)
-    pytester.makepyfile(test_forgetful=f"""
+def session(call: str, *, timeout: int = TIMEOUT_SECONDS) -> dict[str, str]:
+    """The files of an inner session whose one test runs ``call`` under ``crawl_memory(timeout=...)``."""
+    return {"forgetful.py": FORGETFUL_SPIDERS, "playwright_books.py": BOOKS_SOURCE, "test_forgetful.py": f"""
 import time
 
 import pytest
@@ -51,7 +51,7 @@ def test_it(crawl, fixture_site):
         {call}
     finally:
         print("CRAWL_SECONDS", round(time.monotonic() - started, 1))
-""")
+"""}
 
 
 def forgets_pages(concurrency: int, isolate: bool = False) -> str:
@@ -66,46 +66,57 @@ def forgetful_books(concurrency: int) -> str:
             " base_url=fixture_site.base_url, pages=3)")
 
 
-def run(pytester: pytest.Pytester) -> tuple[pytest.RunResult, float]:
-    started = time.monotonic()
-    outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=GUARD_SECONDS)
-    return outcome, time.monotonic() - started
-
-
 def crawl_seconds(outcome: pytest.RunResult) -> float:
     found = re.search(r"CRAWL_SECONDS (\d+(?:\.\d+)?)", outcome.stdout.str())
     assert found, outcome.stdout.str()
     return float(found.group(1))
 
 
-def report_of(pytester: pytest.Pytester) -> dict:
-    return json.loads((pytester.path / ".crawlmem" / "test_forgetful.py__test_it" / "report.json").read_text())
+def report_of(directory: Path) -> dict:
+    return json.loads((directory / ".crawlmem" / "test_forgetful.py__test_it" / "report.json").read_text())
+
+
+#: Every crawl of this module that never closes its pages: ``{name: (call, its timeout)}``. They run side by side, each
+#: in its own pytest session, since each mostly waits (for its stall check, or for its timeout): one after the other
+#: they held a worker for 55 s, 25 s of it CPU (at most PARALLEL at a time: 22 s).
+HANGS = {
+    "stall-off": ("crawl(ForgetfulBooksSpider, settings=books_settings(8, CRAWLMEM_STALL_SECONDS=3600),"
+                  " base_url=fixture_site.base_url, pages=3)", STALL_OFF_TIMEOUT_SECONDS),
+    **{f"books-{concurrency}": (forgetful_books(concurrency), TIMEOUT_SECONDS) for concurrency in (4, 8, 32)},
+    "forgets-pages": (forgets_pages(8), TIMEOUT_SECONDS),
+    "forgets-pages-isolated": (forgets_pages(8, isolate=True), TIMEOUT_SECONDS),
+}
+#: Sessions at a time: the waits overlap, and a crawl's own time (what the tests bound) stays near its time alone.
+PARALLEL = 3
+
+
+@pytest.fixture
+def hangs(pytester: pytest.Pytester) -> dict[str, tuple[pytest.RunResult, Path]]:
+    return side_by_side(pytester, {name: session(call, timeout=timeout) for name, (call, timeout) in HANGS.items()},
+                        "-s", parallel=PARALLEL, timeout=GUARD_SECONDS)
 
 
 @pytest.mark.parametrize("concurrency", [4, 8, 32])
-def test_the_published_example_without_page_close_ends_by_its_timeout_and_names_the_callback(pytester, concurrency):
-    write_test(pytester, forgetful_books(concurrency))
-    outcome, _ = run(pytester)
+def test_the_published_example_without_page_close_ends_by_its_timeout_and_names_the_callback(hangs, concurrency):
+    outcome, directory = hangs[f"books-{concurrency}"]
     outcome.assert_outcomes(failed=1)
     assert crawl_seconds(outcome) <= TIMEOUT_SECONDS + 10
     outcome.stdout.fnmatch_lines(["*pages handed to callbacks (playwright_include_page=True) were never closed by"
                                   " ForgetfulBooksSpider.parse_book*"])
-    assert report_of(pytester)["result"]["finish_reason"] == "crawlmem_unclosed_pages"
+    assert report_of(directory)["result"]["finish_reason"] == "crawlmem_unclosed_pages"
 
 
-def test_a_crawl_that_never_closes_its_pages_ends_by_its_timeout_and_names_the_callback(pytester):
-    write_test(pytester, forgets_pages(8))
-    outcome, _ = run(pytester)
+def test_a_crawl_that_never_closes_its_pages_ends_by_its_timeout_and_names_the_callback(hangs):
+    outcome, directory = hangs["forgets-pages"]
     outcome.assert_outcomes(failed=1)
     assert crawl_seconds(outcome) <= TIMEOUT_SECONDS + 10
     outcome.stdout.fnmatch_lines(["*pages handed to callbacks (playwright_include_page=True) were never closed by"
                                   " ForgetsPages.parse*request(s) waited for one*"])
-    assert report_of(pytester)["result"]["finish_reason"] == "crawlmem_unclosed_pages"
+    assert report_of(directory)["result"]["finish_reason"] == "crawlmem_unclosed_pages"
 
 
-def test_an_isolated_crawl_that_never_closes_its_pages_ends_by_its_timeout_and_names_the_callback(pytester):
-    write_test(pytester, forgets_pages(8, isolate=True))
-    outcome, _ = run(pytester)
+def test_an_isolated_crawl_that_never_closes_its_pages_ends_by_its_timeout_and_names_the_callback(hangs):
+    outcome, _ = hangs["forgets-pages-isolated"]
     outcome.assert_outcomes(failed=1)
     assert crawl_seconds(outcome) <= TIMEOUT_SECONDS + 10
     outcome.stdout.fnmatch_lines(["*pages handed to callbacks (playwright_include_page=True) were never closed by"
@@ -131,14 +142,12 @@ def test_a_killed_isolated_crawl_names_the_stop_it_was_carrying_out(tmp_path):
     assert "ForgetsPages.parse" in result.stopped_because
 
 
-def test_with_the_stall_check_off_the_timeout_alone_ends_a_crawl_that_never_closes_its_pages(pytester):
+def test_with_the_stall_check_off_the_timeout_alone_ends_a_crawl_that_never_closes_its_pages(hangs):
     """No stall to stop it: the timeout's stop escalates (pages, contexts, the browser) and the crawl still ends in
     time, the pages left open named."""
-    write_test(pytester, "crawl(ForgetfulBooksSpider, settings=books_settings(8, CRAWLMEM_STALL_SECONDS=3600),"
-                         " base_url=fixture_site.base_url, pages=3)", timeout=STALL_OFF_TIMEOUT_SECONDS)
-    outcome, _ = run(pytester)
+    outcome, directory = hangs["stall-off"]
     outcome.assert_outcomes(failed=1)
     assert crawl_seconds(outcome) <= STALL_OFF_TIMEOUT_SECONDS + 10
     outcome.stdout.fnmatch_lines(["*pages handed to callbacks (playwright_include_page=True) were still open when the"
                                   " spider closed*", f"*still running after {STALL_OFF_TIMEOUT_SECONDS} s, the budget timeout*"])
-    assert report_of(pytester)["result"]["finish_reason"] == "crawlmem_timeout"
+    assert report_of(directory)["result"]["finish_reason"] == "crawlmem_timeout"
