@@ -170,6 +170,17 @@ def test_suspicion_needs_a_leaky_trend_over_four_checkpoints_after_150_responses
     assert not suspicious([c for c in series(2000, lambda n: 0) if c.responses <= 1000])
 
 
+def test_a_short_crawl_is_short_of_strong_points_until_four_follow_its_warm_up():
+    from pytest_crawlmem.core.growth import short_of_strong_points
+
+    leaky = series(2000, lambda n: n * 8000)
+    assert short_of_strong_points([c for c in leaky if c.responses <= 100])  # 50, 75, 100: three
+    assert not short_of_strong_points([c for c in leaky if c.responses <= 125])  # and 125
+    assert not short_of_strong_points(leaky)  # the regular trend's four after 150 responses
+    undrained = [replace(c, drained=False) if c.responses == 75 else c for c in leaky if c.responses <= 125]
+    assert short_of_strong_points(undrained)  # an undrained checkpoint is no point
+
+
 def test_native_growth_that_tracemalloc_cannot_see_is_caught_by_the_heap_signal():
     native = [
         Checkpoint(responses=c.responses, t_seconds=c.t_seconds, rss_bytes=c.rss_bytes,

@@ -49,6 +49,26 @@ while planned < 2000:
 print(json.dumps({"steps": steps, "errors": recording.errors}))
 '''
 
+SHORT_WINDOW_SCRIPT = '''
+import json, tracemalloc
+from pytest_crawlmem.core.models import Checkpoint
+from pytest_crawlmem.crawl.attribution import AttributionWindow
+from pytest_crawlmem.crawl.recording import Recording
+
+BASE = 100 * 2**20
+recording = Recording(None)
+window = AttributionWindow(recording, frames=1, max_responses=100, enabled=True, leak_per_response=1024)
+steps = []
+for at, scheduled in [(0, 34), (34, 58), (58, 82), (90, 114), (114, 138), (138, 162)]:  # a 147-response crawl's layout
+    checkpoint = Checkpoint(responses=at, t_seconds=at / 100, rss_bytes=BASE + 5120 * at, heap_bytes=BASE + 5120 * at,
+                            traced_bytes=None, scheduled=0, allocated_blocks=0)
+    recording.add_checkpoint(checkpoint)
+    planned = window.at_checkpoint(None, checkpoint, scheduled)
+    steps.append({"at": at, "scheduled": scheduled, "next": planned, "open": window.is_open,
+                  "tracing": tracemalloc.is_tracing()})
+print(json.dumps({"steps": steps, "errors": recording.errors}))
+'''
+
 
 def run(script: str) -> Any:
     """Run a script in a fresh interpreter and return the JSON it prints."""
@@ -91,3 +111,13 @@ def test_the_window_opens_once_on_a_leaky_crawl_closes_halfway_and_the_schedule_
     assert [s["owns_tracing"] for s in steps] == [s["open"] for s in steps]
     assert all(s["next"] == s["scheduled"] for s in steps if not s["open"] and s is not closing)
     assert out["errors"] == []
+
+
+@pytest.mark.slow  # starts a crawl or a browser in a subprocess of its own
+def test_a_short_crawls_window_waits_for_the_fourth_strong_checkpoint_and_keeps_the_schedule():
+    """5 KiB/response from the start looks leaky at 114 responses (58, 90, 114 after the strong warm-up), but the short
+    crawl's verdict needs a fourth point: the window opens at 138, and 114's next checkpoint is the scheduled one."""
+    steps = {s["at"]: s for s in run(SHORT_WINDOW_SCRIPT)["steps"]}
+    assert not any(s["open"] or s["tracing"] for at, s in steps.items() if at <= 114), steps
+    assert steps[114]["next"] == 138
+    assert steps[138]["open"] and steps[138]["tracing"], steps

@@ -332,6 +332,27 @@ def _rising_objects(judged: Sequence[Checkpoint]) -> dict[str, int]:
     return rising
 
 
+#: Until TREND_MIN_POINTS drained checkpoints lie past this many responses, suspicion reads the strong trend.
+SUSPICION_WARMUP_RESPONSES = 150
+
+
+def _suspicion_points(checkpoints: Sequence[Checkpoint]) -> tuple[list[Checkpoint], bool]:
+    """The drained, untraced checkpoints suspicion reads (one a count), and whether they are the strong trend's."""
+    drained = [c for c in checkpoints if c.drained and not c.tracer_bytes]
+    drained = list({c.responses: c for c in drained}.values())  # one point a count: the last reading of equal counts
+    warm = [c for c in drained if c.responses >= SUSPICION_WARMUP_RESPONSES]
+    strong = len(warm) < TREND_MIN_POINTS
+    return ([c for c in drained if c.responses >= STRONG_WARMUP_RESPONSES] if strong else warm), strong
+
+
+def short_of_strong_points(checkpoints: Sequence[Checkpoint]) -> bool:
+    """Whether a short crawl's strong trend still lacks points: fewer than TREND_MIN_POINTS drained checkpoints after
+    its warm-up. An attribution window opened now would take the room of the checkpoint the strong rule needs (a
+    147-response ``request.meta`` chain, whose close releases what it kept, had 3 and read ``inconclusive``)."""
+    points, strong = _suspicion_points(checkpoints)
+    return strong and len(points) < TREND_MIN_POINTS
+
+
 def suspicious(checkpoints: Sequence[Checkpoint], leak_per_response: int = DEFAULT_LEAK_PER_RESPONSE) -> bool:
     """Whether the crawl so far looks like a leak: worth tracing allocations from here on.
 
@@ -340,11 +361,7 @@ def suspicious(checkpoints: Sequence[Checkpoint], leak_per_response: int = DEFAU
     responses, the last points after 50 responses (at least three) grew at STRONG_FACTOR x the threshold (a leak the
     strong trend will judge in a short crawl).
     """
-    drained = [c for c in checkpoints if c.drained and not c.tracer_bytes]
-    drained = list({c.responses: c for c in drained}.values())  # one point a count: the last reading of equal counts
-    warm = [c for c in drained if c.responses >= 150]
-    strong = len(warm) < TREND_MIN_POINTS
-    points = [c for c in drained if c.responses >= STRONG_WARMUP_RESPONSES] if strong else warm
+    points, strong = _suspicion_points(checkpoints)
     if len(points) < 3:
         return False
     picked = _signal(points)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..core.growth import BLOCK_BYTES, suspicious, window_residue
+from ..core.growth import BLOCK_BYTES, short_of_strong_points, suspicious, window_residue
 from ..core.models import Checkpoint, GrowthSite, Holder
 from ..core.sites import KeptEvidence, keeping_first, net_of_queue
 from . import probes
@@ -62,6 +62,7 @@ class AttributionWindow:
         self._queued: dict[str, int] = {}  # the scheduler's share of the growth sites when the window closed
         self._opening: list[Checkpoint] = []  # the checkpoint that opened the window and the one before it
         self._lengths: Lengths = {}
+        self._lengths_at: int | None = None  # the response count the containers were measured at (before tracing)
         self._traced_at_open: int | None = None  # tracemalloc's figure at the opening checkpoint (0: tracing starts)
         self._close_at = 0  # the response count the window closes at, when it has a middle checkpoint
         self._middle: tuple[int, int | None, int] | None = None  # responses, traced bytes, queued bytes in the middle
@@ -98,11 +99,18 @@ class AttributionWindow:
             # the window's extra checkpoint does not shift the schedule
             return self._resume_at if self._resume_at > checkpoint.responses else next_checkpoint
         if not (self.enabled and suspicious(self.recording.checkpoints, self.leak_per_response)):
+            self._lengths, self._lengths_at = {}, None  # a deferred opening that no longer looks leaky
             return next_checkpoint
-        try:  # before tracing starts: the walk's own allocations are not traced (a traced walk ran ~10x slower)
-            self._lengths = container_lengths(_holder_roots(crawler)[0])
-        except Exception as exc:  # evidence, never a reason to break the crawl
-            self.recording.add_error(f"measuring containers failed: {exc!r}")
+        if self._lengths_at is None:
+            try:  # before tracing starts: the walk's own allocations are not traced (a traced walk ran ~10x slower)
+                self._lengths = container_lengths(_holder_roots(crawler)[0])
+            except Exception as exc:  # evidence, never a reason to break the crawl
+                self.recording.add_error(f"measuring containers failed: {exc!r}")
+            self._lengths_at = checkpoint.responses
+        if not tracemalloc.is_tracing() and short_of_strong_points(self.recording.checkpoints):
+            # tracing waits for the scheduled checkpoint the short crawl's verdict still needs; the containers measured
+            # here keep the holders' span (their tracebacks need only the newest entries traced)
+            return next_checkpoint
         if tracemalloc.is_tracing():
             self._snapshots = [take_snapshot()]
             self._traced_at_open = checkpoint.traced_bytes
@@ -184,7 +192,7 @@ class AttributionWindow:
         window, the line that keeps the first, and the growth sites led by that line."""
         if not self._responses:
             return
-        window = responses - self._responses[0]
+        window = responses - (self._responses[0] if self._lengths_at is None else self._lengths_at)
         try:
             sites = [site.location for site in self.growth_sites]
             roots, library = _holder_roots(crawler)
@@ -210,7 +218,7 @@ class AttributionWindow:
                 self.kept = replace(self.kept, kept_per_response=self.growth_sites[0].bytes_per_response)
         except Exception as exc:  # evidence, never a reason to break the crawl
             self.recording.add_error(f"finding holders failed: {exc!r}")
-        self._lengths = {}
+        self._lengths, self._lengths_at = {}, None
 
     def _traced_growth(self, responses: int, traced: int | None) -> tuple[int, int | None]:
         """Responses and what tracemalloc saw grow over them, net of the scheduler's queue: from the window's middle
