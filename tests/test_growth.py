@@ -577,3 +577,59 @@ def test_a_short_crawls_strong_trend_leaves_out_a_close_that_let_go_of_what_its_
     # a close that released nothing is judged with the rest (the running rule stays out)
     held = [*META_CHAIN_147[:-1], (147, 57316880 + 9 * 4200, 0, 0, 0)]
     assert "left out of the trend" not in analyze(window_series(held)).reason
+
+
+def recorded(rows):
+    """Checkpoints from ``benchmarks/detection.py --json`` rows: responses, heap estimate, queued, drained, tracer
+    bytes, window residue (as benchmarks/rejudge.py reads them)."""
+    return [Checkpoint(responses=n, t_seconds=n / 100, rss_bytes=heap, heap_bytes=heap + tracer + residue,
+                       traced_bytes=None, scheduled=queued, allocated_blocks=0, tracer_bytes=tracer,
+                       plugin_bytes=residue, drained=drained)
+            for n, heap, queued, drained, tracer, residue in rows]
+
+
+#: A cache filling over its first 300 responses, 609 responses (detection-s20/clean.json): the attribution window
+#: opened at 258 as the cache filled (2.1 KiB/response) and closed at 370 after it was full; read retained-objects.
+FILLING_CACHE = [[0, 68238752, 0, True, 0, 0], [34, 68411184, 30, True, 0, 0], [58, 68499568, 48, True, 0, 0],
+                 [90, 68585712, 58, True, 0, 0], [114, 68629936, 55, True, 0, 0], [138, 68669184, 52, True, 0, 0],
+                 [162, 68711456, 49, True, 0, 0], [186, 68720288, 46, True, 0, 0], [210, 68762208, 43, True, 0, 0],
+                 [234, 68836016, 61, True, 0, 0], [258, 68906048, 58, True, 0, 0], [322, 69530304, 57, True, 409168, 0],
+                 [370, 70047024, 51, True, 567216, 0], [491, 69216954, 56, True, 0, 220022],
+                 [609, 69250858, 0, True, 0, 220022]]
+#: A dict two levels below the spider keeping 1 KiB a product over 609 responses (detection-s20/grid-1k600.json).
+NESTED_1K = [[0, 68223264, 0, True, 0, 0], [34, 68385328, 30, True, 0, 0], [58, 68398784, 27, True, 0, 0],
+             [90, 68478400, 37, True, 0, 0], [114, 68507360, 34, True, 0, 0], [138, 68538512, 31, True, 0, 0],
+             [162, 68545520, 28, True, 0, 0], [186, 68572000, 25, True, 0, 0], [210, 68603376, 22, True, 0, 0],
+             [232, 68631392, 21, True, 0, 0], [290, 69238464, 26, True, 400400, 0], [346, 69857664, 33, True, 574512, 0],
+             [452, 68935653, 32, True, 0, 408539], [599, 69064613, 10, True, 0, 408539],
+             [609, 69061509, 0, True, 0, 408539]]
+#: A history list passed on in request.meta, 1 KiB a product over 609 responses: its close released the chain.
+META_1K = [[0, 75880128, 0, True, 0, 0], [34, 76015024, 30, True, 0, 0], [58, 76048336, 27, True, 0, 0],
+           [90, 76124528, 37, True, 0, 0], [114, 76131360, 34, True, 0, 0], [138, 76168880, 31, True, 0, 0],
+           [162, 76202448, 28, True, 0, 0], [181, 76223744, 30, True, 0, 0], [213, 76316384, 40, True, 0, 0],
+           [237, 76333232, 37, True, 0, 0], [261, 76336048, 34, True, 0, 0], [285, 76388896, 31, True, 0, 0],
+           [309, 76420144, 28, True, 0, 0], [411, 76588544, 31, True, 0, 0], [475, 77193264, 30, True, 405200, 0],
+           [523, 77714736, 24, True, 567440, 0], [609, 76183939, 0, True, 0, 289341]]
+
+
+def test_a_window_that_outlasted_a_filling_cache_has_its_residue_taken_at_the_later_rate():
+    from pytest_crawlmem.core.growth import residue_after_rates
+
+    checkpoints = recorded(FILLING_CACHE)
+    corrected = residue_after_rates(checkpoints, DEFAULT_LEAK_PER_RESPONSE)
+    after = [c.plugin_bytes for c in corrected if c.plugin_bytes]
+    assert len(set(after)) == 1 and after[0] > 220022 + 150 * 1024  # ~2 KiB/response over the window's 112 responses
+    assert [c.plugin_bytes for c in corrected[:13]] == [c.plugin_bytes for c in checkpoints[:13]]  # before: untouched
+    growth = analyze(checkpoints)
+    assert growth.verdict == "steady"
+    assert growth.checkpoints == tuple(checkpoints)  # reported as measured: judging them again corrects once
+    assert analyze(growth.checkpoints).verdict == "steady"
+
+
+def test_a_leak_keeps_its_residue_and_its_verdict():
+    from pytest_crawlmem.core.growth import residue_after_rates
+
+    for rows in (NESTED_1K, META_1K):  # the chain's close fell 1.5 MiB below the window: no rate of its crawl
+        checkpoints = recorded(rows)
+        assert residue_after_rates(checkpoints, DEFAULT_LEAK_PER_RESPONSE) == checkpoints
+        assert analyze(checkpoints).verdict == "retained-objects"

@@ -238,6 +238,46 @@ def window_residue(opening: Sequence[Checkpoint], after: int, traced: int | None
     return int(min(max(0.0, after - base - crawl), WINDOW_RESIDUE_CAP))
 
 
+#: The drained checkpoints after an attribution window must span this many responses to correct its residue.
+POST_WINDOW_MIN_RESPONSES = 60
+#: ... and have grown this many times ``leak_per_response`` slower than before it.
+POST_WINDOW_SLOWED = 1.5
+
+
+def residue_after_rates(checkpoints: Sequence[Checkpoint], leak_per_response: int) -> list[Checkpoint]:
+    """The checkpoints, the attribution window's residue corrected when the crawl grew slower after the window.
+
+    The residue (:func:`window_residue`) takes the crawl's own growth in the window at the rate before it. A crawl
+    whose growth stopped in the window (a cache that filled up there) grew less, so the residue came out too small and
+    every later checkpoint sat higher by the difference. When the drained checkpoints after the window span
+    POST_WINDOW_MIN_RESPONSES or more and grew ``leak_per_response`` or more slower than the five before it (a change
+    no leak's noise makes: a leak keeps its rate), the window's growth is taken at the later rate (at least 0); the
+    residue is a level shift, so the later rate does not depend on it.
+    """
+    after = [k for k, c in enumerate(checkpoints) if c.plugin_bytes and not c.tracer_bytes]
+    if not after:
+        return list(checkpoints)
+    first = after[0]
+    residue = checkpoints[first].plugin_bytes
+    opening = [c for c in checkpoints[:first] if not c.tracer_bytes and c.drained and heap_estimate(c) is not None][-5:]
+    traced = [c for c in checkpoints[:first] if c.tracer_bytes]
+    later = list({c.responses: c for c in (checkpoints[k] for k in after)
+                  if c.drained and c.plugin_bytes == residue}.values())
+    if len(later) >= 2 and (heap_estimate(later[-1]) or 0) < (heap_estimate(later[-2]) or 0) - RELEASE_MIN_BYTES:
+        later = later[:-1]  # a close that released what the crawl's requests kept says nothing of the rate
+    if len(opening) < 2 or len(later) < 2 or later[-1].responses - later[0].responses < POST_WINDOW_MIN_RESPONSES:
+        return list(checkpoints)
+    rate_before = slope_only([float(c.responses) for c in opening], [float(heap_estimate(c) or 0) for c in opening])
+    rate_after = slope_only([float(c.responses) for c in later], [float(heap_estimate(c) or 0) for c in later])
+    slowed = max(rate_before, 0.0) - max(rate_after, 0.0)
+    if slowed < POST_WINDOW_SLOWED * leak_per_response:
+        return list(checkpoints)
+    span = (traced[-1].responses if traced else checkpoints[first].responses) - opening[-1].responses
+    corrected = int(min(residue + slowed * span, max(residue, WINDOW_RESIDUE_CAP)))
+    return [replace(c, plugin_bytes=corrected) if k >= first and c.plugin_bytes == residue else c
+            for k, c in enumerate(checkpoints)]
+
+
 def _signal(checkpoints: Sequence[Checkpoint]) -> tuple[str, list[int]] | None:
     """Pick the memory figure to judge by: traced memory if every checkpoint has it, else heap."""
     if checkpoints and all(c.traced_bytes is not None for c in checkpoints):
@@ -413,6 +453,9 @@ class Evidence:
     download_excess: ExcessSummary | None = None
     released_at_close: int = 0  # bytes the close released beyond the queue (0: none measured)
     close_left_out: bool = False  # the trend is the running checkpoints' (the close released, or ended a window)
+    #: the checkpoints as measured (``checkpoints`` has the window's residue corrected: residue_after_rates); what the
+    #: verdict reports, so judging a report's checkpoints again corrects once
+    recorded: tuple[Checkpoint, ...] = ()
 
     @property
     def total(self) -> int:
@@ -446,7 +489,7 @@ class Evidence:
         return Growth(
             verdict=verdict, reason=reason, rule=rule,
             per_response_bytes=(self.trend.net_slope if self.trend else None) if per_response is None else per_response,
-            checkpoints=self.checkpoints, deltas_per_response=self.trend.deltas if self.trend else (),
+            checkpoints=self.recorded or self.checkpoints, deltas_per_response=self.trend.deltas if self.trend else (),
             signal=self.signal, detectable_per_response_bytes=self.stated_power,
         )
 
@@ -455,6 +498,8 @@ def gather(
     checkpoints: Sequence[Checkpoint], samples: Sequence[Sample], limits: Limits, **context: object,
 ) -> Evidence:
     """Build the :class:`Evidence` of one crawl (``context``: the media summary, sizes, held objects...)."""
+    recorded = tuple(checkpoints)
+    checkpoints = residue_after_rates(checkpoints, limits.leak_per_response)
     judged = judged_checkpoints(checkpoints)
     untraced = [c for c in checkpoints if not c.tracer_bytes] if not all(c.tracer_bytes for c in checkpoints) else checkpoints
     whole = _signal(untraced)
@@ -502,7 +547,7 @@ def gather(
         checkpoints=tuple(checkpoints), samples=samples, limits=limits, judged=judged, signal=signal, values=values,
         credit=credit, trend=trend, strong=strong, spans=spans, rising=_rising_objects(judged) if trend else {},
         browser=browser_growth(checkpoints, limits.browser_per_page), released_at_close=released,
-        close_left_out=bool(running) or close_left_out,
+        close_left_out=bool(running) or close_left_out, recorded=recorded,
         **context,  # type: ignore[arg-type]
     )
 
@@ -604,7 +649,7 @@ def _short_browser(ev: Evidence) -> Growth | None:
     if ev.trend is not None or ev.browser is None:
         return None
     note = "" if ev.browser.verdict != V.STEADY else f"; Python's own memory is not judged: {_too_few(ev)}"
-    return replace(ev.browser, reason=ev.browser.reason + note, checkpoints=ev.checkpoints)
+    return replace(ev.browser, reason=ev.browser.reason + note, checkpoints=ev.recorded or ev.checkpoints)
 
 
 def _short_steady(ev: Evidence) -> Growth | None:
@@ -917,7 +962,7 @@ def _with_power(ev: Evidence, growth: Growth | None) -> Growth | None:
     """``growth`` with this evidence's checkpoints and power (``None`` stays ``None``)."""
     if growth is None:
         return None
-    return replace(growth, checkpoints=ev.checkpoints, detectable_per_response_bytes=ev.stated_power)
+    return replace(growth, checkpoints=ev.recorded or ev.checkpoints, detectable_per_response_bytes=ev.stated_power)
 
 
 def _no_leak(t: Trend) -> str:
