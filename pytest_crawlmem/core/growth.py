@@ -250,9 +250,11 @@ def residue_after_rates(checkpoints: Sequence[Checkpoint], leak_per_response: in
     The residue (:func:`window_residue`) takes the crawl's own growth in the window at the rate before it. A crawl
     whose growth stopped in the window (a cache that filled up there) grew less, so the residue came out too small and
     every later checkpoint sat higher by the difference. When the drained checkpoints after the window span
-    POST_WINDOW_MIN_RESPONSES or more and grew ``leak_per_response`` or more slower than the five before it (a change
-    no leak's noise makes: a leak keeps its rate), the window's growth is taken at the later rate (at least 0); the
-    residue is a level shift, so the later rate does not depend on it.
+    POST_WINDOW_MIN_RESPONSES or more and grew POST_WINDOW_SLOWED x ``leak_per_response`` or more slower than the five
+    before it (a leak keeps its rate; at 1x, 1 KiB/product keepers whose later rate fell by noise lost their verdict),
+    the window's growth is taken at the later rate (at least 0), at most WINDOW_RESIDUE_CAP of residue in all. The
+    residue is a level shift, so the later rate does not depend on it; a close that released RELEASE_MIN_BYTES (a
+    ``request.meta`` chain let go of) is left out of that rate.
     """
     after = [k for k, c in enumerate(checkpoints) if c.plugin_bytes and not c.tracer_bytes]
     if not after:

@@ -1,6 +1,7 @@
 """The attribution window: a short traced stretch of a crawl that looks leaky, and what it finds (crawl process).
 
-Opened at a drained checkpoint when the checkpoints so far look like a leak (``growth.suspicious``), closed two extra
+Opened at a drained checkpoint when the checkpoints so far look like a leak (``growth.suspicious``; in a short crawl
+whose strong trend still lacks a point, one scheduled checkpoint later, the containers measured already), closed two extra
 checkpoints later (the middle one: tracemalloc's growth from there, net of the queue, is the crawl's Python-level
 growth, compared with the heap's to tell native memory). Snapshots at all three give the growth sites
 (``snapshots.growing_sites``); the containers that grew in between are the holders (``holders.find_keepers``, read
