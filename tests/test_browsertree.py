@@ -246,6 +246,7 @@ def test_a_process_read_mid_exec_is_classified_again_once_its_command_line_is_th
         while mid_exec:  # the walk that first reads it (a loaded machine's children file can miss a fresh child once)
             assert child.pid not in discover_browser_tree(known=known)  # mid exec: nothing tells what it is yet
             assert time.monotonic() < deadline, "the walk never read the child"
+            time.sleep(0.01)
         assert discover_browser_tree(known=known).get(child.pid) == "browser"
     finally:
         child.kill()

@@ -117,7 +117,9 @@ def test_the_window_opens_once_on_a_leaky_crawl_closes_halfway_and_the_schedule_
 def test_a_short_crawls_window_waits_for_the_fourth_strong_checkpoint_and_keeps_the_schedule():
     """5 KiB/response from the start looks leaky at 114 responses (58, 90, 114 after the strong warm-up), but the short
     crawl's verdict needs a fourth point: the window opens at 138, and 114's next checkpoint is the scheduled one."""
-    steps = {s["at"]: s for s in run(SHORT_WINDOW_SCRIPT)["steps"]}
+    out = run(SHORT_WINDOW_SCRIPT)
+    steps = {s["at"]: s for s in out["steps"]}
     assert not any(s["open"] or s["tracing"] for at, s in steps.items() if at <= 114), steps
     assert steps[114]["next"] == 138
     assert steps[138]["open"] and steps[138]["tracing"], steps
+    assert out["errors"] == []  # the containers measured at 114, before tracing, without a complaint
