@@ -626,6 +626,33 @@ def test_a_window_that_outlasted_a_filling_cache_has_its_residue_taken_at_the_la
     assert analyze(growth.checkpoints).verdict == "steady"
 
 
+#: The same cache beside a CPU hog (session 20): its window closed at 425, 45 drained responses before the close, too few to
+#: read the later rate from; the residue came out at 61 KiB (the rate before the window, 2 KiB/response, taken for the
+#: crawl's growth in it) and the crawl read ``retained-objects`` (1.0 KiB/response at 95%).
+FILLING_CACHE_LATE_WINDOW = [
+    [0, 67830640, 0, True, 0, 0], [34, 68027264, 30, True, 0, 0], [65, 68085888, 41, True, 0, 0],
+    [89, 68131584, 38, True, 0, 0], [113, 68165968, 35, True, 0, 0], [137, 68207616, 32, True, 0, 0],
+    [161, 68250000, 29, True, 0, 0], [185, 68293840, 26, True, 0, 0], [215, 68340448, 38, True, 0, 0],
+    [233, 68379872, 41, True, 0, 0], [265, 68495264, 51, True, 0, 0], [289, 68531104, 48, True, 0, 0],
+    [313, 68576528, 45, True, 0, 0], [377, 69091376, 44, True, 407792, 0], [425, 69617792, 38, True, 569008, 0],
+    [564, 68915713, 45, True, 0, 62223], [609, 68812401, 0, True, 0, 62223]]
+
+
+def test_a_window_residue_under_the_floor_is_taken_at_the_floor_when_too_few_checkpoints_follow_it():
+    from pytest_crawlmem.core.growth import WINDOW_RESIDUE_FLOOR, residue_after_rates
+
+    checkpoints = recorded(FILLING_CACHE_LATE_WINDOW)
+    corrected = residue_after_rates(checkpoints, DEFAULT_LEAK_PER_RESPONSE)
+    assert [c.plugin_bytes for c in corrected[-2:]] == [WINDOW_RESIDUE_FLOOR] * 2
+    assert corrected[:-2] == checkpoints[:-2]
+    growth = analyze(checkpoints)
+    assert growth.verdict == "steady", growth.reason
+    assert growth.checkpoints == tuple(checkpoints)  # reported as measured
+    # the floor is what decided: at the residue measured, the same checkpoints read a leak
+    floorless = [replace(c, heap_bytes=c.heap_bytes - c.plugin_bytes, plugin_bytes=0) for c in checkpoints]
+    assert analyze(floorless).verdict == "retained-objects"
+
+
 def test_a_leak_keeps_its_residue_and_its_verdict():
     from pytest_crawlmem.core.growth import residue_after_rates
 

@@ -88,6 +88,12 @@ DEFAULT_BROWSER_PER_PAGE = 1024 * 1024
 #: The most an attribution window's residue may take off the heap signal. Measured: 410-560 KiB of malloc'd memory
 #: stays in use after tracemalloc.stop() on a clean catalog crawl (8 frames, an 85-responses window).
 WINDOW_RESIDUE_CAP = 1024 * 1024
+#: The least an attribution window's residue is taken as. Measured on the windows of 89 clean crawls of
+#: benchmarks/detection.py (sessions 17-20): 95% left 161 KiB or more; the three that left less (60-115 KiB) were caches
+#: that stopped filling inside the window, so the rate before it overstated the crawl's growth in it and the residue
+#: came out too small; one of them, its window 45 responses before the end, read ``retained-objects``. Leaky crawls'
+#: windows left 129 KiB or more in 90% of 578, and none of them changes verdict at this floor (nor at 192 KiB).
+WINDOW_RESIDUE_FLOOR = 160 * 1024
 #: Mean size of a pymalloc block in a Scrapy process (sys._debugmallocstats: 95.7 B).
 BLOCK_BYTES = 96
 #: downloader-activity: sampled RSS this far (median) above the drained level around it. Measured: clean crawls
@@ -254,11 +260,23 @@ def residue_after_rates(checkpoints: Sequence[Checkpoint], leak_per_response: in
     before it (a leak keeps its rate; at 1x, 1 KiB/product keepers whose later rate fell by noise lost their verdict),
     the window's growth is taken at the later rate (at least 0), at most WINDOW_RESIDUE_CAP of residue in all. The
     residue is a level shift, so the later rate does not depend on it; a close that released RELEASE_MIN_BYTES (a
-    ``request.meta`` chain let go of) is left out of that rate.
+    ``request.meta`` chain let go of) is left out of that rate. A residue under WINDOW_RESIDUE_FLOOR is taken as the
+    floor: that little was left only where the crawl's growth stopped in the window (when the checkpoints after it are
+    too few to show the slower rate, the floor is what stands).
     """
     after = [k for k, c in enumerate(checkpoints) if c.plugin_bytes and not c.tracer_bytes]
     if not after:
         return list(checkpoints)
+    first = after[0]
+    residue = checkpoints[first].plugin_bytes
+    least = max(_residue_at_later_rate(checkpoints, after, leak_per_response), WINDOW_RESIDUE_FLOOR)
+    return [replace(c, plugin_bytes=least) if k >= first and c.plugin_bytes == residue else c
+            for k, c in enumerate(checkpoints)] if least > residue else list(checkpoints)
+
+
+def _residue_at_later_rate(checkpoints: Sequence[Checkpoint], after: Sequence[int], leak_per_response: int) -> int:
+    """The window's residue, its growth taken at the rate after it when that rate is known and slower (see
+    :func:`residue_after_rates`; ``after``: the indexes of the checkpoints after the window)."""
     first = after[0]
     residue = checkpoints[first].plugin_bytes
     opening = [c for c in checkpoints[:first] if not c.tracer_bytes and c.drained and heap_estimate(c) is not None][-5:]
@@ -268,16 +286,14 @@ def residue_after_rates(checkpoints: Sequence[Checkpoint], leak_per_response: in
     if len(later) >= 2 and (heap_estimate(later[-1]) or 0) < (heap_estimate(later[-2]) or 0) - RELEASE_MIN_BYTES:
         later = later[:-1]  # a close that released what the crawl's requests kept says nothing of the rate
     if len(opening) < 2 or len(later) < 2 or later[-1].responses - later[0].responses < POST_WINDOW_MIN_RESPONSES:
-        return list(checkpoints)
+        return residue
     rate_before = slope_only([float(c.responses) for c in opening], [float(heap_estimate(c) or 0) for c in opening])
     rate_after = slope_only([float(c.responses) for c in later], [float(heap_estimate(c) or 0) for c in later])
     slowed = max(rate_before, 0.0) - max(rate_after, 0.0)
     if slowed < POST_WINDOW_SLOWED * leak_per_response:
-        return list(checkpoints)
+        return residue
     span = (traced[-1].responses if traced else checkpoints[first].responses) - opening[-1].responses
-    corrected = int(min(residue + slowed * span, max(residue, WINDOW_RESIDUE_CAP)))
-    return [replace(c, plugin_bytes=corrected) if k >= first and c.plugin_bytes == residue else c
-            for k, c in enumerate(checkpoints)]
+    return int(min(residue + slowed * span, max(residue, WINDOW_RESIDUE_CAP)))
 
 
 def _signal(checkpoints: Sequence[Checkpoint]) -> tuple[str, list[int]] | None:
