@@ -660,3 +660,16 @@ def test_a_leak_keeps_its_residue_and_its_verdict():
         checkpoints = recorded(rows)
         assert residue_after_rates(checkpoints, DEFAULT_LEAK_PER_RESPONSE) == checkpoints
         assert analyze(checkpoints).verdict == "retained-objects"
+
+
+def test_a_short_crawl_whose_strong_trend_is_too_noisy_says_the_bound_it_could_state():
+    # a clean 147-response catalog (session 20, beside a CPU hog): the close drained the queue, four points after 50
+    # responses, their spread 12 KiB
+    rows = [[0, 64992784, 0, True, 0, 0], [34, 65123216, 30, True, 0, 0], [58, 65129248, 27, True, 0, 0],
+            [90, 65163296, 37, True, 0, 0], [114, 65171952, 33, True, 0, 0], [138, 65094288, 9, True, 0, 0],
+            [147, 65083936, 0, True, 0, 0]]
+    growth = analyze(recorded(rows))
+    assert growth.verdict == "inconclusive"
+    assert "crawl at least 170 responses" in growth.reason
+    assert "the trend after 50 responses, which judges growth of 3.0 KiB/response or more, could only have caught a" \
+        " leak of 10.6 KiB/response or more (95%), above the 8.0 KiB/response a verdict needs" in growth.reason

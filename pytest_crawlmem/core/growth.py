@@ -720,6 +720,11 @@ def _too_few_checkpoints(ev: Evidence) -> Growth | None:
             advice += f" ({undrained} checkpoints after the warm-up did not drain and are not judged)"
     strong = (f" (growth of {_kib(STRONG_FACTOR * ev.limits.leak_per_response)}/response or more is judged from"
               f" {responses_to_judge_strong(ev.limits.min_interval):,})")
+    if ev.strong is not None and not ev.limits.running:  # judged, too noisy for a bound a verdict can use
+        strong = (f" (the trend after {STRONG_WARMUP_RESPONSES} responses, which judges growth of"
+                  f" {_kib(ev.strong.threshold)}/response or more, could only have caught a leak of"
+                  f" {_kib(ev.strong.detectable)}/response or more (95%), above the"
+                  f" {_kib(MAX_STATED_PER_RESPONSE)}/response a verdict needs)")
     growth = ev.growth(V.INCONCLUSIVE, head + advice + strong, "too-few-checkpoints")
     return replace(growth, responses_needed=needed if ev.total < needed else None)
 
