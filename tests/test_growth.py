@@ -76,11 +76,68 @@ def test_a_flat_short_crawl_is_steady_and_states_the_leak_it_would_have_caught()
 
 @pytest.mark.parametrize("memory, verdict", [(lambda n: 0, V.STEADY), (lambda n: 3000 * n, V.RETAINED_OBJECTS),
                                               (lambda n: 3000 * n, V.SCHEDULER_BACKLOG)])
-def test_a_running_verdict_is_the_closing_ones_without_the_stated_power(memory, verdict):
+def test_a_running_verdict_is_the_closing_ones_without_the_stated_power(memory, verdict, monkeypatch):
+    from pytest_crawlmem.core import leaktrend
+
+    draws = _record_power_draws(monkeypatch)
     backlog = (lambda n: n) if verdict == V.SCHEDULER_BACKLOG else (lambda n: 0)
-    closing, running = (analyze(series(2000, memory, backlog), running=flag) for flag in (False, True))
-    assert closing.verdict == running.verdict == verdict and closing.reason == running.reason
+    running = analyze(series(2000, memory, backlog), running=True)
+    assert set(draws) <= {leaktrend.RUNNING_POWER_DRAWS}  # a running verdict simulates a quarter of the crawls
+    closing = analyze(series(2000, memory, backlog))
+    assert closing.verdict == running.verdict == verdict
+    if verdict == V.STEADY:  # the closing reason adds the power
+        assert closing.reason.startswith(running.reason + ": no leak of "), (closing.reason, running.reason)
+        assert closing.reason.endswith(" KiB/response or more (95%)")
+    else:
+        assert closing.reason == running.reason
     assert closing.detectable_per_response_bytes is not None and running.detectable_per_response_bytes is None
+
+
+def _record_power_draws(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record how many simulated crawls each power figure asks of ``leaktrend.unit_power``."""
+    from pytest_crawlmem.core import leaktrend
+
+    draws: list[int] = []
+    simulate = leaktrend.unit_power
+
+    def recorded(xs: tuple[float, ...], n: int = leaktrend.POWER_DRAWS) -> float:
+        draws.append(n)
+        return simulate(xs, n)
+
+    monkeypatch.setattr(leaktrend, "unit_power", recorded)
+    return draws
+
+
+def test_a_running_verdict_too_noisy_to_bound_a_leak_says_so(monkeypatch):
+    from pytest_crawlmem.core import leaktrend
+
+    draws = _record_power_draws(monkeypatch)
+    wild = series(2000, lambda n: (n % 7) * 3_000_000)  # MiB-sized swings at every checkpoint
+    running = analyze(wild, running=True)
+    assert draws and set(draws) == {leaktrend.RUNNING_POWER_DRAWS}
+    assert running.verdict == V.INCONCLUSIVE and "too noisy so far to bound a leak" in running.reason, running.reason
+    closing = analyze(wild)
+    assert closing.verdict == V.INCONCLUSIVE and "could only have caught a leak of" in closing.reason
+
+
+def test_the_power_simulation_gives_the_figures_of_fitting_each_draw_afresh():
+    import random
+    from itertools import pairwise
+
+    from pytest_crawlmem.core.leaktrend import POWER_DRAWS, _without_largest_steps, unit_power
+    from pytest_crawlmem.core.trend import fit
+
+    for xs in (tuple(float(x) for x in schedule(total)) for total in (300, 609, 2050)):
+        mid = (xs[0] + xs[-1]) / 2
+        later_at = min(sum(x < mid for x in xs), len(xs) - 3)
+        rng, needed = random.Random(len(xs)), []
+        for _ in range(POWER_DRAWS):
+            ys = [rng.gauss(0.0, 1.0) for _ in xs]
+            rates = [(b - a) / (xb - xa) for (xa, a), (xb, b) in pairwise(zip(xs, ys, strict=True))]
+            steady = _without_largest_steps(xs, ys, rates)
+            whole, later = fit(xs, steady), fit(xs[later_at:], steady[later_at:])
+            needed.append(max(-whole.lower, -later.slope) / max(whole.residual_sd, 1e-9))
+        assert unit_power(xs) == pytest.approx(sorted(needed)[int(0.95 * POWER_DRAWS)], rel=1e-9)
 
 
 @given(st.integers(1000, 20000), st.floats(1100, 20000))

@@ -492,6 +492,16 @@ class Evidence:
         power = self.power
         return round(power.detectable, 1) if power and not self.limits.running else None
 
+    def bounded(self, t: Trend) -> bool:
+        """Whether trend ``t`` bounds a leak under MAX_STATED_PER_RESPONSE: by its power from POWER_DRAWS simulated
+        crawls once the crawl closed; while it runs, from RUNNING_POWER_DRAWS (a running crawl judges at every checkpoint
+        and states no power)."""
+        return (t.running_detectable if self.limits.running else t.detectable) <= MAX_STATED_PER_RESPONSE
+
+    def no_leak(self, t: Trend) -> str:
+        """``: no leak of 1.4 KiB/response or more (95%)``; empty while the crawl runs (its verdict states no power)."""
+        return "" if self.limits.running else f": {_no_leak(t)}"
+
     @property
     def per_response(self) -> float:
         """Net growth per response of the judged window (0 without a trend)."""
@@ -672,13 +682,13 @@ def _short_browser(ev: Evidence) -> Growth | None:
 
 def _short_steady(ev: Evidence) -> Growth | None:
     """A crawl too short for the regular trend whose strong trend still bounds a leak under MAX_STATED_PER_RESPONSE."""
-    if ev.trend is not None or ev.strong is None or ev.strong.detectable > MAX_STATED_PER_RESPONSE:
+    if ev.trend is not None or ev.strong is None or not ev.bounded(ev.strong):
         return None
     t = ev.strong
     return ev.growth(
         V.STEADY,
         f"{ev.signal} memory grew {_kib(t.net_slope)}/response over {t.window:,} responses after a warm-up of"
-        f" {STRONG_WARMUP_RESPONSES}: {_no_leak(t)}; for the {_kib(ev.limits.leak_per_response)}/response threshold"
+        f" {STRONG_WARMUP_RESPONSES}{ev.no_leak(t)}; for the {_kib(ev.limits.leak_per_response)}/response threshold"
         f" itself, {_too_few(ev)}",
         f"95% upper bound of the trend after {STRONG_WARMUP_RESPONSES} responses; detectable <="
         f" {MAX_STATED_PER_RESPONSE} B/response", t.net_slope,
@@ -836,7 +846,7 @@ def _downloads(ev: Evidence) -> Growth | None:
 def _steady(ev: Evidence) -> Growth | None:
     """No leak this crawl could have caught: it says the smallest it would have (95%)."""
     t = ev.trend
-    if t is None or t.detectable > MAX_STATED_PER_RESPONSE:
+    if t is None or not ev.bounded(t):
         return None
     if t.net_slope < t.threshold:
         moved = f"{ev.signal} memory levelled off after the warm-up ({_kib(t.net_slope)}/response over {t.window:,} responses)"
@@ -846,7 +856,7 @@ def _steady(ev: Evidence) -> Growth | None:
                  f" a leak needs both above {_kib(t.threshold)}/response)")
     return ev.growth(
         V.STEADY,
-        f"{moved}: {_no_leak(t)}",
+        f"{moved}{ev.no_leak(t)}",
         f"95% lower bound of the trend <= {t.threshold:g} B/response; detectable <= {MAX_STATED_PER_RESPONSE} B/response",
     )
 
@@ -856,12 +866,16 @@ def _too_noisy(ev: Evidence) -> Growth | None:
     t = ev.trend
     if t is None:
         return None
+    moved = (f"{ev.signal} memory moved by {_kib(t.noise_sd)} around its trend between drained checkpoints"
+             f" ({_kib(t.net_slope)}/response over {t.window:,} responses)")
+    if ev.limits.running:  # no power simulated while the crawl runs
+        return ev.growth(V.INCONCLUSIVE, f"{moved}: too noisy so far to bound a leak under"
+                         f" {_kib(MAX_STATED_PER_RESPONSE)}/response", f"upper > {MAX_STATED_PER_RESPONSE} B/response")
     needed = responses_for_power(t, ev.limits.min_interval, ev.total)
     more = f": crawl at least {needed:,} responses{_replay_note(ev, needed)}" if needed else ": a longer crawl would not"
     growth = ev.growth(
         V.INCONCLUSIVE,
-        f"{ev.signal} memory moved by {_kib(t.noise_sd)} around its trend between drained checkpoints"
-        f" ({_kib(t.net_slope)}/response over {t.window:,} responses): this crawl could only have caught a leak of"
+        f"{moved}: this crawl could only have caught a leak of"
         f" {_kib(t.detectable)}/response or more (95%), above the {_kib(MAX_STATED_PER_RESPONSE)}/response a verdict"
         f" needs{more}",
         f"detectable > {MAX_STATED_PER_RESPONSE} B/response",
