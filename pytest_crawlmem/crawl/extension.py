@@ -162,7 +162,6 @@ class CrawlMemExtension:
         crawler.signals.connect(ext.response_received, signal=signals.response_received)
         crawler.signals.connect(ext.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
-        crawler.signals.connect(ext.shots.response_received, signal=signals.response_received)
         return ext
 
     # -- signals (reactor thread) -------------------------------------------------
@@ -199,7 +198,7 @@ class CrawlMemExtension:
         self._start_reporting(spider)
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
-        """Count the response, its size and latency; start a drained checkpoint when one is due."""
+        """Count the response, its size and latency, and a screenshot API's capture; start a drained checkpoint when due."""
         self.responses += 1
         if self.pages is not None:
             self.pages.response_received(response, request, spider)
@@ -207,6 +206,7 @@ class CrawlMemExtension:
         latency = request.meta.get("download_latency")
         if latency is not None:
             self.latency_us.add(int(latency * 1_000_000))
+        self.shots.response_received(response, request, spider)  # one receiver: each costs a dispatch (~7 us)
         if self.config.checkpoints and not self._checkpointing and self.responses >= self._next_checkpoint:
             self._next_checkpoint = next_checkpoint_at(self.responses, self.config.checkpoint_min_responses)
             self._begin_checkpoint()
