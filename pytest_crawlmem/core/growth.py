@@ -36,6 +36,7 @@ from .leaktrend import (
     COST_MIN_QUEUED,
     MAX_REQUEST_CREDIT,
     REQUEST_CREDIT,
+    RUNNING_POWER_DRAWS,
     TREND_MIN_POINTS,
     Trend,
     measure_trend,
@@ -870,7 +871,8 @@ def _too_noisy(ev: Evidence) -> Growth | None:
              f" ({_kib(t.net_slope)}/response over {t.window:,} responses)")
     if ev.limits.running:  # no power simulated while the crawl runs
         return ev.growth(V.INCONCLUSIVE, f"{moved}: too noisy so far to bound a leak under"
-                         f" {_kib(MAX_STATED_PER_RESPONSE)}/response", f"upper > {MAX_STATED_PER_RESPONSE} B/response")
+                         f" {_kib(MAX_STATED_PER_RESPONSE)}/response", f"detectable > {MAX_STATED_PER_RESPONSE} B/response"
+                         f" ({RUNNING_POWER_DRAWS} simulated crawls, while the crawl runs)")
     needed = responses_for_power(t, ev.limits.min_interval, ev.total)
     more = f": crawl at least {needed:,} responses{_replay_note(ev, needed)}" if needed else ": a longer crawl would not"
     growth = ev.growth(
