@@ -98,16 +98,18 @@ class Trend:
         fall (a crawl whose memory surely fell, by its upper bound, hides that much of a leak) and what its noise
         took off the bound, simulated at this crawl's checkpoints (:func:`unit_power`).
         """
-        xs = tuple(float(c.responses) for c in self.points)
-        base = self.threshold + self.queue_slope + max(0.0, -self.upper)
-        return max(base + self.noise_sd * unit_power(xs), self.upper)
+        return self.detectable_from(POWER_DRAWS)
 
     @property
     def running_detectable(self) -> float:
         """:attr:`detectable` from RUNNING_POWER_DRAWS simulated crawls: a running verdict's (cheaper, coarser)."""
+        return self.detectable_from(RUNNING_POWER_DRAWS)
+
+    def detectable_from(self, draws: int) -> float:
+        """:attr:`detectable`, its noise's share simulated over ``draws`` crawls."""
         xs = tuple(float(c.responses) for c in self.points)
         base = self.threshold + self.queue_slope + max(0.0, -self.upper)
-        return max(base + self.noise_sd * unit_power(xs, RUNNING_POWER_DRAWS), self.upper)
+        return max(base + self.noise_sd * unit_power(xs, draws), self.upper)
 
     @property
     def noise_sd(self) -> float:
