@@ -34,6 +34,7 @@ from .defaults import name_of
 from .excess import ExcessSummary, excess_of_samples
 from .leaktrend import (
     COST_MIN_QUEUED,
+    LATER_SHARE,
     MAX_REQUEST_CREDIT,
     REQUEST_CREDIT,
     RUNNING_POWER_DRAWS,
@@ -119,17 +120,32 @@ MEDIA_FAILURE_ALLOWANCE = 32 * 1024
 FIXES = {name: v.fix for name, v in V.VERDICTS.items() if v.fix and name != V.INCONCLUSIVE}
 
 
-def next_checkpoint_at(responses: int, min_interval: int = CHECKPOINT_MIN_RESPONSES) -> int:
+def next_checkpoint_at(responses: int, min_interval: int = CHECKPOINT_MIN_RESPONSES, dense_until: int = 0) -> int:
     """Return the response count of the checkpoint after one taken at ``responses``.
 
     Every ``min_interval`` responses up to DENSE_UNTIL_RESPONSES (a short crawl gets the checkpoints a trend needs:
     a 300-response crawl has 9 after its warm-up), then a third of the responses so far apart, so a crawl of N responses
     pays for O(log N) of them. The queue does not move it: requests waiting are no promise of responses to come
     (CLOSESPIDER_*, a frontier cut short), and a checkpoint skipped for a warm-up the crawl never reached left a
-    1,505-response frontier crawl with 2 judged checkpoints.
+    1,505-response frontier crawl with 2 judged checkpoints. Up to ``dense_until`` (an attribution window closed:
+    POST_WINDOW_DENSE_RESPONSES after it) they come every POST_WINDOW_STEPS x ``min_interval``: see POST_WINDOW_DENSE_RESPONSES.
     """
-    step = min_interval if responses < DENSE_UNTIL_RESPONSES else max(min_interval, responses // 3)
-    return responses + step
+    if responses < DENSE_UNTIL_RESPONSES:
+        return responses + min_interval
+    if responses < dense_until:
+        return responses + POST_WINDOW_STEPS * min_interval
+    return responses + max(min_interval, responses // 3)
+
+
+#: After an attribution window closes, checkpoints come every POST_WINDOW_STEPS x CRAWLMEM_CHECKPOINT_MIN_RESPONSES for
+#: this many responses. The window's traced checkpoints are not judged, and the trend after it is what tells a leak from
+#: a cache that filled in it (``residue_after_rates``): on the sparse schedule a 609-response crawl kept 2 checkpoints
+#: after its window (about 465 and the close), a 1 KiB/product keeper's rate over them read -0.2 to 0.75 KiB/response
+#: (its queue drains and its close releases in that last interval), as a filled cache's did, so its residue was
+#: over-corrected and 7 of 40 saved nested-dict keepers read ``steady`` (benchmarks/rejudge.py). A window opens only
+#: when the checkpoints look like growth: none of the saved clean crawls but the filling cache's opened one.
+POST_WINDOW_DENSE_RESPONSES = 200
+POST_WINDOW_STEPS = 2
 
 
 #: Responses after which a short crawl is assumed warm (a long one: after a quarter of it).
@@ -260,10 +276,11 @@ def residue_after_rates(checkpoints: Sequence[Checkpoint], leak_per_response: in
     POST_WINDOW_MIN_RESPONSES or more and grew POST_WINDOW_SLOWED x ``leak_per_response`` or more slower than the five
     before it (a leak keeps its rate; at 1x, 1 KiB/product keepers whose later rate fell by noise lost their verdict),
     the window's growth is taken at the later rate (at least 0), at most WINDOW_RESIDUE_CAP of residue in all. The
-    residue is a level shift, so the later rate does not depend on it; a close that released RELEASE_MIN_BYTES (a
-    ``request.meta`` chain let go of) is left out of that rate. A residue under WINDOW_RESIDUE_FLOOR is taken as the
-    floor: that little was left only where the crawl's growth stopped in the window (when the checkpoints after it are
-    too few to show the slower rate, the floor is what stands).
+    residue is a level shift, so the later rate does not depend on it; it is the running checkpoints' when two or more
+    span POST_WINDOW_MIN_RESPONSES (the schedule is dense after a window: POST_WINDOW_DENSE_RESPONSES), else a close
+    that released RELEASE_MIN_BYTES (a ``request.meta`` chain let go of) is left out of it. A residue under
+    WINDOW_RESIDUE_FLOOR is taken as the floor: that little was left only where the crawl's growth stopped in the window
+    (when the checkpoints after it are too few to show the slower rate, the floor is what stands).
     """
     after = [k for k, c in enumerate(checkpoints) if c.plugin_bytes and not c.tracer_bytes]
     if not after:
@@ -284,12 +301,24 @@ def _residue_at_later_rate(checkpoints: Sequence[Checkpoint], after: Sequence[in
     traced = [c for c in checkpoints[:first] if c.tracer_bytes]
     later = list({c.responses: c for c in (checkpoints[k] for k in after)
                   if c.drained and c.plugin_bytes == residue}.values())
-    if len(later) >= 2 and (heap_estimate(later[-1]) or 0) < (heap_estimate(later[-2]) or 0) - RELEASE_MIN_BYTES:
+    running = [c for c in later if c.responses < checkpoints[-1].responses]
+    credit = 0.0
+    if len(running) >= 2 and running[-1].responses - running[0].responses >= POST_WINDOW_MIN_RESPONSES:
+        # the rate while the crawl ran (the close lets go of the engine), net of the memory queue, which drains as the
+        # crawl runs out of pages: that freed memory, no growth stopped (a 1 KiB/product keeper's raw rate read -0.2)
+        later = running
+        untraced = [c for c in checkpoints if not c.tracer_bytes and heap_estimate(c) is not None]
+        credit = measured_request_credit(untraced, [heap_estimate(c) or 0 for c in untraced])
+    elif len(later) >= 2 and (heap_estimate(later[-1]) or 0) < (heap_estimate(later[-2]) or 0) - RELEASE_MIN_BYTES:
         later = later[:-1]  # a close that released what the crawl's requests kept says nothing of the rate
     if len(opening) < 2 or len(later) < 2 or later[-1].responses - later[0].responses < POST_WINDOW_MIN_RESPONSES:
         return residue
-    rate_before = slope_only([float(c.responses) for c in opening], [float(heap_estimate(c) or 0) for c in opening])
-    rate_after = slope_only([float(c.responses) for c in later], [float(heap_estimate(c) or 0) for c in later])
+
+    def rate(points: Sequence[Checkpoint]) -> float:
+        return slope_only([float(c.responses) for c in points],
+                          [float(heap_estimate(c) or 0) - credit * memory_queued(c) for c in points])
+
+    rate_before, rate_after = rate(opening), rate(later)
     slowed = max(rate_before, 0.0) - max(rate_after, 0.0)
     if slowed < POST_WINDOW_SLOWED * leak_per_response:
         return residue
@@ -535,7 +564,7 @@ def gather(
     credit = measured_request_credit(untraced, whole[1]) if whole else float(REQUEST_CREDIT)
     picked = _signal(judged)
     signal, values = picked if picked else ("", [])
-    trend = (measure_trend(judged, values, credit, limits.request_allowance, limits.leak_per_response)
+    trend = (measure_trend(judged, values, credit, limits.request_allowance, limits.leak_per_response, LATER_SHARE)
              if len(judged) >= TREND_MIN_POINTS else None)
     total = checkpoints[-1].responses if checkpoints else 0
     if trend is None and total >= responses_to_judge(limits.min_interval):
@@ -544,7 +573,8 @@ def gather(
         close = judged_checkpoints(checkpoints, None, STRONG_MIN_GAP)
         close_signal = _signal(close)
         if close_signal is not None and len(close) >= TREND_MIN_POINTS:
-            candidate = measure_trend(close, close_signal[1], credit, limits.request_allowance, limits.leak_per_response)
+            candidate = measure_trend(close, close_signal[1], credit, limits.request_allowance, limits.leak_per_response,
+                                      LATER_SHARE)
             if candidate.is_leak:
                 judged, (signal, values), trend = close, close_signal, candidate
     released, running = 0, list[Checkpoint]()
@@ -553,7 +583,7 @@ def gather(
         running, released = _before_release(judged, values, trend, _window_at_end(checkpoints))
         if running:
             candidate = measure_trend(running, values[:len(running)], credit, limits.request_allowance,
-                                      limits.leak_per_response)
+                                      limits.leak_per_response, LATER_SHARE)
             if candidate.is_leak:
                 judged, values, trend = running, values[:len(running)], candidate
             else:
@@ -749,7 +779,8 @@ def _trend_leak(ev: Evidence) -> Growth | None:
     native = ""
     if leak is None and ev.signal == "traced" and all(c.heap_bytes is not None for c in ev.judged):
         heap = [int(heap_estimate(c) or 0) for c in ev.judged]
-        heap_trend = measure_trend(ev.judged, heap, ev.credit, ev.limits.request_allowance, ev.limits.leak_per_response)
+        heap_trend = measure_trend(ev.judged, heap, ev.credit, ev.limits.request_allowance, ev.limits.leak_per_response,
+                                   LATER_SHARE)
         if heap_trend.is_leak:
             leak, signal = heap_trend, "heap"
             native = (f", while traced memory grew {_kib(t.net_slope)}/response: native memory that tracemalloc cannot"

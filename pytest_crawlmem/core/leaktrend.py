@@ -58,6 +58,7 @@ class Trend:
     raw_slope: float
     deltas: tuple[float, ...]
     credit_per_request: float = float(REQUEST_CREDIT)  # what a request in the memory queue was taken to cost
+    later_share: float = 1.0  # the later half must still grow by this share of the threshold (LATER_SHARE: the regular trend)
 
     @property
     def net_slope(self) -> float:
@@ -86,8 +87,8 @@ class Trend:
 
     @property
     def is_leak(self) -> bool:
-        """Growth above the threshold at 95%, and the later half still growing by the threshold."""
-        return self.lower > self.threshold and self.later_slope >= self.threshold
+        """Growth above the threshold at 95%, and the later half still growing by ``later_share`` of the threshold."""
+        return self.lower > self.threshold and self.later_slope >= self.later_share * self.threshold
 
     @property
     def detectable(self) -> float:
@@ -122,8 +123,17 @@ class Trend:
         return self.points[-1].responses - self.points[0].responses
 
 
+#: The regular trend's later half must still grow by this share of the threshold. A filled cache's later half grows by
+#: nothing, a leak's by its rate: at the full threshold, keepers of 1 KiB per product (1.0-1.4 KiB/response) failed this
+#: clause alone in 4 of 60 crawls of 609 responses (later halves at 0.86-1.0 KiB/response); at 0.75 none of 1,173 saved
+#: clean crawls changes verdict (benchmarks/rejudge.py). The strong trend keeps the full share. The stated power is
+#: simulated with the full share, so it can only overstate the leak a crawl needs.
+LATER_SHARE = 0.75
+
+
 def measure_trend(
     points: Sequence[Checkpoint], values: Sequence[int], credit: float, request_allowance: int, threshold: float,
+    later_share: float = 1.0,
 ) -> Trend:
     """The :class:`Trend` of ``values`` at ``points`` (at least three), the memory queue held at ``credit`` per request."""
     xs = [float(c.responses) for c in points]
@@ -135,7 +145,7 @@ def measure_trend(
     whole, later = _robust_fits(xs, ys, NOISE_FLOOR_BYTES)
     rates = [(b - a) / (xb - xa) for (xa, a), (xb, b) in pairwise(zip(xs, ys, strict=True))]
     return Trend(tuple(points), threshold, whole, later, queue_slope, slope_only(xs, ys) - whole.slope,
-                 slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates), credit)
+                 slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates), credit, later_share)
 
 
 def _queue_cost(xs: Sequence[float], points: Sequence[Checkpoint], values: Sequence[int], measured: float) -> float:

@@ -30,7 +30,7 @@ from ..core.defaults import CrawlMemConfig, name_of
 from ..core.distribution import Histogram
 from ..core.drain import holders_phrase
 from ..core.dropped import DropLedger, suggest_maxsize
-from ..core.growth import next_checkpoint_at
+from ..core.growth import POST_WINDOW_DENSE_RESPONSES, POST_WINDOW_STEPS, next_checkpoint_at
 from ..core.measurement import Measurement, latency_distribution, size_distribution
 from ..core.models import BrowserSummary, Checkpoint, MediaSummary, Sample
 from ..core.shots import ShotLedger
@@ -127,6 +127,7 @@ class CrawlMemExtension:
         self._exact_peak = False
         self._started_tracing = False
         self._next_checkpoint = checkpoint_min_responses
+        self._dense_until = 0  # checkpoints come closer until here after an attribution window (growth.next_checkpoint_at)
         self._checkpointing = False
         self._froze_gc = False
         self.jobdir: JobdirMeter | None = None  # JOBDIR's disk use, when the crawl has one
@@ -208,7 +209,8 @@ class CrawlMemExtension:
             self.latency_us.add(int(latency * 1_000_000))
         self.shots.response_received(response, request, spider)  # one receiver: each costs a dispatch (~7 us)
         if self.config.checkpoints and not self._checkpointing and self.responses >= self._next_checkpoint:
-            self._next_checkpoint = next_checkpoint_at(self.responses, self.config.checkpoint_min_responses)
+            self._next_checkpoint = next_checkpoint_at(self.responses, self.config.checkpoint_min_responses,
+                                                       self._dense_until)
             self._begin_checkpoint()
 
     def item_scraped(self, item: Any, response: Any, spider: Any) -> None:
@@ -518,9 +520,14 @@ class CrawlMemExtension:
         due, was_open = self._next_checkpoint, self.attribution.is_open
         room = due if was_open else max(due, checkpoint.responses + WINDOW_ROOM_RESPONSES)
         after = self.attribution.at_checkpoint(self.crawler, checkpoint, room)
-        # a window that closed here resumes the schedule where it stands, not at the room it was given: resuming at the
+        if self.attribution.is_open:
+            return after
+        if was_open:  # closed here: the trend after a window tells a leak from a cache that filled in it
+            self._dense_until = checkpoint.responses + POST_WINDOW_DENSE_RESPONSES
+            return min(due, checkpoint.responses + POST_WINDOW_STEPS * self.config.checkpoint_min_responses)
+        # a window that closed resumes the schedule where it stands, not at the room it was given: resuming at the
         # room skipped the dense checkpoints after it (a 294-response crawl with a 32 KiB/response leak kept 2 judged)
-        return after if self.attribution.is_open else due
+        return due
 
     def _judge_so_far(self) -> None:
         """The verdict of the drained checkpoints so far, as stats, and a WARNING when it shows a leak (leakwatch.py)."""
