@@ -744,3 +744,62 @@ def test_a_short_crawl_whose_strong_trend_is_too_noisy_says_the_bound_it_could_s
     assert "crawl at least 170 responses" in growth.reason
     assert "the trend after 50 responses, which judges growth of 3.0 KiB/response or more, could only have caught a" \
         " leak of 10.6 KiB/response or more (95%), above the 8.0 KiB/response a verdict needs" in growth.reason
+
+
+def test_checkpoints_come_every_two_least_intervals_for_200_responses_after_an_attribution_window():
+    from pytest_crawlmem.core.growth import POST_WINDOW_DENSE_RESPONSES, POST_WINDOW_STEPS, next_checkpoint_at
+
+    assert (POST_WINDOW_DENSE_RESPONSES, POST_WINDOW_STEPS) == (200, 2)
+    assert next_checkpoint_at(100, 25, dense_until=400) == 125  # the dense early schedule stands
+    assert next_checkpoint_at(339, 25) == 339 + 113  # a third of the responses so far
+    assert next_checkpoint_at(339, 25, dense_until=539) == 389
+    assert next_checkpoint_at(539, 25, dense_until=539) == 539 + 179  # back on the sparse schedule
+
+
+#: A signal receiver keeping 1 KiB a product over 609 responses on the schedule dense after the window (session 22,
+#: detection-s22/grid-1k600.json): 1.3 KiB/response, at least 1.2 at 95%, its later half at 0.84 KiB/response.
+SIGNAL_1K_DENSE = [
+    [0, 63135056, 0, True, 0, 0], [34, 63252544, 30, True, 0, 0], [58, 63274128, 27, True, 0, 0],
+    [90, 63352912, 37, True, 0, 0], [114, 63388096, 34, True, 0, 0], [138, 63396304, 31, True, 0, 0],
+    [162, 63427584, 28, True, 0, 0], [178, 63489520, 33, True, 0, 0], [210, 63533520, 43, True, 0, 0],
+    [234, 63560736, 40, True, 0, 0], [258, 63591808, 37, True, 0, 0], [290, 63656832, 47, True, 0, 0],
+    [314, 63684368, 44, True, 0, 0], [378, 64279168, 43, True, 407056, 0], [426, 64921952, 37, True, 582384, 0],
+    [489, 63913110, 37, True, 0, 362122], [538, 64030854, 51, True, 0, 362122], [590, 64040470, 19, True, 0, 362122],
+    [609, 64019766, 0, True, 0, 362122]]
+
+
+def test_a_leak_at_the_threshold_whose_later_half_grew_less_is_still_flagged():
+    from pytest_crawlmem.core.growth import Limits, gather
+    from pytest_crawlmem.core.leaktrend import LATER_SHARE
+
+    checkpoints = recorded(SIGNAL_1K_DENSE)
+    trend = gather(checkpoints, (), Limits()).trend
+    assert trend is not None and trend.lower > DEFAULT_LEAK_PER_RESPONSE
+    # the later half grew less than the threshold (noise on a leak barely above it), but by far more than a filled cache
+    assert LATER_SHARE * DEFAULT_LEAK_PER_RESPONSE <= trend.later_slope < DEFAULT_LEAK_PER_RESPONSE
+    assert analyze(checkpoints).verdict == "retained-objects"
+    # a cache that filled and levelled off still fails the clause (its later half grows by nothing)
+    assert analyze(recorded(FILLING_CACHE)).verdict == "steady"
+
+
+def test_the_rate_after_a_window_is_read_net_of_a_draining_queue_from_the_running_checkpoints():
+    from pytest_crawlmem.core.growth import POST_WINDOW_SLOWED, REQUEST_CREDIT, heap_estimate, residue_after_rates
+    from pytest_crawlmem.core.trend import slope_only
+
+    # the same crawl running out of pages after its window: its queue drains from 300 requests to none, each freeing
+    # REQUEST_CREDIT (what a request is credited when no interval measured its cost), while it keeps 1.3 KiB a response
+    rows = [list(r) for r in SIGNAL_1K_DENSE]
+    for row in rows[7:13]:  # and grew a little faster before its window (1.7 KiB/response)
+        row[1] += 200 * (row[0] - 162)
+    base = rows[15][1]
+    for row, queued in zip(rows[15:], (300, 150, 2, 0), strict=True):
+        row[1], row[2] = base + 1300 * (row[0] - 489) + REQUEST_CREDIT * (queued - 300), queued
+    checkpoints = recorded(rows)
+
+    def raw_rate(points):
+        return slope_only([float(c.responses) for c in points], [float(heap_estimate(c)) for c in points])
+
+    running, opening = checkpoints[15:18], checkpoints[8:13]
+    assert raw_rate(running) < 0  # read raw, growth stopped after the window: its residue would be corrected up
+    assert raw_rate(opening) - max(raw_rate(running), 0.0) >= POST_WINDOW_SLOWED * DEFAULT_LEAK_PER_RESPONSE
+    assert residue_after_rates(checkpoints, DEFAULT_LEAK_PER_RESPONSE) == checkpoints  # net of the queue: it kept on

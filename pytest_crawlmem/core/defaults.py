@@ -70,7 +70,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_CHECKPOINT_MIN_RESPONSES", None, int,
                 f"responses before the first checkpoint and least responses between two ({CHECKPOINT_MIN_RESPONSES};"
                 " 20 for browser crawls);"
-                " later intervals are a sixth of the responses so far (half past 1,000)", minimum=1),
+                " later intervals (past 300 responses) are a third of the responses so far; twice the least for 200"
+                " responses after an attribution window", minimum=1),
     SettingSpec("CRAWLMEM_DRAIN_TIMEOUT_SECONDS", 5.0, float,
                 "longest wait for in-flight work at a checkpoint before it is read undrained (and not judged)",
                 "bounds a checkpoint's pause: the wait plus one gc.collect()", minimum=0.0),

@@ -798,7 +798,7 @@ def _trend_leak(ev: Evidence) -> Growth | None:
     growth = ev.growth(
         V.RETAINED_OBJECTS, f"{_grew(signal, leak)}{native}{held}",
         f"95% lower bound of the trend > {leak.threshold:g} B/response of {signal} memory, net of the scheduler,"
-        " and the later half still growing by it", leak.net_slope,
+        f" and the later half still growing by {leak.later_share:g}x it", leak.net_slope,
     )
     return replace(growth, signal=signal)
 
@@ -885,7 +885,8 @@ def _steady(ev: Evidence) -> Growth | None:
     else:  # above the threshold, yet not told from this crawl's noise or not still growing in the later half
         moved = (f"{ev.signal} memory grew {_kib(t.net_slope)}/response over {t.window:,} responses after the warm-up"
                  f" (at least {_kib(max(t.lower, 0.0))}/response at 95%, {_kib(t.later_slope)}/response in the later half;"
-                 f" a leak needs both above {_kib(t.threshold)}/response)")
+                 f" a leak needs the first above {_kib(t.threshold)}/response and the second at"
+                 f" {_kib(t.later_share * t.threshold)}/response or more)")
     return ev.growth(
         V.STEADY,
         f"{moved}{ev.no_leak(t)}",

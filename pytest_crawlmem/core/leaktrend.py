@@ -2,7 +2,7 @@
 
 :func:`measure_trend` fits the level series (memory less what the scheduler's memory queue holds) with its largest
 steps counted as typical, and :class:`Trend` says what it proves: a leak (the 95% lower bound over the threshold and
-the later half still growing by it) and the smallest leak a crawl like it catches in 95% of runs
+the later half still growing by LATER_SHARE of it) and the smallest leak a crawl like it catches in 95% of runs
 (:meth:`Trend.detectable`, simulated by :func:`unit_power`). The growth verdict (:mod:`.growth`) reads it.
 """
 
