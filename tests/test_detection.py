@@ -10,6 +10,7 @@ import json
 import os
 import sysconfig
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +215,12 @@ def test_a_growing_queue_does_not_outrank_the_cookie_jars_that_keep_the_leak(pyt
     checkpoints = result["growth"]["checkpoints"]
     window = [i for i, c in enumerate(checkpoints) if c["tracer_bytes"]]
     assert window and checkpoints[window[0]]["scheduled"] > checkpoints[window[0] - 1]["scheduled"]  # it grew in the window
+    # after the window the checkpoints come every 50 responses for 200 (each lands up to CONCURRENT_REQUESTS late), also
+    # past the 300 responses where the schedule turns sparse (a third of the responses so far: 312 -> 416 -> 555 before)
+    closed_at = checkpoints[window[-1]]["responses"]
+    running = [c["responses"] for c in checkpoints[window[-1] + 1:] if c["responses"] < checkpoints[-1]["responses"]]
+    sparse = [n for n in running if 300 <= n <= closed_at + 200 + 16]
+    assert len(sparse) >= 2 and all(b - a <= 50 + 16 for a, b in pairwise(sparse)), (closed_at, running)
     token_line = next(i for i, line in enumerate(COOKIEJAR_SUITE.splitlines(), 1) if line.endswith("# TOKEN"))
     sites = [s["location"] for s in result["top_growth"]]
     # unnetted, the queued requests' tokens led by far (18.8 KB/response against 1.5 KB for the keeping line)
