@@ -47,7 +47,11 @@ def main() -> None:
     args = parser.parse_args()
     changes: dict[str, Counter[tuple[str, str]]] = {}
     for path in args.files:
-        for cell, rows in cells_of(json.loads(path.read_text())).items():
+        document = json.loads(path.read_text())
+        if "detection" not in document and "stability_runs" not in document:
+            print(f"{path}: not a detection.py --json file, skipped")
+            continue
+        for cell, rows in cells_of(document).items():
             for run in rows:
                 if run.get("checkpoints"):
                     now = analyze(checkpoints_of(run["checkpoints"])).verdict
