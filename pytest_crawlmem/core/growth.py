@@ -39,6 +39,7 @@ from .leaktrend import (
     REQUEST_CREDIT,
     RUNNING_POWER_DRAWS,
     TREND_MIN_POINTS,
+    TYPICAL_SHARE,
     Trend,
     measure_trend,
     memory_queued,
@@ -798,7 +799,8 @@ def _trend_leak(ev: Evidence) -> Growth | None:
     growth = ev.growth(
         V.RETAINED_OBJECTS, f"{_grew(signal, leak)}{native}{held}",
         f"95% lower bound of the trend > {leak.threshold:g} B/response of {signal} memory, net of the scheduler,"
-        f" and the later half still growing by {leak.later_share:g}x it", leak.net_slope,
+        f", the later half still growing by {leak.later_share:g}x it and the typical interval by {TYPICAL_SHARE:g}x",
+        leak.net_slope,
     )
     return replace(growth, signal=signal)
 
@@ -882,11 +884,13 @@ def _steady(ev: Evidence) -> Growth | None:
         return None
     if t.net_slope < t.threshold:
         moved = f"{ev.signal} memory levelled off after the warm-up ({_kib(t.net_slope)}/response over {t.window:,} responses)"
-    else:  # above the threshold, yet not told from this crawl's noise or not still growing in the later half
+    else:  # above the threshold, yet not told from this crawl's noise, or not still growing in the later half or most
+        # intervals (one or two steps)
         moved = (f"{ev.signal} memory grew {_kib(t.net_slope)}/response over {t.window:,} responses after the warm-up"
-                 f" (at least {_kib(max(t.lower, 0.0))}/response at 95%, {_kib(t.later_slope)}/response in the later half;"
-                 f" a leak needs the first above {_kib(t.threshold)}/response and the second at"
-                 f" {_kib(t.later_share * t.threshold)}/response or more)")
+                 f" (at least {_kib(max(t.lower, 0.0))}/response at 95%, {_kib(t.later_slope)}/response in the later half,"
+                 f" {_kib(t.typical_slope)}/response in the typical interval; a leak needs the first above"
+                 f" {_kib(t.threshold)}/response, the second at {_kib(t.later_share * t.threshold)}/response and the third"
+                 f" at {_kib(TYPICAL_SHARE * t.threshold)}/response or more)")
     return ev.growth(
         V.STEADY,
         f"{moved}{ev.no_leak(t)}",

@@ -1,8 +1,9 @@
 """The trend of memory against responses over drained checkpoints, and the power it gives (pure: no pytest, no Scrapy).
 
 :func:`measure_trend` fits the level series (memory less what the scheduler's memory queue holds) with its largest
-steps counted as typical, and :class:`Trend` says what it proves: a leak (the 95% lower bound over the threshold and
-the later half still growing by LATER_SHARE of it) and the smallest leak a crawl like it catches in 95% of runs
+steps counted as typical, and :class:`Trend` says what it proves: a leak (the 95% lower bound over the threshold, the
+later half still growing by LATER_SHARE of it and its typical interval by TYPICAL_SHARE) and the smallest leak a crawl
+like it catches in 95% of runs
 (:meth:`Trend.detectable`, simulated by :func:`unit_power`). The growth verdict (:mod:`.growth`) reads it.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -59,6 +61,7 @@ class Trend:
     deltas: tuple[float, ...]
     credit_per_request: float = float(REQUEST_CREDIT)  # what a request in the memory queue was taken to cost
     later_share: float = 1.0  # the later half must still grow by this share of the threshold (LATER_SHARE: the regular trend)
+    typical_rate: float = math.inf  # the median interval once the largest steps are set aside (level series)
 
     @property
     def net_slope(self) -> float:
@@ -86,9 +89,16 @@ class Trend:
         return self.later.slope - self.queue_slope
 
     @property
+    def typical_slope(self) -> float:
+        """Net growth per response of the typical interval (the median once the largest steps are set aside)."""
+        return self.typical_rate - self.queue_slope
+
+    @property
     def is_leak(self) -> bool:
-        """Growth above the threshold at 95%, and the later half still growing by ``later_share`` of the threshold."""
-        return self.lower > self.threshold and self.later_slope >= self.later_share * self.threshold
+        """Growth above the threshold at 95%, the later half still growing by ``later_share`` of the threshold and the
+        typical interval by TYPICAL_SHARE of it."""
+        return (self.lower > self.threshold and self.later_slope >= self.later_share * self.threshold
+                and self.typical_slope >= TYPICAL_SHARE * self.threshold)
 
     @property
     def detectable(self) -> float:
@@ -129,6 +139,13 @@ class Trend:
 #: clean crawls changes verdict (benchmarks/rejudge.py). The strong trend keeps the full share. The stated power is
 #: simulated with the full share, so it can only overstate the leak a crawl needs.
 LATER_SHARE = 0.75
+#: The typical interval (the median rate once the largest steps, two of five intervals or more, else one, are set aside)
+#: must still grow by this share of the threshold. Two allocator ratchets in a window of four intervals leave one step
+#: after the largest is set aside, and that one step's slope cleared the bound (2.7 and 4.8 MB at 1,261 and 2,241 of
+#: 2,844 responses read ``retained-objects``); its typical interval grew by nothing. A leak grows in most intervals: at
+#: 0.5 (and at 0.75) none of 3,790 saved crawls of benchmarks/detection.py changes verdict or bound, leaks at the threshold
+#: included. Not simulated in the stated power, as it never bound a crawl that was not two or three steps.
+TYPICAL_SHARE = 0.5
 
 
 def measure_trend(
@@ -145,7 +162,8 @@ def measure_trend(
     whole, later = _robust_fits(xs, ys, NOISE_FLOOR_BYTES)
     rates = [(b - a) / (xb - xa) for (xa, a), (xb, b) in pairwise(zip(xs, ys, strict=True))]
     return Trend(tuple(points), threshold, whole, later, queue_slope, slope_only(xs, ys) - whole.slope,
-                 slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates), credit, later_share)
+                 slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates), credit, later_share,
+                 _typical(rates))
 
 
 def _queue_cost(xs: Sequence[float], points: Sequence[Checkpoint], values: Sequence[int], measured: float) -> float:
@@ -175,6 +193,15 @@ def _robust_fits(xs: Sequence[float], ys: Sequence[float], noise_floor: float) -
     mid = (xs[0] + xs[-1]) / 2
     later_at = min(sum(x < mid for x in xs), len(xs) - 3)
     return fit(xs, steady, noise_floor), fit(xs[later_at:], steady[later_at:], noise_floor)
+
+
+def _typical(rates: Sequence[float]) -> float:
+    """The median of ``rates`` once the largest steps are set aside (as :func:`_without_largest_steps` counts them)."""
+    if not rates:
+        return math.inf
+    drop = 2 if len(rates) >= 5 else 1
+    others = sorted(rates, reverse=True)[drop:]
+    return statistics.median(others) if others else math.inf
 
 
 def _without_largest_steps(xs: Sequence[float], ys: Sequence[float], rates: Sequence[float]) -> list[float]:
