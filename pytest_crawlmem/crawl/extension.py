@@ -523,10 +523,10 @@ class CrawlMemExtension:
         if self.attribution.is_open:
             return after
         if was_open:  # closed here: the trend after a window tells a leak from a cache that filled in it
+            # the schedule resumes where it stands, not at the room the window was given: resuming at the room skipped
+            # the dense checkpoints after it (a 294-response crawl with a 32 KiB/response leak kept 2 judged)
             self._dense_until = checkpoint.responses + POST_WINDOW_DENSE_RESPONSES
             return min(due, checkpoint.responses + POST_WINDOW_STEPS * self.config.checkpoint_min_responses)
-        # a window that closed resumes the schedule where it stands, not at the room it was given: resuming at the
-        # room skipped the dense checkpoints after it (a 294-response crawl with a 32 KiB/response leak kept 2 judged)
         return due
 
     def _judge_so_far(self) -> None:
