@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import random
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -61,7 +60,6 @@ class Trend:
     deltas: tuple[float, ...]
     credit_per_request: float = float(REQUEST_CREDIT)  # what a request in the memory queue was taken to cost
     later_share: float = 1.0  # the later half must still grow by this share of the threshold (LATER_SHARE: the regular trend)
-    typical_rate: float = math.inf  # the median interval once the largest steps are set aside (level series)
 
     @property
     def net_slope(self) -> float:
@@ -91,7 +89,7 @@ class Trend:
     @property
     def typical_slope(self) -> float:
         """Net growth per response of the typical interval (the median once the largest steps are set aside)."""
-        return self.typical_rate - self.queue_slope
+        return _largest_and_typical(self.deltas)[1] - self.queue_slope
 
     @property
     def is_leak(self) -> bool:
@@ -162,8 +160,7 @@ def measure_trend(
     whole, later = _robust_fits(xs, ys, NOISE_FLOOR_BYTES)
     rates = [(b - a) / (xb - xa) for (xa, a), (xb, b) in pairwise(zip(xs, ys, strict=True))]
     return Trend(tuple(points), threshold, whole, later, queue_slope, slope_only(xs, ys) - whole.slope,
-                 slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates), credit, later_share,
-                 _typical(rates))
+                 slope_only(xs, list(map(float, values))), tuple(round(r, 1) for r in rates), credit, later_share)
 
 
 def _queue_cost(xs: Sequence[float], points: Sequence[Checkpoint], values: Sequence[int], measured: float) -> float:
@@ -195,13 +192,16 @@ def _robust_fits(xs: Sequence[float], ys: Sequence[float], noise_floor: float) -
     return fit(xs, steady, noise_floor), fit(xs[later_at:], steady[later_at:], noise_floor)
 
 
-def _typical(rates: Sequence[float]) -> float:
-    """The median of ``rates`` once the largest steps are set aside (as :func:`_without_largest_steps` counts them)."""
-    if not rates:
-        return math.inf
+def _largest_and_typical(rates: Sequence[float]) -> tuple[set[int], float]:
+    """The indexes of the largest steps (two of five intervals or more, else one) and the median of the other rates
+    (``inf`` when no other is left)."""
     drop = 2 if len(rates) >= 5 else 1
-    others = sorted(rates, reverse=True)[drop:]
-    return statistics.median(others) if others else math.inf
+    order = sorted(range(len(rates)), key=rates.__getitem__, reverse=True)
+    others = [rates[k] for k in order[drop:]]  # descending: their median without sorting again (a power draw's hot path)
+    if not others:
+        return set(order), math.inf
+    half = len(others) // 2
+    return set(order[:drop]), others[half] if len(others) % 2 else (others[half - 1] + others[half]) / 2
 
 
 def _without_largest_steps(xs: Sequence[float], ys: Sequence[float], rates: Sequence[float]) -> list[float]:
@@ -211,12 +211,7 @@ def _without_largest_steps(xs: Sequence[float], ys: Sequence[float], rates: Sequ
     ratchets, however large, are gone. (Two of six, as it was, let two ratchets in five intervals of a 1,281-response
     crawl, 2.1 MB and 0.9 MB, read as 2.5 KiB/response.)
     """
-    drop = 2 if len(rates) >= 5 else 1
-    order = sorted(range(len(rates)), key=rates.__getitem__, reverse=True)
-    largest = set(order[:drop])
-    others = [rates[k] for k in order[drop:]]  # descending: their median without sorting again (a power draw's hot path)
-    half = len(others) // 2
-    typical = others[half] if len(others) % 2 else (others[half - 1] + others[half]) / 2
+    largest, typical = _largest_and_typical(rates)
     steady = [ys[0]]
     for k, rate in enumerate(rates):
         steady.append(steady[-1] + (min(rate, typical) if k in largest else rate) * (xs[k + 1] - xs[k]))
