@@ -4,7 +4,7 @@
     python benchmarks/overhead_profile.py [--crawls 3] [--pages 50] [--mode default] [--json out.json]
 
 ``overhead.py`` compares whole crawls, and on a shared 2-core machine one core's speed moves by +-20% from one second
-to the next, so a single round's ratio spans 0.8-1.4x and a median of 30 rounds still moves by a few percent. Here one
+to the next, so a single round's ratio spans 0.7-1.4x and a median of 30 rounds still moves by a few percent. Here one
 process runs ``--crawls`` crawls in ``--mode`` under py-spy (a sampling profiler in another process: the crawl runs
 unchanged), and every sample of the reactor thread is put in one of three heaps: idle (waiting in ``select``), the
 plugin's own code (the innermost frame of this package, with no Scrapy, Twisted or spider frame under it: the
@@ -64,19 +64,19 @@ def shares(raw: str) -> dict[str, Any]:
             "plugin_sites": {site: round(n / busy, 4) for site, n in sites.most_common(12)} if busy else {}}
 
 
-CHILD = """
-import sys, tempfile
-from pathlib import Path
-sys.path.insert(0, {bench!r})
-from bench_spiders import Catalog
-from harness import Crawl, run_mode, stop_reactor
-from pytest_crawlmem.harness.site import start_site
-with start_site() as site, tempfile.TemporaryDirectory() as tmp:
-    run_mode({mode!r}, Crawl(Catalog, {{"start_urls": [site.url("/catalog/?pages=5&per_page=40")]}}, {{}}), Path(tmp))
-    for _ in range({crawls}):
-        run_mode({mode!r}, Crawl(Catalog, {{"start_urls": [site.url("/catalog/?pages={pages}&per_page=40")]}}, {{}}), Path(tmp))
-stop_reactor()
-"""
+def crawls(mode: str, count: int, pages: int) -> None:
+    """The profiled child: a warm-up crawl, then ``count`` catalog crawls in ``mode`` (harness.run_mode)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_spiders import Catalog
+    from harness import Crawl, run_mode, stop_reactor
+
+    from pytest_crawlmem.harness.site import start_site
+
+    with start_site() as site, tempfile.TemporaryDirectory(prefix="crawlmem-profile-") as tmp:
+        run_mode(mode, Crawl(Catalog, {"start_urls": [site.url("/catalog/?pages=5&per_page=40")]}, {}), Path(tmp))
+        for _ in range(count):
+            run_mode(mode, Crawl(Catalog, {"start_urls": [site.url(f"/catalog/?pages={pages}&per_page=40")]}, {}), Path(tmp))
+    stop_reactor()
 
 
 def main() -> None:
@@ -86,13 +86,16 @@ def main() -> None:
     parser.add_argument("--mode", default="default", help="a mode of harness.MODES")
     parser.add_argument("--rate", type=int, default=250, help="py-spy samples a second")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # the crawls py-spy profiles
     args = parser.parse_args()
+    if args.child:
+        crawls(args.mode, args.crawls, args.pages)
+        return
     with tempfile.TemporaryDirectory(prefix="crawlmem-profile-") as tmp:
-        script, raw = Path(tmp) / "crawls.py", Path(tmp) / "profile.raw"
-        script.write_text(CHILD.format(bench=str(Path(__file__).resolve().parent), mode=args.mode,
-                                       crawls=args.crawls, pages=args.pages))
+        raw = Path(tmp) / "profile.raw"
         subprocess.run(["py-spy", "record", "--idle", "-r", str(args.rate), "-f", "raw", "-o", str(raw), "--",
-                        sys.executable, str(script)], check=True, capture_output=True)
+                        sys.executable, __file__, "--child", "--mode", args.mode, "--crawls", str(args.crawls),
+                        "--pages", str(args.pages)], check=True, capture_output=True)
         result = {"mode": args.mode, "crawls": args.crawls, "responses": args.pages * 41, **shares(raw.read_text())}
     print(f"{args.mode}: the plugin's own code took {result['plugin_share']:.1%} of the reactor thread's busy samples"
           f" ({result['busy']:,}); idle {result['idle_share']:.1%}")
