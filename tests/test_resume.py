@@ -1,12 +1,15 @@
-"""A drained checkpoint resumes the crawl without a burst past CONCURRENT_REQUESTS_PER_DOMAIN (the plugin must not
-change the program it measures).
+"""A drained checkpoint resumes the crawl in two steps, and leaves the crawl's concurrency as it found it (the plugin
+must not change the program it measures).
 
 On Scrapy's asyncio reactor a download slot counts a request as transferring only once its download task starts, a
-loop iteration after the slot handed it out, so requests that reach an idle slot in one iteration all start:
-CONCURRENT_REQUESTS of them, not the slot's concurrency. A crawl meets that once, at its start. A drained checkpoint
-leaves the downloader idle, and resuming it at once met it again at every checkpoint: 16 downloads to one site at a
-time instead of 8, 8 new connections opened and 8 dropped each time (172 connections in a 2,050-response crawl
-against 22 bare), which also cost the default mode its overhead target (docs/performance.md).
+loop iteration after the slot hands it out, so requests that reach an idle slot in one iteration all start:
+CONCURRENT_REQUESTS of them (16), not the slot's concurrency (8). A crawl meets that cold start once, at its start. A
+drained checkpoint leaves the downloader idle, and resuming the engine at once met it again at every checkpoint: 8
+connections opened and 8 dropped each time (128-133 in this crawl, 17-18 for Scrapy alone, 23 with the two-step
+resume, on an idle machine). The effect is not asserted here: Scrapy alone also starts a slot's whole queue when one
+of its downloads finishes, which a loaded machine makes common (30-84 connections in this crawl for Scrapy alone
+beside two CPU-bound processes). What is asserted is the mechanism: after each checkpoint the engine first hands the
+downloader one slot's concurrency, and the crawl's total concurrency is back at CONCURRENT_REQUESTS at once after.
 """
 
 from __future__ import annotations
@@ -20,57 +23,51 @@ from scrapy import signals
 
 ''' + CATALOG_SPIDER + '''
 
-from twisted.web.client import HTTPConnectionPool
-
-OPENED = []
-_new_connection = HTTPConnectionPool._newConnection
-
-
-def _counted(pool, key, endpoint):
-    OPENED.append(key)
-    return _new_connection(pool, key, endpoint)
-
-
-HTTPConnectionPool._newConnection = _counted  # Scrapy's HTTP/1.1 handler opens every connection here
-
-
-class ConnectionAudit:
-    """The connections the crawl opened (audit/connections_opened)."""
+class ConcurrencyAudit:
+    """The downloader's total concurrency as each request reaches it, and at the close."""
 
     @classmethod
     def from_crawler(cls, crawler):
         audit = cls()
-        audit.stats = crawler.stats
-        crawler.signals.connect(audit.spider_opened, signal=signals.spider_opened)
-        crawler.signals.connect(audit.spider_closed, signal=signals.spider_closed)
+        audit.crawler = crawler
+        crawler.signals.connect(audit.reached, signal=signals.request_reached_downloader)
+        crawler.signals.connect(audit.closed, signal=signals.spider_closed)
         return audit
 
-    def spider_opened(self, spider):
-        self.before = len(OPENED)
+    def reached(self, request, spider):
+        downloader = self.crawler.engine.downloader
+        stats = self.crawler.stats
+        stats.inc_value(f"audit/reached_at_total_{downloader.total_concurrency}")
+        stats.max_value("audit/peak_active", len(downloader.active))
 
-    def spider_closed(self, spider):
-        self.stats.set_value("audit/connections_opened", len(OPENED) - self.before)
+    def closed(self, spider):
+        self.crawler.stats.set_value("audit/total_at_close", self.crawler.engine.downloader.total_concurrency)
 '''
 
 TEST = '''
 from audit import Catalog
 
-AUDITED = {"EXTENSIONS": {"audit.ConnectionAudit": 500}}
+AUDITED = {"EXTENSIONS": {"audit.ConcurrencyAudit": 500}}
 
 
-def test_checkpoints_resume_without_new_connections(crawl, fixture_site):
+def test_checkpoints_resume_one_slot_first_and_restore_the_concurrency(crawl, fixture_site):
     result = crawl(Catalog, start_urls=[fixture_site.url("/catalog/?pages=12&per_page=40")], settings=AUDITED)
     assert result.responses == 492
-    checkpoints = result.stats["crawlmem/checkpoints"]
+    stats = result.stats
+    checkpoints = stats["crawlmem/checkpoints"]
     assert checkpoints >= 12, checkpoints
-    # Scrapy alone opens 17-18 here (its cold start opens CONCURRENT_REQUESTS, 16, and keeps 8); a burst at every
-    # resume opened 8 more per checkpoint (128-133 here, 23 with the two-step resume)
-    opened = result.stats["audit/connections_opened"]
-    assert opened <= 40, f"{opened} connections opened across {checkpoints} checkpoints"
+    # the first step: up to 8 requests (CONCURRENT_REQUESTS_PER_DOMAIN) reach the downloader after each mid-crawl
+    # checkpoint, with the total concurrency lowered to 8
+    first_step = stats.get("audit/reached_at_total_8", 0)
+    assert checkpoints - 2 <= first_step <= 8 * (checkpoints - 2), (first_step, checkpoints)
+    # the rest at CONCURRENT_REQUESTS, which the crawl reaches and ends with
+    assert stats["audit/reached_at_total_16"] + first_step == 492
+    assert stats["audit/peak_active"] == 16
+    assert stats["audit/total_at_close"] == 16
 '''
 
 
-def test_a_checkpoint_resumes_without_a_burst_past_the_slot_concurrency(pytester: pytest.Pytester) -> None:
+def test_a_checkpoint_resumes_one_slot_first_and_restores_the_concurrency(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(audit=AUDIT, test_audit=TEST)
     outcome = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=600)
     outcome.assert_outcomes(passed=1)
