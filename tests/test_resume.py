@@ -9,7 +9,7 @@ connections opened and 8 dropped each time (128-133 in this crawl, 17-18 for Scr
 resume, on an idle machine). The effect is not asserted here: Scrapy alone also starts a slot's whole queue when one
 of its downloads finishes, which a loaded machine makes common (30-84 connections in this crawl for Scrapy alone
 beside two CPU-bound processes). What is asserted is the mechanism: after each checkpoint the engine first hands the
-downloader one slot's concurrency, and the crawl's total concurrency is back at CONCURRENT_REQUESTS at once after.
+downloader one slot's concurrency, and the total concurrency is back at CONCURRENT_REQUESTS once those downloads started.
 """
 
 from __future__ import annotations
