@@ -451,7 +451,7 @@ class CrawlMemExtension:
             return
         parked = self.pages.gate.parked(self.crawler) if self.pages is not None and self.pages.gate.is_closed else 0
         drained = probes.is_drained(self.crawler, parked=parked)
-        if drained and not settled and _DRAIN_SETTLE_SECONDS:  # what the last callbacks left runs first
+        if drained and not settled:  # what the last callbacks left runs first
             _reactor().callLater(_DRAIN_SETTLE_SECONDS, self._wait_for_drain, started, True)
             return
         if drained or timed_out:
