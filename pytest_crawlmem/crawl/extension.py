@@ -52,6 +52,7 @@ from .recording import Recording
 from .retention import find_retention
 from .snapshots import start_tracing, stop_tracing
 from .status import StatusTicker, read_status
+from .timers import drop_cancelled_timers
 
 logger = logging.getLogger("pytest_crawlmem.extension")  # the documented logger name (docs/production.md), stable across moves
 
@@ -503,6 +504,7 @@ class CrawlMemExtension:
     def _take_checkpoint(self, *, drained: bool, cost_started: float, judge_now: bool = True) -> bool:
         """Read a checkpoint; judge the checkpoints so far (``judge_now``), else return whether they are to be judged."""
         queues = probes.read_queues(self.crawler)  # the engine is paused: its queues hold still
+        drop_cancelled_timers(_reactor())  # not the sawtooth of cancelled timers the reactor purges now and then
         checkpoint = drained_checkpoint(
             self.responses, started_at=self.started_at, cost_started=cost_started, drained=drained,
             scheduled=queues.scheduled or 0, disk_scheduled=queues.disk_scheduled or 0,
