@@ -492,7 +492,7 @@ class CrawlMemExtension:
             if self.pages is not None:
                 self.pages.gate.open()
                 self.pages.handed.resume(time.monotonic() - self.started_at)
-            probes.resume_engine(self.crawler)
+            probes.resume_engine(self.crawler, _reactor().callLater)
         if judge:  # after the engine resumed: the verdict so far is computed while the next downloads are in flight
             _reactor().callLater(0, self._judge_later)
 
