@@ -53,13 +53,21 @@ def test_the_readme_is_a_short_guide_with_the_two_commands_at_the_top():
     assert "pip install" in head
 
 
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+\s+(.+?)\s*$", re.sub(r"```.*?```", "", page.read_text(), flags=re.S), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
+
+
 @pytest.mark.parametrize("page", [ROOT / "README.md", *sorted(DOCS.glob("*.md"))], ids=lambda p: p.name)
 def test_every_relative_link_resolves(page):
-    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
-        if "://" in target or target.startswith("mailto:"):
+    for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", page.read_text()):
+        if "://" in target or target.startswith("mailto:") or (not target and not anchor):
             continue
-        path = (page.parent / target).resolve()
+        path = (page.parent / target).resolve() if target else page
         assert path.exists() or path.name in PAGES_OF_OTHERS, f"{page.name} links to {target}, which does not exist"
+        if anchor and path.suffix == ".md" and path.exists():
+            assert anchor in _anchors(path), f"{page.name} links to {target}#{anchor}: no such heading in {path.name}"
 
 
 def test_the_browser_page_states_the_pss_read_interval_the_code_defaults_to():
