@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import inspect
 import sys
 from collections.abc import Generator
 from pathlib import Path
@@ -16,7 +15,9 @@ from .core.settings import OPTIONS, resolve_settings
 from .harness.baseline import BaselineError
 from .harness.cluster_fixture import crawl_cluster  # noqa: F401 - registered with pytest through this module
 from .harness.fixtures import browser_job, crawl, fixture_site  # noqa: F401 - registered with pytest through this module
+from .harness.loopstate import follow_reactor_greenlet
 from .harness.project import nearest_scrapy_cfg
+from .harness.reactor_tests import LOOP_STATE_KEY, foreign_reactor, runs_on_reactor, wait_if_deferred
 from .harness.session import (
     BUDGETS_KEY,
     MARKER_ERROR_KEY,
@@ -56,8 +57,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Register the marker, pick the asyncio reactor for pytest-twisted, resolve the settings."""
     config.addinivalue_line("markers", MARKER_HELP)
     put_project_on_path(config.rootpath, Path.cwd())
-    if getattr(config.option, "reactor", None) == "default":
-        config.option.reactor = "asyncio"  # Scrapy needs it; spare users the --reactor flag
+    if getattr(config.option, "reactor", None) == "default" and foreign_reactor() is None:
+        config.option.reactor = "asyncio"  # Scrapy needs it; a reactor the team installed is left alone
     try:
         settings = resolve_settings(config.getoption, config.getini, config.rootpath)
     except ValueError as exc:
@@ -129,22 +130,40 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"pytest-crawlmem usage error: {problem}", pytrace=False)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Keep asyncio's thread state with the reactor's greenlet, so tests that do not crawl never see its loop."""
+    state = follow_reactor_greenlet()
+    if state is not None:
+        session.config.stash[LOOP_STATE_KEY] = state
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop following the reactor's greenlet (pytest-twisted has stopped it by now)."""
+    state = config.stash.get(LOOP_STATE_KEY, None)
+    if state is not None:
+        state.uninstall()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
-    """Run plain tests that measure (``crawl``, ``browser_job``) outside the reactor greenlet; enforce budgets.
+    """Run plain ``def`` tests beside the reactor, not inside its greenlet; enforce budgets of tests that measure.
 
-    pytest-twisted runs every test inside the reactor's greenlet, where nothing can wait
-    for the reactor; a test that calls ``crawl()`` must run beside it instead.
+    pytest-twisted runs every test inside the reactor's greenlet: there nothing can wait for the reactor (so
+    ``crawl()`` could not block), and asyncio's loop is running (so ``asyncio.run()`` and pytest-asyncio could
+    not). Tests that pytest-twisted decorated, and ``async def`` tests, still run on the reactor as before.
     """
-    if not MEASURING_FIXTURES.intersection(pyfuncitem.fixturenames) or inspect.iscoroutinefunction(pyfuncitem.obj):
+    if runs_on_reactor(pyfuncitem.obj):
         return None
     # Private, on purpose: pytest's own pytest_pyfunc_call reads the same attribute. The public alternative
     # (the test's signature, filtered by funcargs) differs for mock.patch decorators and defaulted arguments.
     names = pyfuncitem._fixtureinfo.argnames
-    pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names})
-    # budgets are checked in the call phase, so xfail and the report see an ordinary failure
-    records: list[CrawlRecord] = pyfuncitem.stash.get(RECORDS_KEY, [])
-    pyfuncitem.config.stash[SESSION_KEY].enforce(pyfuncitem, records)
+    outcome = pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names})
+    wait_if_deferred(outcome)  # pytest-twisted waits for a Deferred a plain test returns: so do we
+    if MEASURING_FIXTURES.intersection(pyfuncitem.fixturenames):
+        # budgets are checked in the call phase, so xfail and the report see an ordinary failure
+        records: list[CrawlRecord] = pyfuncitem.stash.get(RECORDS_KEY, [])
+        pyfuncitem.config.stash[SESSION_KEY].enforce(pyfuncitem, records)
     return True
 
 

@@ -28,7 +28,9 @@ from ..crawl.runner import CrawlOptions, run_crawl
 from ..reports.report import write_reports
 from .interrupts import graceful_sigint
 from .isolated import interrupt_children, run_isolated, spec_for
+from .loopstate import with_reactor_loop
 from .project import ProjectError, find_project, import_settings_module
+from .reactor_tests import isolate_for_foreign_reactor
 from .replay_site import running_replay
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .site import RunningSite, SiteStartError, start_site
@@ -49,6 +51,11 @@ def fixture_site() -> Iterator[RunningSite]:
         yield site
     finally:
         site.close()
+
+
+def _warner(item: pytest.Item) -> Callable[[str], None]:
+    """Warn on the test, as a CrawlMemWarning."""
+    return lambda message: item.warn(CrawlMemWarning(message))
 
 
 def _blockon() -> Any:
@@ -263,6 +270,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
     records = item.stash.setdefault(RECORDS_KEY, [])
     wait = _blockon()
 
+    @with_reactor_loop
     def run(
         spider_cls: type | str,
         *,
@@ -295,7 +303,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         with replaying(replay, replay_copies, knobs, spider_cls, start_urls) as target, \
                 graceful_sigint(interrupt_crawls) as interrupt:
             options = replace(options, replay=target, governor=governor)
-            if isolate or session.settings.isolate:
+            if isolate or session.settings.isolate or isolate_for_foreign_reactor(request.config, _warner(item)):
                 spec = spec_for(spider_cls, start_urls=start_urls, settings=settings, spider_kwargs=spider_kwargs,
                                 options=options)
                 result = run_isolated(spec)
@@ -336,6 +344,7 @@ def browser_job(request: pytest.FixtureRequest) -> BrowserJobFunction:
     records = item.stash.setdefault(RECORDS_KEY, [])
     base_url = request.getfixturevalue("fixture_site").base_url if "fixture_site" in request.fixturenames else None
 
+    @with_reactor_loop
     def run(func: Callable[[BrowserJob], Awaitable[Any]], *, launch: Mapping[str, Any] | None = None) -> CrawlResult:
         options = JobOptions(
             report_dir=session.report_dir_for(item.nodeid, len(records) + 1),
