@@ -284,8 +284,8 @@ def test_a_bigger_crawl_fails_the_test_naming_the_figure_unless_its_marker_allow
     outcome.assert_outcomes(passed=2, failed=1)
     outcome.stdout.fnmatch_lines([
         "*_ test_a _*",
-        "*crawl_memory baseline: peak_rss regressed: * MiB against a baseline median of * MiB (* MiB in 1 run),"
-        " over the tolerance +20%*",
+        "*crawl_memory baseline: peak_rss regressed: * MiB above its start (from * MiB to * MiB) against a baseline"
+        " median of * above the start (their start * MiB; * in 1 run), over the tolerance +20%*",
     ])
     outcome.stdout.fnmatch_lines(["test_new.py::test_new: not in baseline *main.json, not compared"])
 

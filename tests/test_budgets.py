@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -19,7 +20,7 @@ from pytest_crawlmem.core.budgets import (
     resolve_budgets,
     tracemalloc_frames,
 )
-from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.core.models import CrawlResult, DangerSnapshot, Growth, GrowthSite, Peaks
 from pytest_crawlmem.core.units import parse_size
 
 MIB = 2**20
@@ -88,8 +89,10 @@ def test_a_crawl_within_budgets_has_no_violations():
 @pytest.mark.parametrize(
     ("budgets", "expected"),
     [
-        (Budgets(peak_rss=299 * MIB), "peak RSS was 300.0 MiB, over the budget peak_rss=299.0 MiB"),
-        (Budgets(rss_growth=19 * MIB), "RSS growth was 20.0 MiB, over the budget rss_growth=19.0 MiB"),
+        (Budgets(peak_rss=299 * MIB), "peak RSS was 300.0 MiB, over the budget peak_rss=299.0 MiB (200.0 MiB above"
+                                      " the 100.0 MiB the process held when the crawl began)"),
+        (Budgets(rss_growth=19 * MIB), "RSS growth was 20.0 MiB, over the budget rss_growth=19.0 MiB (from 100.0 MiB"
+                                       " when the crawl began to 120.0 MiB at its end)"),
         (Budgets(traced_peak=MIB), "traced peak was 2.0 MiB, over the budget traced_peak=1.0 MiB"),
         (Budgets(max_scheduled=49), "the scheduler queue reached 50, over the budget max_scheduled=49"),
         (Budgets(max_inflight=15), "downloads in flight reached 16, over the budget max_inflight=15"),
@@ -151,3 +154,21 @@ def test_a_traced_peak_budget_turns_tracing_on_and_keeps_more_frames_asked_for()
     assert tracemalloc_frames(None, 0) == 0 and tracemalloc_frames(Budgets(peak_rss=MIB), 0) == 0
     assert tracemalloc_frames(Budgets(traced_peak=MIB), 0) == 1
     assert tracemalloc_frames(Budgets(traced_peak=MIB), 25) == 25
+
+
+@pytest.mark.parametrize("isolated", [False, True])
+def test_a_peak_rss_budget_the_process_was_over_before_the_crawl_says_so_and_names_no_line(isolated):
+    danger = DangerSnapshot(threshold_bytes=80 * MIB, t_seconds=0.1, rss_bytes=310 * MIB, start_rss_bytes=304 * MIB,
+                            responses=3, items=0, sites=(GrowthSite("pipelines/dedup.py:12", 2048, 4, 10.0),))
+    crawled = result(start_rss=304 * MIB, end_rss=305 * MIB, peak_rss=310 * MIB, danger=danger, isolated=isolated)
+    (violation,) = check_budgets(Budgets(peak_rss=12 * 10**6), crawled)
+    where = "the crawl's fresh process" if isolated else "the process"
+    assert violation.message.startswith(f"peak RSS was 310.0 MiB, over the budget peak_rss=11.4 MiB: {where} was already"
+                                        " at 304.0 MiB before the crawl began (")
+    assert violation.message.endswith("); the crawl itself added 6.0 MiB above its start")
+    assert ("use --crawlmem-isolate / crawl(isolate=True)" in violation.message) is not isolated
+    assert "dedup.py" not in violation.message and "danger" not in violation.message
+    crossed_later = replace(crawled, start_rss=100 * MIB, danger=replace(danger, threshold_bytes=244 * MIB))
+    (started_under,) = check_budgets(Budgets(peak_rss=305 * MIB), crossed_later)
+    assert "dedup.py:12" in started_under.message  # crossed during the crawl: the snapshot's line stands
+

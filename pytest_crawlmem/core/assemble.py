@@ -148,6 +148,8 @@ class Details(TypedDict, total=False):
     shots: ShotSummary | None
     parse_amplification: AmplificationSummary | None
     danger: DangerSnapshot | None
+    isolated: bool
+    notes: tuple[str, ...]
 
 
 def assemble(

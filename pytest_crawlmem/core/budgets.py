@@ -177,6 +177,37 @@ def _over(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation 
     return Violation(spec.name, measured, limit, message + (f": {spec.cause}" if spec.cause else ""))  # type: ignore[arg-type]
 
 
+def _peak_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation | None:
+    """``peak_rss``: the peak over the limit, with where the process started; over it before the crawl, said so."""
+    violation = _over(spec, budgets, result)
+    if violation is None:
+        return None
+    start, added = format_size(result.start_rss), format_size(result.peak_rss_above_start)
+    if result.start_rss <= violation.limit:
+        return replace(violation, message=f"{violation.message} ({added} above the {start} the process held when the"
+                                          " crawl began)")
+    held = ("the interpreter, Scrapy and the project's imports: the budget is below what this crawl needs before it"
+            " starts" if result.isolated else "what pytest, Scrapy and earlier tests in this process hold; use"
+            " --crawlmem-isolate / crawl(isolate=True) to measure the crawl in a fresh process")
+    where = "the crawl's fresh process" if result.isolated else "the process"
+    return replace(violation, message=f"{violation.message}: {where} was already at {start} before the crawl began"
+                                      f" ({held}); the crawl itself added {added} above its start")
+
+
+def _growth_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation | None:
+    """``rss_growth``: the growth over the limit, with the RSS it started from and ended at."""
+    violation = _over(spec, budgets, result)
+    if violation is None:
+        return None
+    return replace(violation, message=f"{violation.message} (from {format_size(result.start_rss)} when the crawl"
+                                      f" began to {format_size(result.end_rss)} at its end)")
+
+
+def _started_over(violation: Violation, result: CrawlResult) -> bool:
+    """A ``peak_rss`` (or ``kill_at``) breach the process was already past before the crawl began: no line caused it."""
+    return result.start_rss > violation.limit
+
+
 def _stop_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation | None:
     """The harness stopped the crawl because it hit this hard limit (its row's ``stop`` reason)."""
     limit = getattr(budgets, spec.name)
@@ -400,9 +431,9 @@ class Budgets:
     """
 
     peak_rss: int | None = _budget("size", "highest RSS of the process during the crawl (exact, from VmHWM)", "peak_rss",
-                                   "peak RSS", danger=True, panel="rss")
+                                   "peak RSS", danger=True, panel="rss", check=_peak_check)
     rss_growth: int | None = _budget("size", "RSS at the end of the crawl minus RSS at its start", "rss_growth",
-                                     "RSS growth", panel="rss", from_start=True)
+                                     "RSS growth", panel="rss", from_start=True, check=_growth_check)
     traced_peak: int | None = _budget("size", "peak of Python allocations traced by tracemalloc during the crawl",
                                       "traced_peak", "traced peak", panel="traced")
     max_scheduled: int | None = _budget(
@@ -582,4 +613,6 @@ def _with_danger(violation: Violation, result: CrawlResult) -> Violation:
     spec = SPECS.get(violation.budget)
     if result.danger is None or spec is None or not spec.danger:
         return violation
+    if _started_over(violation, result) or result.start_rss > result.danger.threshold_bytes:
+        return violation  # crossed before the crawl began: the lines the snapshot's window saw did not cause it
     return replace(violation, message=f"{violation.message}; {result.danger.describe()} (danger.json)")

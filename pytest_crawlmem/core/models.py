@@ -414,7 +414,7 @@ class CrawlResult:
     """
 
     #: Written after the fields for readers of report.json; computed from the fields, never read back.
-    DERIVED: ClassVar[tuple[str, ...]] = ("verdict", "rss_growth", "active_size_ratio")
+    DERIVED: ClassVar[tuple[str, ...]] = ("verdict", "rss_growth", "peak_rss_above_start", "active_size_ratio")
     #: Keys of the reports written before report.json named fields (schema_version 1 until this writer): read as these.
     ALIASES: ClassVar[Mapping[str, str]] = {
         "max_scheduled": "peaks.max_scheduled", "max_inflight": "peaks.max_inflight",
@@ -464,6 +464,8 @@ class CrawlResult:
     shots: ShotSummary | None = None  # screenshot API captures (None when no response had X-Page-Verdict)
     parse_amplification: AmplificationSummary | None = None  # None when no callback was measured
     danger: DangerSnapshot | None = None  # None when RSS never crossed snapshot_at
+    isolated: bool = False  # ran in a fresh process (crawl(isolate=True), --crawlmem-isolate): nothing before it there
+    notes: tuple[str, ...] = ()  # what earlier crawls in this process left that changed this one (class-level state)
 
     @property
     def verdict(self) -> str:
@@ -474,6 +476,11 @@ class CrawlResult:
     def rss_growth(self) -> int:
         """RSS at the end of the crawl minus RSS at its start."""
         return self.end_rss - self.start_rss
+
+    @property
+    def peak_rss_above_start(self) -> int:
+        """How far the peak rose above the RSS the process held when the crawl began: what the crawl itself added."""
+        return self.peak_rss - self.start_rss
 
     @property
     def max_scheduled(self) -> int:

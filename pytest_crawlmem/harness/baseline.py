@@ -52,6 +52,9 @@ def run_figures(result: CrawlResult, *, outcome: str = "", commit: str | None = 
     per = result.growth.per_response_bytes
     return {
         "peak_rss": result.peak_rss,
+        "start_rss": result.start_rss,
+        "peak_rss_above_start": result.peak_rss_above_start,
+        "isolated": result.isolated,
         "rss_growth": result.rss_growth,
         "traced_peak": result.traced_peak,
         "leak_per_response": json_value(None if per is None else round(per, 1)),
@@ -295,7 +298,11 @@ def find_baseline(
 
 @dataclass(frozen=True)
 class Finding:
-    """One figure beyond its tolerance from the baseline median: a regression (fails) or an improvement (a note)."""
+    """One figure beyond its tolerance from the baseline median: a regression (fails) or an improvement (a note).
+
+    ``peak_rss`` is compared above each crawl's start RSS when both sides know it (``start`` and ``baseline_start``
+    are then this crawl's start and the baseline's median start): earlier tests in the process do not move it.
+    """
 
     figure: str
     value: float
@@ -305,14 +312,23 @@ class Finding:
     runs: int
     tolerance: Tolerance
     regressed: bool
+    start: float | None = None
+    baseline_start: float | None = None
 
     def message(self) -> str:
         """One sentence with the new value, the baseline median, its spread and the tolerance."""
         spread = _span(self.figure, self.low, self.high)
         runs = "in 1 run" if self.runs == 1 else f"over {self.runs} runs"
+        value, median = _fmt(self.figure, self.value), _fmt(self.figure, self.median)
+        if self.start is not None and self.baseline_start is not None:
+            value = f"{value} above its start (from {format_size(self.start)} to {format_size(self.start + self.value)})"
+            median = f"{median} above the start (their start {format_size(self.baseline_start)}"
+            spread = f"; {spread}"
+        else:
+            spread = f" ({spread}"
         head = (
-            f"{self.figure} {'regressed' if self.regressed else 'improved'}: {_fmt(self.figure, self.value)} against a"
-            f" baseline median of {_fmt(self.figure, self.median)} ({spread} {runs})"
+            f"{self.figure} {'regressed' if self.regressed else 'improved'}: {value} against a"
+            f" baseline median of {median}{spread} {runs})"
         )
         if self.regressed:
             return f"{head}, over the tolerance {self.tolerance.describe()}"
@@ -344,22 +360,56 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+@dataclass(frozen=True)
+class _Compared:
+    """One figure of a run beside the baseline's runs: the values compared and the change allowed."""
+
+    value: float
+    past: list[float]
+    allowance: float
+    start: float | None = None
+    baseline_start: float | None = None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.past)
+
+
+def _compared(figure: str, tolerance: Tolerance, figures: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]
+              ) -> _Compared | None:
+    """The figure's value and the baseline's (``None``: not measured on one side).
+
+    ``peak_rss`` compares the peak above each crawl's start RSS when the run and the baseline's runs know it; its
+    relative tolerance stays a share of the baseline's median peak. Runs saved without a start compare the peak itself.
+    """
+    value = _number(figures.get(figure))
+    past = [v for v in (_number(r.get(figure)) for r in runs) if v is not None]
+    if value is None or not past:
+        return None
+    allowance = tolerance.allowance(statistics.median(past))
+    if figure == "peak_rss":
+        above = _number(figures.get("peak_rss_above_start"))
+        past_above = [v for v in (_number(r.get("peak_rss_above_start")) for r in runs) if v is not None]
+        starts = [v for v in (_number(r.get("start_rss")) for r in runs) if v is not None]
+        if above is not None and past_above and starts:
+            return _Compared(above, past_above, allowance, _number(figures.get("start_rss")), statistics.median(starts))
+    return _Compared(value, past, allowance)
+
+
 def compare_run(
     figures: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], tolerances: Mapping[str, Tolerance]
 ) -> list[Finding]:
     """Compare a run's figures to the median of the baseline ``runs``, for each figure with a tolerance."""
     findings = []
     for figure, tolerance in tolerances.items():
-        value = _number(figures.get(figure))
-        past = [v for v in (_number(r.get(figure)) for r in runs) if v is not None]
-        if value is None or not past:
+        compared = _compared(figure, tolerance, figures, runs)
+        if compared is None:
             continue
-        median = statistics.median(past)
-        allowance = tolerance.allowance(median)
-        if abs(value - median) > allowance:
-            findings.append(
-                Finding(figure, value, median, min(past), max(past), len(past), tolerance, regressed=value > median)
-            )
+        median = compared.median
+        if abs(compared.value - median) > compared.allowance:
+            findings.append(Finding(figure, compared.value, median, min(compared.past), max(compared.past),
+                                    len(compared.past), tolerance, regressed=compared.value > median,
+                                    start=compared.start, baseline_start=compared.baseline_start))
     return findings
 
 
@@ -371,12 +421,31 @@ def within_tolerance(
         return None
     parts = []
     for figure, tolerance in tolerances.items():
-        value = _number(figures.get(figure))
-        past = [v for v in (_number(r.get(figure)) for r in runs) if v is not None]
-        if value is not None and past:
-            median = statistics.median(past)
-            parts.append(f"{figure} {_fmt(figure, value)} (median {_fmt(figure, median)}, {tolerance.describe()})")
+        compared = _compared(figure, tolerance, figures, runs)
+        if compared is None:
+            continue
+        value, median = _fmt(figure, compared.value), _fmt(figure, compared.median)
+        if compared.start is not None and compared.baseline_start is not None:
+            value = f"{value} above a start of {format_size(compared.start)}"
+            median = f"{median} above {format_size(compared.baseline_start)}"
+        parts.append(f"{figure} {value} (median {median}, {tolerance.describe()})")
     if not parts:
         return None
     count = "1 run" if len(runs) == 1 else f"{len(runs)} runs"
     return f"within tolerance of {count}: " + ", ".join(parts)
+
+
+def without_start(runs: Sequence[Mapping[str, Any]], tolerances: Mapping[str, Tolerance]) -> bool:
+    """The baseline's runs were saved without the start RSS, so ``peak_rss`` is compared as the absolute peak."""
+    return "peak_rss" in tolerances and not any(_number(r.get("peak_rss_above_start")) is not None for r in runs)
+
+
+def isolation_differs(figures: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> str | None:
+    """A sentence when this crawl ran isolated and the baseline's did not (or the other way round), else ``None``."""
+    saved = [r["isolated"] for r in runs if isinstance(r.get("isolated"), bool)]
+    here = figures.get("isolated")
+    if not saved or not isinstance(here, bool) or saved.count(here) * 2 > len(saved):
+        return None
+    if here:
+        return "this crawl ran isolated (a fresh process) and the baseline's crawls ran in the pytest process"
+    return "the baseline's crawls ran isolated (--crawlmem-isolate) and this one in the pytest process"

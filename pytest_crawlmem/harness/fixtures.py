@@ -26,6 +26,7 @@ from ..crawl.extension import interrupt_running_crawls
 from ..crawl.governor import resolve_budget
 from ..crawl.runner import CrawlOptions, run_crawl
 from ..reports.report import write_reports
+from .carryover import watching_class_state
 from .interrupts import graceful_sigint
 from .isolated import interrupt_children, run_isolated, spec_for
 from .loopstate import with_reactor_loop
@@ -147,6 +148,13 @@ def fail_if_nothing_measured(
         pytest.fail(f"{violation.message}; report: {result.report_dir}", pytrace=False)
     if all(v.budget != violation.budget for v in variant.violations):
         variant.violations.append(violation)
+
+
+def _note_carried_state(item: pytest.Item, result: CrawlResult, session: CrawlMemSession) -> None:
+    """What an earlier crawl in this process left that changed this one: a warning and a line under the summary."""
+    for note in result.notes:
+        item.warn(CrawlMemWarning(note))
+        session.notes.append(f"{item.nodeid}: {note}")
 
 
 def _warn_if_only_errors(item: pytest.Item, result: CrawlResult, session: CrawlMemSession) -> None:
@@ -306,13 +314,15 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             if isolate or session.settings.isolate or isolate_for_foreign_reactor(request.config, _warner(item)):
                 spec = spec_for(spider_cls, start_urls=start_urls, settings=settings, spider_kwargs=spider_kwargs,
                                 options=options)
-                result = run_isolated(spec)
+                result = replace(run_isolated(spec), isolated=True)
             else:
-                result = run_crawl(
+                class_state = watching_class_state(request.config, item.nodeid, spider_cls)
+                result = class_state(run_crawl(
                     spider_cls, wait=wait, start_urls=start_urls, settings=settings,
                     spider_kwargs=spider_kwargs, options=options,
-                )
+                ))
         _record(item, result, budgets, records)
+        _note_carried_state(item, result, session)
         if replay_copies == "auto" and target is not None:  # say what it chose
             session.notes.append(f"{item.nodeid}: replay_copies=\"auto\" chose {target.copies:,} copies of the"
                                  f" {int(target.summary.get('entries') or 0):,}-response recording")

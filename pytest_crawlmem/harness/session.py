@@ -138,6 +138,7 @@ class CrawlMemSession:
                 self.notes.append(f"{key}: not in baseline {self.baseline.path}, not compared")
                 continue
             figures = bl.run_figures(record.result)
+            self.notes += baseline_caveats(key, figures, runs, tolerances, self.baseline.path)
             kept = bl.within_tolerance(figures, runs, tolerances)
             if kept is not None:
                 self.notes.append(f"{key}: {kept} of baseline {self.baseline.path}")
@@ -170,6 +171,7 @@ class CrawlMemSession:
             lines = [f"crawl_memory budget broken: {v.message}" for v in failing]
             lines += [f"crawl_memory budget broken: {message}" for message in sweeps]
             lines += [f"crawl_memory baseline: {message}" for message in regressions]
+            lines += result_notes(records)
             lines += [f"crawl_memory verdict: {r.result.verdict}: {r.result.growth.reason}" for r in records
                       if r.variant is None and r.result.growth.reason
                       and not any(v.of_verdict for v in r.violations)]
@@ -277,6 +279,20 @@ def merge_notes(notes: Sequence[str]) -> list[str]:
     return sorted(others) + [appended_note(count, Path(path)) for path, count in sorted(appended.items())]
 
 
+def baseline_caveats(key: str, figures: dict[str, Any], runs: Sequence[dict[str, Any]],
+                     tolerances: dict[str, bl.Tolerance], path: Path) -> list[str]:
+    """Notes on what makes one crawl's comparison weaker: a baseline saved without start RSS, isolation that differs."""
+    notes = []
+    if bl.without_start(runs, tolerances):
+        notes.append(f"{key}: baseline {path} has no start RSS (saved by an older pytest-crawlmem): peak_rss compared"
+                     " as the absolute peak, which earlier tests in the process move; save the baseline again to"
+                     " compare the peak above the crawl's start")
+    differs = bl.isolation_differs(figures, runs)
+    if differs is not None:
+        notes.append(f"{key}: {differs}: their memory figures start from different processes")
+    return notes
+
+
 def unreported_budgets(records: Sequence[CrawlRecord]) -> str:
     """Lines for a test that failed on its own: the budgets its crawls broke and where their reports are."""
     lines = [f"crawl_memory budget broken: {v.message}" for r in records for v in r.violations if v.fails]
@@ -286,7 +302,12 @@ def unreported_budgets(records: Sequence[CrawlRecord]) -> str:
     if not lines:
         lines.append(f"every crawl_memory budget was kept ({len(records)} crawl{'s' if len(records) != 1 else ''})")
     dirs = sorted({str(r.result.report_dir) for r in records if r.result.report_dir})
-    return "\n".join(lines + [f"report: {d}" for d in dirs])
+    return "\n".join(lines + result_notes(records) + [f"report: {d}" for d in dirs])
+
+
+def result_notes(records: Sequence[CrawlRecord]) -> list[str]:
+    """``crawl_memory note: ...`` for what earlier crawls in the process left that changed these (``result.notes``)."""
+    return [f"crawl_memory note: {note}" for r in records for note in r.result.notes]
 
 
 def junit_properties(records: Sequence[CrawlRecord]) -> list[tuple[str, object]]:
