@@ -106,7 +106,8 @@ RESULT_KEYS = [
     "retention", "holders", "stats", "errors", "dropped_count", "warnsize_warnings", "response_sizes",
     "suggested_maxsize", "max_active_size_limit", "scheduled_per_response", "retries", "retries_max_reached",
     "download_latency", "browser", "media", "replay_hits", "replay_misses", "replay_missed_urls", "replay_copies",
-    "shots", "parse_amplification", "danger", "isolated", "notes", "verdict", "rss_growth", "peak_rss_above_start",
+    "shots", "parse_amplification", "danger", "isolated", "notes", "earlier_crawls",
+    "verdict", "rss_growth", "peak_rss_above_start",
     "active_size_ratio",
 ]
 

@@ -150,6 +150,7 @@ class Details(TypedDict, total=False):
     danger: DangerSnapshot | None
     isolated: bool
     notes: tuple[str, ...]
+    earlier_crawls: int | None
 
 
 def assemble(

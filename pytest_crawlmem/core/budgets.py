@@ -199,8 +199,12 @@ def _growth_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Vi
     violation = _over(spec, budgets, result)
     if violation is None:
         return None
+    first = ("; this was the first crawl in this pytest process: what the project loads once and keeps (imports,"
+             " module-level caches of its pipelines and middlewares) counts in its growth and in no later crawl's, so"
+             " whichever test runs first pays it; use --crawlmem-isolate / crawl(isolate=True) to give every crawl the"
+             " same start" if result.earlier_crawls == 0 else "")
     return replace(violation, message=f"{violation.message} (from {format_size(result.start_rss)} when the crawl"
-                                      f" began to {format_size(result.end_rss)} at its end)")
+                                      f" began to {format_size(result.end_rss)} at its end){first}")
 
 
 def _started_over(violation: Violation, result: CrawlResult) -> bool:

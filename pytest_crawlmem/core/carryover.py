@@ -74,6 +74,7 @@ class CarryOver:
     """Per pytest process: which crawl filled which class container, and the notes for later crawls it affects."""
 
     filled: dict[str, Filling] = field(default_factory=dict)
+    crawls: int = 0  # in-process crawls so far
 
     def after_crawl(self, test_id: str, before: Snapshot, after: Snapshot, *, items: int, responses: int) -> list[str]:
         """Record what this crawl filled; return a sentence per container an earlier crawl filled and this one started
@@ -83,6 +84,7 @@ class CarryOver:
         for key, container in after.items():
             if container.size > (before[key].size if key in before else 0):
                 self.filled[key] = Filling(test_id, items, responses, container.size)
+        self.crawls += 1
         return notes
 
     def _note(self, key: str, container: Container, items: int, responses: int) -> str | None:

@@ -466,6 +466,7 @@ class CrawlResult:
     danger: DangerSnapshot | None = None  # None when RSS never crossed snapshot_at
     isolated: bool = False  # ran in a fresh process (crawl(isolate=True), --crawlmem-isolate): nothing before it there
     notes: tuple[str, ...] = ()  # what earlier crawls in this process left that changed this one (class-level state)
+    earlier_crawls: int | None = None  # in-process crawls the pytest process ran before this one (None: not counted)
 
     @property
     def verdict(self) -> str:

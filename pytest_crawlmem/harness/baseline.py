@@ -55,6 +55,7 @@ def run_figures(result: CrawlResult, *, outcome: str = "", commit: str | None = 
         "start_rss": result.start_rss,
         "peak_rss_above_start": result.peak_rss_above_start,
         "isolated": result.isolated,
+        "earlier_crawls": result.earlier_crawls,
         "rss_growth": result.rss_growth,
         "traced_peak": result.traced_peak,
         "leak_per_response": json_value(None if per is None else round(per, 1)),
@@ -449,3 +450,20 @@ def isolation_differs(figures: Mapping[str, Any], runs: Sequence[Mapping[str, An
     if here:
         return "this crawl ran isolated (a fresh process) and the baseline's crawls ran in the pytest process"
     return "the baseline's crawls ran isolated (--crawlmem-isolate) and this one in the pytest process"
+
+
+def first_crawl_differs(figures: Mapping[str, Any], runs: Sequence[Mapping[str, Any]]) -> str | None:
+    """A sentence when this crawl was its process's first in-process crawl and most of the baseline's were not (or the
+    other way round), else ``None`` (also when either side was not counted: isolated, or saved before it was)."""
+    here = figures.get("earlier_crawls")
+    saved = [r["earlier_crawls"] == 0 for r in runs if _count(r.get("earlier_crawls")) is not None]
+    if _count(here) is None or not saved or saved.count(here == 0) * 2 > len(saved):
+        return None
+    if here == 0:
+        return "this crawl was the first in its pytest process and the baseline's were not"
+    return "the baseline's crawls were the first in their pytest process and this one was not"
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+

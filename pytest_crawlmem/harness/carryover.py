@@ -16,13 +16,14 @@ CARRY_OVER_KEY = pytest.StashKey[CarryOver]()
 
 def watching_class_state(config: pytest.Config, test_id: str, spider_cls: type) -> Callable[[CrawlResult], CrawlResult]:
     """Read the spider class's containers now (before the crawl); the returned function reads them after it and
-    adds to the result's ``notes`` what an earlier crawl left there, when it changed what this crawl got."""
+    adds to the result's ``notes`` what an earlier crawl left there, when it changed what this crawl got, and how many
+    crawls this process ran before it (``earlier_crawls``)."""
     ledger = config.stash.setdefault(CARRY_OVER_KEY, CarryOver())
-    before = class_containers(spider_cls)
+    before, earlier = class_containers(spider_cls), ledger.crawls
 
     def after(result: CrawlResult) -> CrawlResult:
         notes = ledger.after_crawl(test_id, before, class_containers(spider_cls), items=result.items_scraped,
                                    responses=result.responses)
-        return replace(result, notes=result.notes + tuple(notes)) if notes else result
+        return replace(result, notes=result.notes + tuple(notes), earlier_crawls=earlier)
 
     return after

@@ -138,13 +138,14 @@ class CrawlMemSession:
                 self.notes.append(f"{key}: not in baseline {self.baseline.path}, not compared")
                 continue
             figures = bl.run_figures(record.result)
-            self.notes += baseline_caveats(key, figures, runs, tolerances, self.baseline.path)
+            caveats = baseline_caveats(figures, runs, tolerances, self.baseline.path)
+            self.notes += [f"{key}: {caveat}" for caveat in caveats]
             kept = bl.within_tolerance(figures, runs, tolerances)
             if kept is not None:
                 self.notes.append(f"{key}: {kept} of baseline {self.baseline.path}")
             for finding in bl.compare_run(figures, runs, tolerances):
                 if finding.regressed:
-                    failures.append(finding.message())
+                    failures.append(finding.message() + "".join(f"; {caveat}" for caveat in caveats))
                 else:
                     warnings.warn(CrawlMemWarning(f"{key}: {finding.message()}"), stacklevel=1)
                     self.notes.append(f"{key}: {finding.message()}")
@@ -279,18 +280,23 @@ def merge_notes(notes: Sequence[str]) -> list[str]:
     return sorted(others) + [appended_note(count, Path(path)) for path, count in sorted(appended.items())]
 
 
-def baseline_caveats(key: str, figures: dict[str, Any], runs: Sequence[dict[str, Any]],
-                     tolerances: dict[str, bl.Tolerance], path: Path) -> list[str]:
-    """Notes on what makes one crawl's comparison weaker: a baseline saved without start RSS, isolation that differs."""
-    notes = []
+def baseline_caveats(figures: dict[str, Any], runs: Sequence[dict[str, Any]], tolerances: dict[str, bl.Tolerance],
+                     path: Path) -> list[str]:
+    """What makes one crawl's comparison weaker: a baseline saved without the start RSS, isolation or a place among the
+    process's crawls that differs from the baseline's."""
+    caveats = []
     if bl.without_start(runs, tolerances):
-        notes.append(f"{key}: baseline {path} has no start RSS (saved by an older pytest-crawlmem): peak_rss compared"
-                     " as the absolute peak, which earlier tests in the process move; save the baseline again to"
-                     " compare the peak above the crawl's start")
+        caveats.append(f"baseline {path} has no start RSS (saved by an older pytest-crawlmem): peak_rss compared as the"
+                       " absolute peak, which earlier tests in the process move; save the baseline again to compare the"
+                       " peak above the crawl's start")
     differs = bl.isolation_differs(figures, runs)
     if differs is not None:
-        notes.append(f"{key}: {differs}: their memory figures start from different processes")
-    return notes
+        caveats.append(f"{differs}: their memory figures start from different processes")
+    first = bl.first_crawl_differs(figures, runs)
+    if first is not None and "rss_growth" in tolerances:
+        caveats.append(f"{first}: what the project loads once and keeps counts in the rss_growth of a process's first"
+                       " crawl only; save and compare with --crawlmem-isolate")
+    return caveats
 
 
 def unreported_budgets(records: Sequence[CrawlRecord]) -> str:
