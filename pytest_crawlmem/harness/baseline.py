@@ -169,7 +169,7 @@ def parse_document(text: str, path: Path) -> Baseline:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BaselineError(f"baseline {path} is not valid JSON ({exc}): delete it or save it again") from exc
+        raise BaselineError(f"baseline {path} is not valid JSON ({exc}): delete it or save it again") from None
     if not isinstance(document, dict):
         raise BaselineError(f"baseline {path} is not a JSON object: it is not a pytest-crawlmem baseline")
     document = _upgrade(document, path)
@@ -190,7 +190,7 @@ def load_baseline(path: Path) -> Baseline:
     except FileNotFoundError as exc:
         raise BaselineError(f"baseline {path} does not exist: save one first with --crawlmem-save NAME") from exc
     except OSError as exc:
-        raise BaselineError(f"baseline {path} cannot be read: {exc}") from exc
+        raise BaselineError(f"baseline {path} cannot be read: {exc}") from None
     return parse_document(text, path)
 
 

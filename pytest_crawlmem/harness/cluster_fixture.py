@@ -17,6 +17,7 @@ from ..crawl.runner import CrawlOptions
 from ..reports.cluster_report import write_cluster_report
 from ..reports.report import write_reports
 from .cluster_run import ClusterOptions, run_cluster
+from .failing import fail
 from .fixtures import (
     fail_if_nothing_measured,
     fail_if_replay_found_nothing,
@@ -83,7 +84,7 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
                 result = run_cluster(spider_cls, start_urls=start_urls, settings=settings,
                                      spider_kwargs=spider_kwargs, options=options)
             except RedisStartError as exc:
-                pytest.fail(f"crawl_cluster could not start its Redis: {exc}", pytrace=False)
+                fail(f"crawl_cluster could not start its Redis: {exc}")
         _record_cluster(item.nodeid, result, budgets, records)
         if interrupt.interrupted:
             raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")

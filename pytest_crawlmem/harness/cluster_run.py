@@ -278,7 +278,7 @@ def run_cluster(
     try:
         spec_for(spider_cls, start_urls=None, settings=None, spider_kwargs={}, options=options.worker_options)
     except ValueError as exc:
-        raise ClusterError(f"crawl_cluster runs every worker in a process of its own: {exc}") from exc
+        raise ClusterError(f"crawl_cluster runs every worker in a process of its own: {exc}") from None
     server = start_redis()
     children: list[IsolatedChild] = []
     errors: list[str] = []

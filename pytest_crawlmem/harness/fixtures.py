@@ -27,6 +27,7 @@ from ..crawl.governor import resolve_budget
 from ..crawl.runner import CrawlOptions, run_crawl
 from ..reports.report import write_reports
 from .carryover import watching_class_state
+from .failing import fail
 from .interrupts import graceful_sigint
 from .isolated import interrupt_children, run_isolated, spec_for
 from .loopstate import with_reactor_loop
@@ -47,7 +48,7 @@ def fixture_site() -> Iterator[RunningSite]:
     try:
         site = start_site()
     except SiteStartError as exc:
-        pytest.fail(f"the fixture site did not start: {exc}", pytrace=False)
+        fail(f"the fixture site did not start: {exc}")
     try:
         yield site
     finally:
@@ -182,7 +183,7 @@ def replaying(
             starts = start_urls if start_urls is not None else getattr(spider_cls, "start_urls", None)
             check_start_urls(target, starts if isinstance(starts, (list, tuple)) else None)
         except ReplayError as exc:
-            pytest.fail(str(exc), pytrace=False)
+            fail(str(exc))
         yield target
 
 
@@ -202,7 +203,7 @@ def fail_if_replay_found_nothing(target: ReplayTarget | None, result: CrawlResul
     try:
         check_outcome(target, result.replay_hits, result.replay_misses, result.replay_missed_urls)
     except ReplayError as exc:
-        pytest.fail(f"{exc}; report: {result.report_dir}", pytrace=False)
+        fail(f"{exc}; report: {result.report_dir}")
 
 
 def interrupt_crawls() -> None:
@@ -228,7 +229,7 @@ def _check_governor(governor: str | int | None) -> None:
     try:
         resolve_budget(governor)
     except ValueError as exc:
-        pytest.fail(f"crawl(governor={governor!r}): {exc}", pytrace=False)
+        fail(f"crawl(governor={governor!r}): {exc}")
 
 
 def keyword_options(func: Callable[..., Any]) -> tuple[str, ...]:
@@ -262,7 +263,7 @@ def spider_by_name(spider: type | str, settings_module: str | None) -> type:
     try:
         return resolve_spider(spider, settings_module)
     except SpiderNameError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        fail(str(exc))
 
 
 @pytest.fixture

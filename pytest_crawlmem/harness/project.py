@@ -58,7 +58,7 @@ def settings_module_of(cfg: Path, project: str = "default") -> str:
     try:
         parser.read(cfg, encoding="utf-8")
     except configparser.Error as exc:
-        raise ProjectError(f"cannot read the Scrapy project file {cfg}: {exc}") from exc
+        raise ProjectError(f"cannot read the Scrapy project file {cfg}: {exc}") from None
     module = parser.get("settings", project, fallback="").strip()
     if not module:
         raise ProjectError(f"the Scrapy project file {cfg} has no [settings] {project} = <module> entry")
@@ -75,4 +75,4 @@ def import_settings_module(project: Project) -> None:
         raise ProjectError(
             f"cannot import the Scrapy project's settings module {project.settings_module!r} (from {project.source}):"
             f" {exc!r}"
-        ) from exc
+        ) from None

@@ -188,7 +188,7 @@ def start_site(
             errors="replace",
         )
     except OSError as error:
-        raise SiteStartError(f"cannot run the fixture site with {argv[0]!r}: {error}") from error
+        raise SiteStartError(f"cannot run the fixture site with {argv[0]!r}: {error}") from None
     assert process.stdout is not None and process.stderr is not None
     site = RunningSite(base_url="", process=process)
     first_lines: queue.Queue[str] = queue.Queue()

@@ -8,6 +8,9 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
+#: How many names an unknown spider name is answered with (a large project has thousands).
+CLOSEST_NAMES = 5
+
 
 class SpiderNameError(LookupError):
     """A spider name that no spider of the project has, or a name given outside a Scrapy project."""
@@ -27,15 +30,22 @@ def resolve_spider(spider: type | str, settings_module: str | None) -> type:
     try:
         found: type = loader.load(spider)
     except KeyError:
-        known = sorted(loader.list())
-        close = difflib.get_close_matches(spider, known, n=1, cutoff=0.6)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        listed = ", ".join(known) if known else "none"
         raise SpiderNameError(
-            f"no spider named {spider!r} in the project's SPIDER_MODULES (settings {settings_module}): {hint}"
-            f"known spiders: {listed}"
+            f"no spider named {spider!r} in the project's SPIDER_MODULES (settings {settings_module}): "
+            + known_names_hint(spider, sorted(loader.list()))
         ) from None
     return found
+
+
+def known_names_hint(spider: str, known: list[str]) -> str:
+    """What to say of the project's spiders: all of them when few, else the closest few and how many there are."""
+    close = difflib.get_close_matches(spider, known, n=CLOSEST_NAMES, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    if len(known) <= CLOSEST_NAMES:
+        return f"{hint}known spiders: {', '.join(known) if known else 'none'}"
+    if not close:
+        return f"no name of its {len(known):,} spiders is close to it (`scrapy list` names them all)"
+    return f"{hint}closest of its {len(known):,} spiders: {', '.join(close)} (`scrapy list` names them all)"
 
 
 def _spider_loader(settings_module: str) -> Any:
