@@ -172,3 +172,15 @@ def test_a_peak_rss_budget_the_process_was_over_before_the_crawl_says_so_and_nam
     (started_under,) = check_budgets(Budgets(peak_rss=305 * MIB), crossed_later)
     assert "dedup.py:12" in started_under.message  # crossed during the crawl: the snapshot's line stands
 
+
+def test_a_kill_at_the_process_was_over_before_the_crawl_says_so():
+    stopped = result(start_rss=304 * MIB, end_rss=305 * MIB, peak_rss=306 * MIB, finish_reason="crawlmem_kill_at",
+                     stopped_because="RSS reached 306.0 MiB, over kill_at")
+    (violation,) = check_budgets(Budgets(kill_at=200 * MIB), stopped)
+    assert violation.message.endswith(": the process was already at 304.0 MiB before the crawl began (what pytest,"
+                                      " Scrapy and earlier tests in this process hold; use --crawlmem-isolate /"
+                                      " crawl(isolate=True) to measure the crawl in a fresh process); the crawl itself"
+                                      " added 2.0 MiB above its start")
+    (later,) = check_budgets(Budgets(kill_at=200 * MIB), replace(stopped, start_rss=100 * MIB))
+    assert "before the crawl began" not in later.message
+

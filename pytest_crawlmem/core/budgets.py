@@ -182,16 +182,21 @@ def _peak_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Viol
     violation = _over(spec, budgets, result)
     if violation is None:
         return None
-    start, added = format_size(result.start_rss), format_size(result.peak_rss_above_start)
     if result.start_rss <= violation.limit:
+        start, added = format_size(result.start_rss), format_size(result.peak_rss_above_start)
         return replace(violation, message=f"{violation.message} ({added} above the {start} the process held when the"
                                           " crawl began)")
+    return replace(violation, message=f"{violation.message}: {_over_at_start(result)}")
+
+
+def _over_at_start(result: CrawlResult) -> str:
+    """Where the process stood before the crawl began, for a limit it was already over."""
     held = ("the interpreter, Scrapy and the project's imports: the budget is below what this crawl needs before it"
             " starts" if result.isolated else "what pytest, Scrapy and earlier tests in this process hold; use"
             " --crawlmem-isolate / crawl(isolate=True) to measure the crawl in a fresh process")
     where = "the crawl's fresh process" if result.isolated else "the process"
-    return replace(violation, message=f"{violation.message}: {where} was already at {start} before the crawl began"
-                                      f" ({held}); the crawl itself added {added} above its start")
+    return (f"{where} was already at {format_size(result.start_rss)} before the crawl began ({held}); the crawl itself"
+            f" added {format_size(result.peak_rss_above_start)} above its start")
 
 
 def _growth_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Violation | None:
@@ -222,6 +227,8 @@ def _stop_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Viol
         f"{result.stopped_because or spec.name}={limit_text}: the crawl was stopped after {result.responses:,} responses"
         f" and {result.duration_seconds:.1f} s (peak RSS {format_size(result.peak_rss)})"
     )
+    if spec.kind == "size" and result.start_rss > limit:
+        message += f": {_over_at_start(result)}"
     return Violation(spec.name, spec.measure(result), limit, message)  # type: ignore[arg-type]
 
 
