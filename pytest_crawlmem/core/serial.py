@@ -20,9 +20,10 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 R = TypeVar("R")
+J = TypeVar("J", bound="JsonRecord")  # typing.Self is 3.11+; the package supports 3.10
 
 #: Field metadata: write the field as its length (``samples``: report.json keeps their count), or not at all.
 COUNT_ONLY: Mapping[str, str] = types.MappingProxyType({"json": "count"})
@@ -179,6 +180,6 @@ class JsonRecord:
         return record_json(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Self:
+    def from_json(cls: type[J], data: Mapping[str, Any]) -> J:
         """Rebuild the record from :meth:`to_json`'s dict (unknown keys ignored, an older writer's read)."""
         return from_json(cls, data)
