@@ -15,6 +15,7 @@ from typing import Any, TypedDict, Unpack
 
 from . import verdicts
 from .dropped import MEDIA_FAILED
+from .fingerprint import CodeReader, fingerprint_of, leak_basis
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, Analysis, analyze
 from .measurement import Measurement
 from .models import (
@@ -155,12 +156,13 @@ class Details(TypedDict, total=False):
 
 def assemble(
     facts: RunFacts, samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], growth: Growth, *,
-    peaks: Peaks | None = None, **details: Unpack[Details],
+    peaks: Peaks | None = None, read_code: CodeReader | None = None, **details: Unpack[Details],
 ) -> CrawlResult:
     """The CrawlResult of a run: its facts (each :class:`RunFacts` field of the result's name), samples, queue peaks
     (read from the samples unless given) and verdict, plus what only its path measures (``details``, such as
     ``dropped`` or ``browser``)."""
     samples = tuple(samples)
+    growth = fingerprinted(growth, facts.spider, details, read_code)
     return CrawlResult(
         **(_same_named(facts, _RESULT_FIELDS) | {"duration_seconds": round(facts.duration_seconds, 4)}),
         samples=samples,
@@ -168,6 +170,16 @@ def assemble(
         growth=growth,
         **details,
     )
+
+
+def fingerprinted(growth: Growth, spider: str, details: Details, read_code: CodeReader | None = None) -> Growth:
+    """``growth`` with its leak's fingerprint (core/fingerprint.py; ``read_code`` reads the keeping code), unchanged when
+    its verdict is not a leak or it already has one (read back from report.json: the source may have changed since)."""
+    if not verdicts.is_leak(growth.verdict) or growth.fingerprint:
+        return growth
+    basis = leak_basis(growth.verdict, spider, holders=details.get("holders", ()), retention=details.get("retention", ()),
+                       sites=details.get("top_growth", ()), read=read_code)
+    return replace(growth, fingerprint=fingerprint_of(basis), fingerprint_basis=basis)
 
 
 #: The fields of a CrawlResult, and the details only some paths measure: what a same-named field is copied into.
@@ -184,7 +196,7 @@ def _same_named(record: object, names: frozenset[str]) -> dict[str, Any]:
 def crawl_result(
     measured: Measurement, *, spider: str, duration_seconds: float, interval_seconds: float, stats: Mapping[str, Any],
     leak_per_response: int | None = None, max_active_size_limit: int = 0, replay_copies: int = 0,
-    report_dir: Path | None = None,
+    report_dir: Path | None = None, read_code: CodeReader | None = None,
 ) -> CrawlResult:
     """The CrawlResult of a measured Scrapy crawl: its :class:`Measurement` judged and assembled, with Scrapy's
     ``stats`` (status counts, retries), the crawl's SCRAPER_SLOT_MAX_ACTIVE_SIZE and the replay's copies (0: none).
@@ -217,7 +229,7 @@ def crawl_result(
         "retries": int(stats.get("retry/count") or 0), "retries_max_reached": int(stats.get("retry/max_reached") or 0),
         "replay_copies": replay_copies,
     }
-    return assemble(facts, samples, checkpoints, growth, **details)
+    return assemble(facts, samples, checkpoints, growth, read_code=read_code, **details)
 
 
 def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], interval_seconds: float) -> Peaks:

@@ -213,6 +213,10 @@ class Growth(JsonRecord):
     detectable_per_response_bytes: float | None = None
     #: Responses a crawl like this one needs for a verdict (``inconclusive`` only; None when it had enough).
     responses_needed: int | None = None
+    #: A leak verdict's id, the same for the same leak across runs, line moves and machines ('' when not a leak).
+    fingerprint: str = ""
+    #: What the fingerprint hashes (``holder spider.kept -> list``, ``function Spider.parse``, ``code ...``).
+    fingerprint_basis: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,6 +476,11 @@ class CrawlResult:
     def verdict(self) -> str:
         """The growth verdict (``steady``, ``retained-objects``, ...)."""
         return self.growth.verdict
+
+    @property
+    def leak_fingerprint(self) -> str | None:
+        """The leak verdict's fingerprint (``growth.fingerprint``; ``None`` when the verdict is not a leak)."""
+        return self.growth.fingerprint or None
 
     @property
     def rss_growth(self) -> int:

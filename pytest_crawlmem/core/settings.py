@@ -59,7 +59,13 @@ OPTIONS = (
            " keep it between CI jobs: a CI cache, or a folder you commit", None, "DIR"),
     Option("compare-fail", f"tolerances of --crawlmem-compare, FIGURE:PERCENT% or FIGURE:AMOUNT, comma-separated"
            f" (default: {DEFAULT_TOLERANCES})", None, "TOLERANCES"),
+    Option("fail-on", "what fails a test compared with --crawlmem-compare, comma-separated: regressions (a figure beyond"
+           " its tolerance), new-leaks (a leak whose fingerprint is in no run of the baseline; a leak it has only warns)",
+           "regressions", "regressions|new-leaks"),
 )
+
+#: What ``--crawlmem-fail-on`` may name.
+FAIL_ON = ("regressions", "new-leaks")
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,7 @@ class PluginSettings:
     isolate: bool = False
     project_settings: str = "true"  # "true" (look the project up), "false", or a settings module
     baseline_dir: Path | None = None  # --crawlmem-baseline-dir; None: <report dir>/baselines
+    fail_on: frozenset[str] = frozenset({"regressions"})  # --crawlmem-fail-on: what a comparison fails a test for
 
     @property
     def baselines(self) -> Path:
@@ -126,7 +133,17 @@ def resolve_settings(
         isolate=_switch(*value(by_name["isolate"])),
         project_settings=_project_choice(*value(by_name["project-settings"])),
         baseline_dir=_directory(value(by_name["baseline-dir"])[0]),
+        fail_on=parse_fail_on(*value(by_name["fail-on"])),
     )
+
+
+def parse_fail_on(value: object, source: str) -> frozenset[str]:
+    """``regressions``, ``new-leaks`` or both, comma-separated; anything else is an error naming its source."""
+    names = frozenset(part.strip().lower() for part in str(value).split(",") if part.strip())
+    unknown = sorted(names - set(FAIL_ON))
+    if unknown or not names:
+        raise ValueError(f"invalid fail-on {value!r} from {source}: expected {' or '.join(FAIL_ON)}, comma-separated")
+    return names
 
 
 def _directory(value: object) -> Path | None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.models import CrawlResult, json_value
+from ..core.sites import named_line
 from ..core.tolerances import DEFAULT_TOLERANCES as DEFAULT_TOLERANCES  # the tolerances API, re-exported where it was
 from ..core.tolerances import FIGURES as FIGURES
 from ..core.tolerances import Tolerance as Tolerance
@@ -63,6 +64,8 @@ def run_figures(result: CrawlResult, *, outcome: str = "", commit: str | None = 
         "items": result.items_scraped,
         "duration_seconds": round(result.duration_seconds, 3),
         "verdict": result.verdict,
+        "leak_fingerprint": result.leak_fingerprint,  # None unless the verdict is a leak (core/fingerprint.py)
+        "leak_where": named_line(result.top_growth, result.holders) if result.leak_fingerprint else None,
         "outcome": outcome,
         "commit": commit,
         "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

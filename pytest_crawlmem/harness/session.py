@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import warnings
 from collections.abc import Sequence
@@ -14,11 +15,13 @@ import pytest
 
 from ..core import verdicts
 from ..core.budgets import Budgets, Violation
+from ..core.leakset import leaks_of_runs
 from ..core.models import CrawlResult
 from ..core.settings import PluginSettings
 from ..core.sites import named_line
 from ..core.sweep import SweepResult
 from ..core.units import format_size
+from ..reports.github_summary import append_step_summary
 from ..reports.report import environment
 from . import baseline as bl
 
@@ -63,6 +66,7 @@ class SummaryRow:
     amplification_max: float | None = None
     detectable_per_response_bytes: float | None = None  # the smallest leak the crawl would have caught (95%), with -v
     where: str = ""  # the line a leak verdict names first (the one storing into its holder), shown with -v
+    fingerprint: str = ""  # a leak verdict's fingerprint (core/fingerprint.py), shown with -v
 
     @classmethod
     def of(cls, record: CrawlRecord, crawl: str = "") -> SummaryRow:
@@ -75,6 +79,7 @@ class SummaryRow:
             record.variant or "", crawl, amp.p95_ratio if amp else None, amp.max_ratio if amp else None,
             result.growth.detectable_per_response_bytes,
             named_line(result.top_growth, result.holders) if result.verdict == verdicts.RETAINED_OBJECTS else "",
+            result.growth.fingerprint,
         )
 
     def cells(self, verbose: bool) -> list[str]:
@@ -89,7 +94,7 @@ class SummaryRow:
             caught = self.detectable_per_response_bytes
             cells[4:4] = [format_size(self.rss_growth), f"{self.max_scheduled:,}", f"{self.max_inflight:,}",
                           f"{self.duration_seconds:.1f}s", amp, "-" if caught is None else f">= {format_size(caught)}"]
-            cells.append(self.where or "-")
+            cells += [self.fingerprint or "-", self.where or "-"]
         return cells
 
 
@@ -105,6 +110,7 @@ class CrawlMemSession:
     unsaved: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # runs to append at session end
     notes: list[str] = field(default_factory=list)  # baseline notes for the terminal summary
     commit: dict[str, Any] = field(default_factory=dict)
+    known: frozenset[str] | None = None  # the compared baseline's leak fingerprints, read once (known_leaks)
 
     def open_baselines(self, rootdir: Path) -> list[str]:
         """At configure: load the --crawlmem-compare baseline, check the --crawlmem-save name; return warnings.
@@ -133,6 +139,7 @@ class CrawlMemSession:
         failures = []
         for index, record in enumerate(records, 1):
             key = bl.run_key(item.nodeid, index)
+            failures += self.new_leak(key, record)
             runs = self.baseline.runs.get(key)
             if not runs:
                 self.notes.append(f"{key}: not in baseline {self.baseline.path}, not compared")
@@ -144,12 +151,47 @@ class CrawlMemSession:
             if kept is not None:
                 self.notes.append(f"{key}: {kept} of baseline {self.baseline.path}")
             for finding in bl.compare_run(figures, runs, tolerances):
-                if finding.regressed:
+                if finding.regressed and "regressions" in self.settings.fail_on:
                     failures.append(finding.message() + "".join(f"; {caveat}" for caveat in caveats))
+                elif finding.regressed:  # --crawlmem-fail-on new-leaks: a figure's regression is told, not failed
+                    warnings.warn(CrawlMemWarning(f"{key}: {finding.message()}"), stacklevel=1)
+                    self.notes.append(f"{key}: {finding.message()} (not failed: --crawlmem-fail-on"
+                                      f" {','.join(sorted(self.settings.fail_on))})")
                 else:
                     warnings.warn(CrawlMemWarning(f"{key}: {finding.message()}"), stacklevel=1)
                     self.notes.append(f"{key}: {finding.message()}")
         return failures
+
+    def known_leaks(self) -> frozenset[str]:
+        """The leak fingerprints of every run of the compared baseline, in any test (empty without a baseline)."""
+        if self.baseline is None:
+            return frozenset()
+        if self.known is None:
+            self.known = frozenset(leak.fingerprint for leak in leaks_of_runs(self.baseline.runs))
+        return self.known
+
+    def new_leak(self, key: str, record: CrawlRecord) -> list[str]:
+        """With ``--crawlmem-fail-on new-leaks``: the sentence failing a crawl whose leak fingerprint the baseline does
+        not have; a note for one it has (nothing for a crawl without a leak)."""
+        fingerprint = record.result.leak_fingerprint
+        if "new-leaks" not in self.settings.fail_on or self.baseline is None or not fingerprint:
+            return []
+        result = record.result
+        where = named_line(result.top_growth, result.holders)
+        leak = f"{result.verdict} leak {fingerprint}" + (f" at {where}" if where else "")
+        runs = sum(map(len, self.baseline.runs.values()))
+        if fingerprint in self.known_leaks():
+            self.notes.append(f"{key}: known {leak}: in baseline {self.baseline.path}")
+            return []
+        older = "" if self.known_leaks() else (" (the baseline holds no leak fingerprint: if it was saved by an older"
+                                               " pytest-crawlmem, save it again)")
+        return [f"new {leak}: its fingerprint is in none of the {runs:,} runs of baseline {self.baseline.path}{older}"]
+
+    def excused(self, record: CrawlRecord, violation: Violation) -> bool:
+        """Whether a broken leak budget only warns: ``--crawlmem-fail-on new-leaks`` and a leak the baseline knows."""
+        fingerprint = record.result.leak_fingerprint
+        return ("new-leaks" in self.settings.fail_on and violation.of_verdict and fingerprint is not None
+                and fingerprint in self.known_leaks())
 
     def report_dir_for(self, nodeid: str, index: int) -> Path:
         """Return the report dir of the ``index``-th crawl (from 1) of test ``nodeid``."""
@@ -163,9 +205,9 @@ class CrawlMemSession:
         ordinary test failure.
         """
         item.stash[ENFORCED_KEY] = True
-        for violation in (v for r in records for v in r.violations if not v.fails):
+        for violation in (v for r in records for v in r.violations if not v.fails or self.excused(r, v)):
             warnings.warn(CrawlMemWarning(f"{item.nodeid}: {violation.message}"), stacklevel=1)
-        failing = [v for r in records if r.variant is None for v in r.violations if v.fails]
+        failing = [v for r in records if r.variant is None for v in r.violations if v.fails and not self.excused(r, v)]
         sweeps = sweep_failures(item.nodeid, records)
         regressions = self.compare(item, records)
         if failing or sweeps or regressions:
@@ -183,7 +225,7 @@ class CrawlMemSession:
     def finish_test(self, item: pytest.Item, report: pytest.TestReport, records: Sequence[CrawlRecord]) -> None:
         """Record each crawl's outcome for the summary and its figures for --junitxml."""
         for index, record in enumerate(records, 1):
-            broken = any(v.fails for v in record.violations)
+            broken = any(v.fails and not self.excused(record, v) for v in record.violations)
             record.outcome = ("xfailed" if hasattr(report, "wasxfail") else "over budget" if broken and record.variant
                               else "failed" if broken else report.outcome)
             unjudged = record.result.verdict == verdicts.INCONCLUSIVE
@@ -234,11 +276,9 @@ class CrawlMemSession:
         if not self.rows and not self.notes:
             return
         terminalreporter.write_sep("=", "crawl memory")
-        header = ["test", "responses", "peak RSS", "growth/resp", "verdict", "outcome"]
-        if verbose:
-            header[4:4] = ["RSS growth", "max sched", "max inflight", "duration", "parse amp p95/max", "leak caught (95%)"]
-            header.append("where")
+        header = table_header(verbose)
         rows = [header] + [r.cells(verbose) for r in sorted(self.rows, key=lambda r: (r.test_id, r.crawl))]
+        self.write_step_summary(terminalreporter)
         widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
         for row in rows:
             terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
@@ -246,6 +286,21 @@ class CrawlMemSession:
         for note in merge_notes(self.notes):
             terminalreporter.write_line(note)
         self.summarize_sweeps(terminalreporter)
+
+    def write_step_summary(self, terminalreporter: Any) -> None:
+        """With ``$GITHUB_STEP_SUMMARY`` set (GitHub Actions): append the crawl table (every column of ``-v``) and every
+        failed test's text as Markdown (reports/github_summary.py)."""
+        target = os.environ.get("GITHUB_STEP_SUMMARY")
+        if not target or not self.rows or hasattr(terminalreporter.config, "workerinput"):
+            return  # an xdist worker's rows go to the controller, which writes them all once
+        rows = [r.cells(True) for r in sorted(self.rows, key=lambda r: (r.test_id, r.crawl))]
+        failed = [*terminalreporter.stats.get("failed", ()), *terminalreporter.stats.get("error", ())]
+        failures = [(report.nodeid, report.longreprtext) for report in failed if getattr(report, "longreprtext", "")]
+        try:
+            append_step_summary(Path(target), table_header(True), rows, failures, notes=merge_notes(self.notes),
+                                report_dir=str(self.settings.report_dir))
+        except OSError as exc:
+            terminalreporter.write_line(f"crawl memory: GITHUB_STEP_SUMMARY {target} not written: {exc}")
 
     def summarize_sweeps(self, terminalreporter: Any) -> None:
         """Write one table per crawl_sweep, the test's last ``best()`` pick (else the default pick) marked with ``*``."""
@@ -257,6 +312,15 @@ class CrawlMemSession:
                 terminalreporter.write_line(line)
             best, rule = data.get("best"), data.get("best_rule", "")
             terminalreporter.write_line(f"* {best}: {rule}" if best else f"no variant qualified for {rule}")
+
+
+def table_header(verbose: bool) -> list[str]:
+    """The crawl table's header (``-v`` adds the figures, the leak's fingerprint and where it is kept)."""
+    header = ["test", "responses", "peak RSS", "growth/resp", "verdict", "outcome"]
+    if verbose:
+        header[4:4] = ["RSS growth", "max sched", "max inflight", "duration", "parse amp p95/max", "leak caught (95%)"]
+        header += ["fingerprint", "where"]
+    return header
 
 
 _APPENDED = re.compile(r"^baseline: (\d+) runs? appended to (.+)$")
@@ -330,6 +394,7 @@ def junit_properties(records: Sequence[CrawlRecord]) -> list[tuple[str, object]]
             "verdict": result.verdict,
             "growth_per_response": "" if per is None or not math.isfinite(per) else round(per, 1),
             "report_dir": "" if result.report_dir is None else str(result.report_dir),
+            "leak_fingerprint": result.growth.fingerprint,  # '' when the verdict is not a leak
         }
         properties += [(f"crawlmem_{name}{suffix}", value) for name, value in values.items()]
     return properties

@@ -12,6 +12,7 @@ from ..core.models import GrowthSite
 from ..core.units import format_size
 from .document import ReportDocument
 from .jsonl import is_number
+from .leakdiff import new_leaks_command
 from .loading import LoadedReport, LoadError, load_report, write_html
 from .record import record_command
 
@@ -31,10 +32,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     report.add_argument("path", type=Path, help="report dir, report.json or samples.jsonl")
     report.add_argument("-o", "--output", type=Path, help="where to write the HTML (a file, or a directory for report.html)")
-    diff = commands.add_parser("diff", help="compare two crawls' figures and top growth sites",
-                               description="Compare two crawls (report dirs, report.json or samples.jsonl files).")
-    diff.add_argument("a", type=Path, help="the first crawl (the baseline)")
-    diff.add_argument("b", type=Path, help="the second crawl")
+    diff = commands.add_parser(
+        "diff", help="compare two crawls' figures and top growth sites, or list the leaks new in a treatment",
+        description="Compare two crawls (report dirs, report.json or samples.jsonl files). With --new-leaks: list the"
+                    " leaks of TREATMENT whose fingerprints CONTROL does not have, exit 1 when there is one (each a"
+                    " report dir or a folder of them, a report.json, a baseline file or a baseline name).")
+    diff.add_argument("a", metavar="A|CONTROL", help="the first crawl (the baseline); with --new-leaks, the control")
+    diff.add_argument("b", metavar="B|TREATMENT", help="the second crawl; with --new-leaks, the treatment")
+    diff.add_argument("--new-leaks", action="store_true",
+                      help="list the leaks whose fingerprints are new in TREATMENT; exit 1 when there are any, 0 if not")
+    diff.add_argument("--baseline-dir", type=Path, default=Path(".crawlmem") / "baselines",
+                      help="where baseline names are looked up (default: .crawlmem/baselines)")
     record = commands.add_parser(
         "record", help="record a spider's crawl (run in its Scrapy project) for crawl(replay=...)",
         description="Run `scrapy crawl SPIDER` with the HTTP cache on, into OUTPUT; print its size per page.",
@@ -48,14 +56,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status (2 for a path that cannot be used)."""
+    """Run the command line; return the exit status (2 for a path that cannot be used; ``diff --new-leaks``: 1 when the
+    treatment has a new leak)."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "report":
             return report_command(args.path, args.output)
         if args.command == "record":
             return record_command(args.spider, args.output, pages=args.pages, gzip=args.gzip, settings=args.set)
-        return diff_command(args.a, args.b)
+        if args.new_leaks:
+            return new_leaks_command(args.a, args.b, baseline_dir=args.baseline_dir)
+        return diff_command(Path(args.a), Path(args.b))
     except LoadError as exc:
         print(f"crawlmem: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

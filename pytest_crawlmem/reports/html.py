@@ -608,9 +608,19 @@ def glance(doc: ReportDocument) -> Safe:
               else Safe(f'<span class="muted">nothing: {"the budgets were kept" if checked else "no budget was set"}'
                         ' and memory levelled off</span>'))
     rows = [["did it fail?", Safe(outcome)],
-            ["what grew", Safe(_badge(verdict, _verdict_kind(verdict)) + " " + esc(_what_grew(doc)))],
+            ["what grew", Safe(_badge(verdict, _verdict_kind(verdict)) + " " + esc(_what_grew(doc)) + _fingerprint(doc))],
             ["where", _where(doc)], [f"per {unit}", per_text], ["what to change", change]]
     return table(["", ""], rows, cls="glance")
+
+
+def _fingerprint(doc: ReportDocument) -> str:
+    """``leak fingerprint 3f2a...: holder ...; function ...; code ...`` under a leak verdict ('' for any other)."""
+    growth = doc.result.growth
+    if not growth.fingerprint:
+        return ""
+    basis = "; ".join(str(part) for part in growth.fingerprint_basis)
+    return (f'<br><span class="muted">leak fingerprint <code class="fingerprint">{esc(growth.fingerprint)}</code>'
+            + (f" from {esc(basis)}" if basis else "") + "</span>")
 
 
 def _verdict_kind(verdict: str) -> str:

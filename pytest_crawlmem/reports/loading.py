@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.assemble import assemble, judge, leak_evidence, stream_facts
+from ..core.fingerprint import KeepingCode, code_at
 from ..core.governor_policy import GOVERNOR_FILE
 from ..core.models import BrowserSummary, Checkpoint, CrawlResult, GrowthSite, Sample
 from .document import ReportDocument
@@ -58,6 +59,18 @@ def _loaded(source: Path, stream: SamplesFile, document_path: Path | None) -> Lo
     else:
         document = ReportDocument.from_json(_read_document(document_path), samples=samples)
     return LoadedReport(source, document, stream, samples, checkpoints)
+
+
+def _code_here(location: str) -> KeepingCode | None:
+    """The code at ``file:line`` as the working directory has it (a bare samples.jsonl's leak fingerprint)."""
+
+    def source_of(file: str) -> str | None:
+        try:
+            return Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    return code_at(location, source_of)
 
 
 def _read_document(path: Path) -> dict[str, Any]:
@@ -121,7 +134,7 @@ def _document_from_records(header: Mapping[str, Any], samples: Sequence[Sample],
     facts = stream_facts(str(spider) if spider is not None else "", samples, checkpoints,
                          finish_reason=str(finish.get("reason") or "unknown"), interval_seconds=seconds or 0.0)
     growth = judge(checkpoints, samples, leak_per_response=None, evidence=leak_evidence(sites, ()))
-    result = assemble(facts, samples, checkpoints, growth, top_growth=sites, browser=browser)
+    result = assemble(facts, samples, checkpoints, growth, top_growth=sites, browser=browser, read_code=_code_here)
     note = (
         f"Built from {path.name} alone (no report.json): no budgets or live objects after close"
         + ("" if sites else ", no allocation sites") + ";"

@@ -1,0 +1,24 @@
+"""The keeping code of a leak read from the user's source file, for its fingerprint (crawl process).
+
+The core hashes the code (``core/fingerprint.py``) and reads no file; this reads it, relative to the crawl's working
+directory as the keeping line names it (``examples/spiders.py:40``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.fingerprint import KeepingCode, code_at
+
+
+def read_source(file: str) -> str | None:
+    """The text of a source file (``None`` when it cannot be read as UTF-8)."""
+    try:
+        return Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def read_keeping_code(location: str) -> KeepingCode | None:
+    """The code at ``file:line`` of the user's source (``None`` when unreadable)."""
+    return code_at(location, read_source)
