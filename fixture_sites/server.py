@@ -16,6 +16,8 @@ from fixture_sites.protocol import ConnectionRegistry, Handler, HttpConnection
 from fixture_sites.routes import Site
 
 READY_PREFIX = "fixture-site listening on "
+#: The stderr line a stop signal leaves, then the signal's name: the parent tells an interrupted run from a crash by it.
+STOPPED_PREFIX = "fixture-site stopped by "
 _WATCH_INTERVAL_SECONDS = 0.5
 
 
@@ -93,7 +95,7 @@ async def serve_handler(
         on_bound(base_url)
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, _stopped_by, signum, stop)
     sys.stdout.write(f"{READY_PREFIX}{base_url}\n")
     sys.stdout.flush()
     housekeeping = loop.create_task(_housekeeping(registry, stop, parent_pid))
@@ -107,6 +109,14 @@ async def serve_handler(
         if on_close is not None:
             await on_close()
         await _cancel_remaining_tasks()
+
+
+def _stopped_by(signum: int, stop: asyncio.Event) -> None:
+    """A stop signal: say which on stderr (once), then stop serving."""
+    if not stop.is_set():
+        sys.stderr.write(f"{STOPPED_PREFIX}{signal.Signals(signum).name}\n")
+        sys.stderr.flush()
+    stop.set()
 
 
 async def _cancel_remaining_tasks() -> None:

@@ -74,10 +74,10 @@ WINDOW_ROOM_RESPONSES = 200
 _RUNNING: weakref.WeakSet[CrawlMemExtension] = weakref.WeakSet()
 
 
-def interrupt_running_crawls() -> None:
-    """Close every measured crawl of this process early (safe to call from a signal handler)."""
+def interrupt_running_crawls(message: str = stops.INTERRUPTED_MESSAGE) -> None:
+    """Close every measured crawl of this process early, saying ``message`` (safe to call from a signal handler)."""
     for ext in list(_RUNNING):
-        _reactor().callFromThread(ext._stop_crawl, stops.INTERRUPTED, stops.INTERRUPTED_MESSAGE)
+        _reactor().callFromThread(ext._stop_crawl, stops.INTERRUPTED, message)
 
 
 def uses_playwright(settings: Any) -> bool:

@@ -12,7 +12,6 @@ import pytest
 from ..core.budgets import Budgets, tracemalloc_frames
 from ..core.cluster import ClusterError, ClusterResult, check_cluster, check_worker, cluster_summary, parse_kill
 from ..core.protocols import ClusterFunction
-from ..core.stops import INTERRUPTED_MESSAGE
 from ..crawl.runner import CrawlOptions
 from ..reports.cluster_report import write_cluster_report
 from ..reports.report import write_reports
@@ -29,7 +28,7 @@ from .fixtures import (
     resolve_project_settings,
     spider_by_name,
 )
-from .interrupts import graceful_sigint
+from .interrupts import graceful_interrupts
 from .redisserver import RedisStartError
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlRecord
 
@@ -78,7 +77,7 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
             kill=plan,
         )
         with replaying(replay, replay_copies, (None, None, None), spider_cls, start_urls) as target, \
-                graceful_sigint(interrupt_crawls) as interrupt:
+                graceful_interrupts(interrupt_crawls) as interrupt:
             options = replace(options, worker_options=replace(options.worker_options, replay=target))
             try:
                 result = run_cluster(spider_cls, start_urls=start_urls, settings=settings,
@@ -87,7 +86,7 @@ def crawl_cluster(request: pytest.FixtureRequest) -> ClusterFunction:
                 fail(f"crawl_cluster could not start its Redis: {exc}")
         _record_cluster(item.nodeid, result, budgets, records)
         if interrupt.interrupted:
-            raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
+            raise KeyboardInterrupt(f"{interrupt.message}; report: {result.report_dir}")
         summary = cluster_summary(result)
         fail_if_site_died(request, summary)
         fail_if_replay_found_nothing(target, result)

@@ -20,7 +20,6 @@ from ..core.keywords import refuse_misspelt
 from ..core.models import CrawlResult
 from ..core.protocols import BrowserJobFunction, CrawlFunction
 from ..core.replay import MAX_COPIES, ReplayError, ReplayTarget, check_copies, check_outcome, check_start_urls, parse_knobs
-from ..core.stops import INTERRUPTED_MESSAGE
 from ..crawl.browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
 from ..crawl.extension import interrupt_running_crawls
 from ..crawl.governor import resolve_budget
@@ -28,7 +27,7 @@ from ..crawl.runner import CrawlOptions, run_crawl
 from ..reports.report import write_reports
 from .carryover import watching_class_state
 from .failing import fail
-from .interrupts import graceful_sigint
+from .interrupts import graceful_interrupts, interrupted_message
 from .isolated import interrupt_children, run_isolated, spec_for
 from .loopstate import with_reactor_loop
 from .project import ProjectError, find_project, import_settings_module
@@ -79,11 +78,18 @@ def _refuse_reactor_greenlet() -> None:
 
 
 def fail_if_site_died(request: pytest.FixtureRequest, result: CrawlResult) -> None:
-    """A crawl against a fixture site that died part-way is a failure, not a short crawl."""
+    """A crawl against a fixture site that died part-way is a failure, not a short crawl; one a signal stopped is an
+    interrupted run (KeyboardInterrupt, as pytest reports Ctrl-C)."""
     if "fixture_site" not in request.fixturenames:
         return
     site: RunningSite = request.getfixturevalue("fixture_site")
     code = site.process.poll()
+    signal_name = site.stopped_by() if code is not None else None
+    if signal_name is not None:  # a signal from outside the test run (a CI job's timeout or cancel): not a crash
+        raise KeyboardInterrupt(
+            f"interrupted: the fixture site (pid {site.pid}) was stopped by {signal_name} during the crawl, from outside"
+            f" the test run; the crawl got {result.responses:,} responses before the end; report: {result.report_dir}"
+        )
     if code is not None:
         tail = site.stderr_tail().strip().splitlines()[-5:]
         pytest.fail(
@@ -206,10 +212,10 @@ def fail_if_replay_found_nothing(target: ReplayTarget | None, result: CrawlResul
         fail(f"{exc}; report: {result.report_dir}")
 
 
-def interrupt_crawls() -> None:
-    """First Ctrl-C during a crawl: close it (in-process or isolated) so its report is written."""
-    interrupt_running_crawls()
-    interrupt_children()
+def interrupt_crawls(signum: int) -> None:
+    """First Ctrl-C or SIGTERM during a crawl: close it (in-process or isolated) so its report is written."""
+    interrupt_running_crawls(interrupted_message(signum))
+    interrupt_children(signum)
 
 
 def _fail_if_pages_left_open(result: CrawlResult) -> None:
@@ -310,7 +316,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         )
         knobs = (replay_latency, replay_drip, replay_inflate)
         with replaying(replay, replay_copies, knobs, spider_cls, start_urls) as target, \
-                graceful_sigint(interrupt_crawls) as interrupt:
+                graceful_interrupts(interrupt_crawls) as interrupt:
             options = replace(options, replay=target, governor=governor)
             if isolate or session.settings.isolate or isolate_for_foreign_reactor(request.config, _warner(item)):
                 spec = spec_for(spider_cls, start_urls=start_urls, settings=settings, spider_kwargs=spider_kwargs,
@@ -327,8 +333,8 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         if replay_copies == "auto" and target is not None:  # say what it chose
             session.notes.append(f"{item.nodeid}: replay_copies=\"auto\" chose {target.copies:,} copies of the"
                                  f" {int(target.summary.get('entries') or 0):,}-response recording")
-        if interrupt.interrupted:  # the report is written: now stop the session as Ctrl-C asked
-            raise KeyboardInterrupt(f"{INTERRUPTED_MESSAGE}; report: {result.report_dir}")
+        if interrupt.interrupted:  # the report is written: now stop the session as Ctrl-C (or SIGTERM) asked
+            raise KeyboardInterrupt(f"{interrupt.message}; report: {result.report_dir}")
         fail_if_site_died(request, result)
         fail_if_replay_found_nothing(target, result)
         fail_if_nothing_measured(result, budgets, session, records[-1] if item.stash.get(SWEEPING_KEY, False) else None)

@@ -32,7 +32,7 @@ from ..crawl.danger import load_danger
 from ..crawl.extension import interrupt_running_crawls
 from ..crawl.runner import CrawlOptions, run_crawl
 from ..reports.jsonl import read_samples_jsonl, read_stop
-from .interrupts import graceful_sigint
+from .interrupts import graceful_interrupts, interrupted_message
 
 KILL_GRACE_SECONDS = 2.0
 _POLL_SECONDS = 0.05
@@ -126,11 +126,11 @@ def child_result(child: IsolatedChild, stderr: bytes, why: str = "") -> CrawlRes
     return result_from_stream(child.spec, why, time.monotonic() - child.started, tuple(tail), child.killed_reason)
 
 
-def interrupt_children() -> None:
-    """Forward a SIGINT to every isolated crawl running now: each closes early and reports (signal-handler safe)."""
+def interrupt_children(signum: int = signal.SIGINT) -> None:
+    """Forward a SIGINT or SIGTERM to every isolated crawl running now: each closes early and reports (signal-handler safe)."""
     for child in list(_CHILDREN):
         with contextlib.suppress(OSError):
-            child.send_signal(signal.SIGINT)
+            child.send_signal(signum)
 
 
 def check_child(child: IsolatedChild, grace: float) -> bool:
@@ -197,7 +197,7 @@ def _reactor_wait(deferred: Any) -> Any:
 
     deferred.addBoth(done)
     if not outcome:
-        reactor.run(installSignalHandlers=False)  # SIGINT is ours: it closes the crawl, it does not stop the reactor
+        reactor.run(installSignalHandlers=False)  # SIGINT and SIGTERM are ours: they close the crawl
     if outcome and hasattr(outcome[0], "raiseException"):
         outcome[0].raiseException()
     return outcome[0] if outcome else None
@@ -213,7 +213,7 @@ def main(argv: list[str]) -> int:
     spider_cls: Any = module
     for part in spec.spider_qualname.split("."):
         spider_cls = getattr(spider_cls, part)
-    with graceful_sigint(interrupt_running_crawls):
+    with graceful_interrupts(lambda signum: interrupt_running_crawls(interrupted_message(signum))):
         result = run_crawl(
             spider_cls, wait=_reactor_wait, start_urls=spec.start_urls, settings=spec.settings,
             spider_kwargs=spec.spider_kwargs, options=spec.options,

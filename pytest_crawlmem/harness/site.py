@@ -31,6 +31,8 @@ SITE_MODULE = "fixture_sites"
 _READY_LINE = re.compile(r"fixture-site listening on (http://(?:127\.\d+\.\d+\.\d+|\[::1\]):\d+)")
 _STDERR_TAIL_LINES = 50
 _STOP_SENTINEL = ""
+#: What the site writes to stderr when a signal stops it (fixture_sites/server.py), then the signal's name.
+_STOPPED_BY = re.compile(r"fixture-site stopped by (SIG[A-Z0-9]+)")
 
 
 def _new_tail() -> collections.deque[str]:
@@ -66,6 +68,15 @@ class RunningSite:
     def stderr_tail(self) -> str:
         """Return the last lines the site wrote to stderr (for error messages)."""
         return "".join(self._stderr_tail)
+
+    def stopped_by(self) -> str | None:
+        """The signal that stopped the site (``"SIGTERM"``), once it has exited; None while it runs or when no signal did."""
+        if self.process.poll() is None:
+            return None
+        for reader in self._readers:
+            reader.join(timeout=1.0)  # its last stderr line
+        found = [m[1] for m in map(_STOPPED_BY.fullmatch, (line.strip() for line in self._stderr_tail)) if m]
+        return found[-1] if found else None
 
     def close(self, timeout_seconds: float = 5.0) -> None:
         """Stop the site: SIGTERM, wait up to ``timeout_seconds``, then SIGKILL (idempotent)."""
