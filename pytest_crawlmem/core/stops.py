@@ -14,7 +14,7 @@ KILL_AT: Final = "crawlmem_kill_at"
 TIMEOUT: Final = "crawlmem_timeout"
 #: A browser crawl stalled with every context full of pages handed to callbacks and never closed.
 UNCLOSED_PAGES: Final = "crawlmem_unclosed_pages"
-#: A SIGINT (Ctrl-C) closed the crawl early.
+#: A SIGINT (Ctrl-C) or SIGTERM (a CI job's timeout or cancel) closed the crawl early.
 INTERRUPTED: Final = "crawlmem_interrupted"
 #: An isolated crawl's process died without saying why (crashed, or killed from outside).
 KILLED: Final = "crawlmem_killed"
