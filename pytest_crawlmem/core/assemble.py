@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import Field, dataclass, fields, replace
 from pathlib import Path
-from typing import Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from . import verdicts
 from .dropped import MEDIA_FAILED
@@ -38,6 +38,9 @@ from .models import (
     SizeDistribution,
 )
 from .sites import KeptEvidence, leak_native_share, native_sentence
+
+if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations only (the package supports 3.10)
+    from typing_extensions import Unpack
 
 
 @dataclass(frozen=True)
