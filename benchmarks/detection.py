@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 from bench_spiders import KEEPER_NAMES, KEEPER_SETTINGS, KEEPER_VERDICTS, KEEPERS, Catalog, catalog_path, clean_scenarios
 from harness import Crawl, bare, machine_info, measured, progress, stop_reactor
+from plateau_spiders import LocalCachePlateau, SqlitePlateau
 
 from pytest_crawlmem.core.growth import heap_estimate
 from pytest_crawlmem.crawl.runner import CrawlOptions
@@ -187,11 +188,16 @@ def cpu_hog(on: bool) -> Iterator[None]:
 
 
 def more_clean_scenarios(base_url: str) -> dict[str, tuple[type, dict[str, Any], dict[str, Any]]]:
-    """Issue 26's clean set beyond bench_spiders': a cache filling over 300 responses, a late 900 -> 0 drain, weak refs."""
+    """Issue 26's clean set beyond bench_spiders' (a cache filling over 300 responses, a late 900 -> 0 drain, weak refs),
+    and the two plateaus of issue 54."""
     return {
         "filling_cache_600": (FillingCache, {"start_urls": [base_url + catalog_path(600, per_page=20)]}, {}),
         "late_drain_2050": (Catalog, {"start_urls": [base_url + catalog_path(2050, per_page=40)]}, {}),
         "weak_registry_600": (WeakRegistry, {"start_urls": [base_url + catalog_path(600, per_page=20)]}, {}),
+        # plateaus: Scrapy's LocalCache(limit=200) full after 200 of 420 responses; SQLite's 1 MiB page cache (native
+        # memory) full after ~480 of 1,197 (both must read steady, with the plateau clause)
+        "localcache_425": (LocalCachePlateau, {"start_urls": [base_url + catalog_path(425, per_page=20)]}, {}),
+        "sqlite_cache_1200": (SqlitePlateau, {"start_urls": [base_url + catalog_path(1200, per_page=20)]}, {}),
         # JOBDIR is filled in per run (jobdir_resumed): a first crawl stopped after 300 pages, the measured one resumes it
         "jobdir_resume": (Catalog, {"start_urls": [base_url + catalog_path(1050, per_page=20)]}, {"JOBDIR": ""}),
     }

@@ -46,6 +46,7 @@ from .leaktrend import (
     unit_power,
 )
 from .models import Checkpoint, Growth, MediaSummary, Sample, SizeDistribution
+from .plateau import Plateau, find_plateau
 from .trend import slope_only, t95
 
 #: Judged intervals the regular and the strong trend need at least (TREND_MIN_POINTS checkpoints).
@@ -505,6 +506,8 @@ class Evidence:
     #: the checkpoints as measured (``checkpoints`` has the window's residue corrected: residue_after_rates); what the
     #: verdict reports, so judging a report's checkpoints again corrects once
     recorded: tuple[Checkpoint, ...] = ()
+    plateau: Plateau | None = None  # the judged signal rose and then stayed flat to the end (core/plateau.py)
+    flat_trend: Trend | None = None  # the trend of the plateau's flat part: the power a crawl with a plateau states
 
     @property
     def total(self) -> int:
@@ -514,7 +517,7 @@ class Evidence:
     @property
     def power(self) -> Trend | None:
         """The trend that states this crawl's power: the regular one, else the strong one."""
-        return self.trend or self.strong
+        return self.flat_trend or self.trend or self.strong
 
     @property
     def stated_power(self) -> float | None:
@@ -603,13 +606,38 @@ def gather(
             if running_strong is not None:
                 strong, close_left_out = running_strong, True
     spans = intervals(judged, values, limits.request_allowance, credit) if trend else []
+    plateau = _plateau(judged, values, trend, limits, close=not running) if trend else None
+    flat_trend = _flat_trend(plateau, judged, values, trend, limits) if plateau and trend else None
     return Evidence(
         checkpoints=tuple(checkpoints), samples=samples, limits=limits, judged=judged, signal=signal, values=values,
         credit=credit, trend=trend, strong=strong, spans=spans, rising=_rising_objects(judged) if trend else {},
         browser=browser_growth(checkpoints, limits.browser_per_page), released_at_close=released,
-        close_left_out=bool(running) or close_left_out, recorded=recorded,
+        close_left_out=bool(running) or close_left_out, recorded=recorded, plateau=plateau, flat_trend=flat_trend,
         **context,  # type: ignore[arg-type]
     )
+
+
+def _plateau(judged: Sequence[Checkpoint], values: Sequence[int], trend: Trend, limits: Limits, close: bool) -> Plateau | None:
+    """The plateau of the judged level series (memory less the memory queue at the trend's credit), if it has one.
+
+    The last judged checkpoint is the close unless the crawl still runs or the trend already left the close out
+    (``close`` false); a close that fell RELEASE_MIN_BYTES or more below the checkpoint before it is left out of the flat
+    part (memory the end let go of: a database closed, a cache dropped).
+    """
+    credit = trend.credit_per_request
+    ys = [v - credit * memory_queued(c) for c, v in zip(judged, values, strict=True)]
+    released = RELEASE_MIN_BYTES if close and not limits.running else 0
+    return find_plateau([float(c.responses) for c in judged], ys, limits.leak_per_response, close_released=released)
+
+
+def _flat_trend(
+    plateau: Plateau, judged: Sequence[Checkpoint], values: Sequence[int], trend: Trend, limits: Limits,
+) -> Trend:
+    """The trend of the plateau's flat part alone: what states the power of a crawl whose memory levelled off (a leak
+    on top of the plateau adds its rate to the flat part, where this trend catches it)."""
+    flat = [k for k, c in enumerate(judged) if plateau.at_responses <= c.responses <= plateau.end_responses]
+    return measure_trend([judged[k] for k in flat], [values[k] for k in flat], trend.credit_per_request,
+                         limits.request_allowance, limits.leak_per_response, LATER_SHARE)
 
 
 def _before_release(
@@ -776,13 +804,13 @@ def _trend_leak(ev: Evidence) -> Growth | None:
     t = ev.trend
     if t is None:
         return None
-    leak, signal = (t, ev.signal) if t.is_leak else (None, ev.signal)
+    leak, signal = (t, ev.signal) if t.is_leak and ev.plateau is None else (None, ev.signal)  # a filled cache: no leak
     native = ""
     if leak is None and ev.signal == "traced" and all(c.heap_bytes is not None for c in ev.judged):
         heap = [int(heap_estimate(c) or 0) for c in ev.judged]
         heap_trend = measure_trend(ev.judged, heap, ev.credit, ev.limits.request_allowance, ev.limits.leak_per_response,
                                    LATER_SHARE)
-        if heap_trend.is_leak:
+        if heap_trend.is_leak and _plateau(ev.judged, heap, heap_trend, ev.limits, not ev.close_left_out) is None:
             leak, signal = heap_trend, "heap"
             native = (f", while traced memory grew {_kib(t.net_slope)}/response: native memory that tracemalloc cannot"
                       " see (lxml trees, C extensions)")
@@ -880,6 +908,8 @@ def _downloads(ev: Evidence) -> Growth | None:
 def _steady(ev: Evidence) -> Growth | None:
     """No leak this crawl could have caught: it says the smallest it would have (95%)."""
     t = ev.trend
+    if t is not None and ev.plateau is not None:
+        return _levelled_off(ev, ev.plateau)
     if t is None or not ev.bounded(t):
         return None
     if t.net_slope < t.threshold:
@@ -896,6 +926,40 @@ def _steady(ev: Evidence) -> Growth | None:
         f"{moved}{ev.no_leak(t)}",
         f"95% lower bound of the trend <= {t.threshold:g} B/response; detectable <= {MAX_STATED_PER_RESPONSE} B/response",
     )
+
+
+def _levelled_off(ev: Evidence, p: Plateau) -> Growth:
+    """``steady`` for memory that filled and levelled off (a plateau): where, at what level, how flat after it."""
+    before = _rise_before(ev, p)
+    released = (f"; the crawl's end released {_kib(p.released_bytes)} more (left out of the flat part: memory the end let"
+                " go of says nothing of the rate while it ran)") if p.released_bytes else ""
+    power = f": {_no_leak(ev.flat_trend)}" if ev.flat_trend is not None and not ev.limits.running else ""
+    return ev.growth(
+        V.STEADY,
+        f"{ev.signal} memory filled to {_mib(p.level_bytes)} and levelled off at response {p.at_responses:,}{before}:"
+        f" {_kib(p.flat.slope)}/response over the {p.flat_responses:,} responses after it (at most"
+        f" {_kib(p.flat.upper)}/response at 95%, under the {_kib(ev.limits.leak_per_response)}/response threshold):"
+        f" growth that stopped, as a bounded cache's does, not a leak{released}{power}",
+        f"plateau: growth before response {p.at_responses} stopped; 95% upper bound of the trend after it <"
+        f" {ev.limits.leak_per_response} B/response",
+        p.flat.slope,
+    )
+
+
+def _rise_before(ev: Evidence, p: Plateau) -> str:
+    """`` after rising 1,130.2 KiB from response 58 (5.6 KiB/response)``: the fill, from the first drained checkpoint
+    after STRONG_WARMUP_RESPONSES (the warm-up's own growth included when the knot is the first judged checkpoint)."""
+    early = [c for c in ev.checkpoints if c.drained and not c.tracer_bytes and c.responses >= STRONG_WARMUP_RESPONSES]
+    if not early or early[0].responses >= p.at_responses:
+        return ""
+    picked = _signal([early[0]])
+    if picked is None or picked[0] != ev.signal:
+        return ""
+    credit = ev.trend.credit_per_request if ev.trend is not None else ev.credit
+    start = picked[1][0] - credit * memory_queued(early[0])
+    rise = p.level_bytes - start
+    span = p.at_responses - early[0].responses
+    return f" after rising {_kib(rise)} from response {early[0].responses:,} ({_kib(rise / span)}/response)"
 
 
 def _too_noisy(ev: Evidence) -> Growth | None:
