@@ -35,6 +35,7 @@ from ..core.tolerances import parse_compare_fail as parse_compare_fail
 from ..core.tolerances import parse_tolerance as parse_tolerance
 from ..core.tolerances import parse_tolerances as parse_tolerances
 from ..core.units import format_size
+from ..reports.report import interpreter
 
 BASELINE_SCHEMA_VERSION = 1
 KEEP_RUNS = 20  # runs kept per test: the newest win
@@ -66,6 +67,7 @@ def run_figures(result: CrawlResult, *, outcome: str = "", commit: str | None = 
         "verdict": result.verdict,
         "leak_fingerprint": result.leak_fingerprint,  # None unless the verdict is a leak (core/fingerprint.py)
         "leak_where": named_line(result.top_growth, result.holders) if result.leak_fingerprint else None,
+        "interpreter": interpreter(),  # a comparison across interpreters is not judged (core/interpreter.py)
         "outcome": outcome,
         "commit": commit,
         "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

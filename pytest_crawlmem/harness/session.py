@@ -15,6 +15,7 @@ import pytest
 
 from ..core import verdicts
 from ..core.budgets import Budgets, Violation
+from ..core.interpreter import other_interpreter
 from ..core.leakset import leaks_of_runs
 from ..core.models import CrawlResult
 from ..core.settings import PluginSettings
@@ -145,6 +146,11 @@ class CrawlMemSession:
                 self.notes.append(f"{key}: not in baseline {self.baseline.path}, not compared")
                 continue
             figures = bl.run_figures(record.result)
+            other = other_interpreter(runs, figures["interpreter"])
+            if other is not None:  # figures of another interpreter build: told, never judged
+                self.notes.append(f"{key}: not compared with baseline {self.baseline.path}: {other}")
+                warnings.warn(CrawlMemWarning(f"{key}: {other}"), stacklevel=1)
+                continue
             caveats = baseline_caveats(figures, runs, tolerances, self.baseline.path)
             self.notes += [f"{key}: {caveat}" for caveat in caveats]
             kept = bl.within_tolerance(figures, runs, tolerances)

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..core import interpreter
 from ..core.defaults import name_of
 from ..core.models import GrowthSite
 from ..core.units import format_size
@@ -182,10 +183,33 @@ def _describe(report: LoadedReport) -> str:
     return f"{report.source} ({test})"
 
 
+def _interpreter_of(doc: ReportDocument) -> dict[str, object]:
+    """The report's interpreter facts (a report written before they were recorded: its version and implementation)."""
+    recorded = doc.environment.get("interpreter")
+    if isinstance(recorded, dict):
+        return recorded
+    return {key: doc.environment[name] for key, name in (("version", "python"), ("implementation", "implementation"))
+            if name in doc.environment}
+
+
+def interpreters_differ(a: ReportDocument, b: ReportDocument) -> str:
+    """A line saying the two crawls ran on different interpreters ('' when they did not, or it is not known)."""
+    first, second = _interpreter_of(a), _interpreter_of(b)
+    differ = interpreter.differences(first, second)
+    if not differ:
+        return ""
+    return (f"interpreters differ: A ran on {interpreter.describe(first)}, B on {interpreter.describe(second)}"
+            f" ({'; '.join(differ).replace(' then,', ' in A,').replace(' here', ' in B')}): memory figures are"
+            " comparable only within one interpreter build, so the changes below are not regressions")
+
+
 def diff_command(path_a: Path, path_b: Path) -> int:
     """Print two crawls' figures, verdicts and top growth sites side by side."""
     a, b = load_report(path_a), load_report(path_b)
     lines = [f"A: {_describe(a)}", f"B: {_describe(b)}", ""]
+    other = interpreters_differ(a.document, b.document)
+    if other:
+        lines += [other, ""]
     lines += _columns(figure_rows(a.document, b.document))
     sites = site_rows(a.document, b.document)
     lines.append("")

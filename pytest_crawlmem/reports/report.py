@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import platform
 import sys
+import sysconfig
 import traceback
 from collections.abc import Sequence
 from importlib import metadata
@@ -26,12 +28,24 @@ def _version(package: str) -> str | None:
         return None
 
 
+def interpreter() -> dict[str, Any]:
+    """The interpreter's facts that make memory figures comparable (core/interpreter.py): implementation, version,
+    free-threaded build or not (``Py_GIL_DISABLED``), and the collector's thresholds now."""
+    return {
+        "implementation": sys.implementation.name,
+        "version": platform.python_version(),
+        "free_threaded": bool(sysconfig.get_config_var("Py_GIL_DISABLED")),
+        "gc_threshold": list(gc.get_threshold()),
+    }
+
+
 def environment() -> dict[str, Any]:
     """Versions and machine facts that make figures comparable (or not)."""
     return {
         "pytest_crawlmem": _version("pytest-crawlmem"),
         "python": platform.python_version(),
         "implementation": sys.implementation.name,
+        "interpreter": interpreter(),
         "scrapy": _version("scrapy"),
         "twisted": _version("twisted"),
         "machine": platform.machine(),
