@@ -18,7 +18,19 @@ fixture site):
   lever rotating contexts only, without its concurrency cap) run: MemoryUsage and the Crawlee-style rule read the
   crawl process, which a browser crawl's memory is not in.
 
-Modes, all at a 300 MiB budget: ``ungoverned``; ``governed`` (``CRAWLMEM_BUDGET="300 MiB"`` with the
+- ``json``: 30 JSON documents of 5-20 MiB (``/json/<id>?kb=K``) at 32 in flight, each parsed with
+  ``json.loads(response.text)`` in its callback;
+- ``media``: 120 items whose file (8-16 MiB, ``/media/<id>.jpg``) the FilesPipeline downloads and stores, 32 per
+  domain: its downloads go past the scheduler (``engine.download_async``);
+- ``pipeline``: 120 small pages of 50 items, each carrying a 128 KiB attachment, through an async item pipeline that
+  "uploads" each for 5 s, at 16;
+- ``mix``: 200 pages of 2 MiB whose items carry the page's HTML, through a pipeline that waits 1 s an item, at 48
+  (a 400 MiB budget);
+- ``leak``: 600 pages of 512 KiB whose spider keeps every body (a real leak: nothing can hold it; the governor must
+  close under the budget and count what it leaves);
+- ``fits``: 2,000 small product pages at 16 (a crawl that fits: the governor must not slow it).
+
+Modes, all at a 300 MiB budget (or the workload's own): ``ungoverned``; ``governed`` (``CRAWLMEM_BUDGET="300 MiB"`` with the
 GovernorAddon); ``memusage`` (Scrapy's ``MEMUSAGE_LIMIT_MB=300``, checked every second instead of its default
 60 s, which a crawl of seconds never reaches); ``crawlee`` (Crawlee's AutoscaledPool rule, written below: a
 memory snapshot a second, and every 10 s concurrency -5% when over 20% of the last 30 s of snapshots were over
@@ -26,7 +38,8 @@ memory snapshot a second, and every 10 s concurrency -5% when over 20% of the la
 governor; and ``release-N``, CONCURRENT_REQUESTS=N with only the governor's StartGate middleware (it frees each
 response's parse tree when its callback is done), to find the best static setting that fits the budget.
 
-Figures per run: peak RSS (VmHWM of the crawl's process), items scraped, items lost (expected minus scraped),
+Figures per run: peak RSS (VmHWM of the crawl's process, and ``ru_maxrss`` of the child read by the parent with
+``os.wait4``: from outside the crawl), items scraped, items lost (expected minus scraped),
 items a second, the finish reason, and the governor's own CPU as a share of the crawl's CPU.
 """
 
@@ -40,7 +53,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import scrapy
 
@@ -52,11 +65,18 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "slow": {"expected": 200, "concurrency": 64},
     "browser": {"expected": 200, "concurrency": 4, "budget_mib": 768,
                 "modes": ("ungoverned", "governed", "governed-rotate")},
+    "json": {"expected": 30, "concurrency": 32},
+    "media": {"expected": 120, "concurrency": 32},
+    "pipeline": {"expected": 6000, "concurrency": 16},
+    "mix": {"expected": 200, "concurrency": 48, "budget_mib": 400},
+    "leak": {"expected": 600, "concurrency": 16},
+    "fits": {"expected": 2000, "concurrency": 16},
 }
+NEW_WORKLOADS = ("json", "media", "pipeline", "mix", "leak", "fits")
 #: Plain Scrapy at CONCURRENT_REQUESTS=N (``static-N``), and with only the governor's parse-tree release (``release-N``:
 #: the StartGate middleware, no budget): the static settings a crawl_sweep would choose among.
-STATIC = {"large": (8,), "slow": (8,), "catalog": (), "browser": ()}
-RELEASE = {"large": (16, 32, 48), "slow": (16, 32, 48), "catalog": (), "browser": ()}
+STATIC = {"large": (8,), "slow": (8,), "catalog": (), "browser": (), **{name: () for name in NEW_WORKLOADS}}
+RELEASE = {"large": (16, 32, 48), "slow": (16, 32, 48), "catalog": (), "browser": (), **{name: () for name in NEW_WORKLOADS}}
 #: The environment variable through which ``--browser-budget-mib`` reaches the crawl processes.
 BROWSER_BUDGET_ENV = "GOVERNOR_BENCH_BROWSER_BUDGET_MIB"
 #: KiB each browser page keeps in IndexedDB.
@@ -119,6 +139,116 @@ class Stores(scrapy.Spider):
 
     def parse(self, response: Any, page: int) -> Any:
         yield {"id": page, "products": len(response.css("div.product"))}
+
+
+class Documents(scrapy.Spider):
+    """30 JSON documents of 5-20 MiB, each parsed whole with json.loads in the callback."""
+
+    name = "documents"
+    base = ""
+
+    async def start(self) -> Any:
+        for doc in range(30):
+            kb = 5120 + (doc * 2719) % (15 * 1024)
+            yield scrapy.Request(f"{self.base}/json/{doc}?kb={kb}", cb_kwargs={"doc": doc})
+
+    def parse(self, response: Any, doc: int) -> Any:
+        document = json.loads(response.text)
+        yield {"id": doc, "records": len(document["records"])}
+
+
+class Files(scrapy.Spider):
+    """120 items whose file of 8-16 MiB the FilesPipeline downloads and stores."""
+
+    name = "files"
+    base = ""
+
+    async def start(self) -> Any:
+        yield scrapy.Request(f"{self.base}/catalog/product/1")
+
+    def parse(self, response: Any) -> Any:
+        for file_id in range(120):
+            kb = 8192 + (file_id * 1361) % 8192
+            yield {"id": file_id, "file_urls": [f"{self.base}/media/{file_id}.jpg?kb={kb}"]}
+
+
+class Attachments(scrapy.Spider):
+    """120 small pages of 50 items, each carrying a 128 KiB attachment."""
+
+    name = "attachments"
+    base = ""
+
+    async def start(self) -> Any:
+        for page in range(120):
+            yield scrapy.Request(f"{self.base}/catalog/product/{page + 1}", cb_kwargs={"page": page})
+
+    def parse(self, response: Any, page: int) -> Any:
+        for n in range(50):
+            yield {"id": page * 50 + n, "attachment": bytes([n]) * (128 * 1024)}
+
+
+class Carried(Large):
+    """200 pages of 2 MiB whose items carry the page's HTML."""
+
+    name = "carried"
+
+    def parse(self, response: Any, page: int) -> Any:
+        yield {"id": page, "title": response.css("title::text").get(), "html": response.text}
+
+
+class Keeper(Large):
+    """600 pages of 512 KiB; the spider keeps every body (a leak)."""
+
+    name = "keeper"
+    kept: ClassVar[list[bytes]] = []
+
+    async def start(self) -> Any:
+        for page in range(600):
+            yield scrapy.Request(f"{self.base}/large/{page}?kb=512", cb_kwargs={"page": page})
+
+    def parse(self, response: Any, page: int) -> Any:
+        self.kept.append(response.body)
+        yield {"id": page}
+
+
+class Fits(scrapy.Spider):
+    """2,000 small product pages."""
+
+    name = "fits"
+    base = ""
+
+    async def start(self) -> Any:
+        for pid in range(1, 2001):
+            yield scrapy.Request(f"{self.base}/catalog/product/{pid}")
+
+    def parse(self, response: Any) -> Any:
+        yield {"id": int(response.url.rsplit("/", 1)[1]), "name": response.css("h1.name::text").get()}
+
+
+class Upload:
+    """Uploads each item's attachment for 5 s (waits on the reactor), then drops it from the item."""
+
+    async def process_item(self, item: Any) -> Any:
+        from scrapy.utils.defer import deferred_to_future
+        from twisted.internet import reactor
+        from twisted.internet.task import deferLater
+
+        await deferred_to_future(deferLater(reactor, 5.0, lambda: None))
+        item.pop("attachment", None)
+        return item
+
+
+class SlowStore:
+    """Waits 1 s an item on the reactor (a slow store of the page's HTML)."""
+
+    async def process_item(self, item: Any) -> Any:
+        from scrapy.utils.defer import deferred_to_future
+        from twisted.internet import reactor
+        from twisted.internet.task import deferLater
+
+        await deferred_to_future(deferLater(reactor, 1.0, lambda: None))
+        item.pop("html", None)
+        return item
 
 
 class TreeWatch:
@@ -235,6 +365,13 @@ def mode_settings(workload: str, mode: str) -> dict[str, Any]:
     }
     if workload == "slow":
         settings["ITEM_PIPELINES"] = {"__main__.SlowPipeline": 100}
+    if workload == "media":
+        settings.update({"ITEM_PIPELINES": {"scrapy.pipelines.files.FilesPipeline": 1}, "DOWNLOAD_MAXSIZE": 0,
+                         "FILES_STORE": tempfile.mkdtemp(prefix="crawlmem-governor-files-")})
+    if workload == "pipeline":
+        settings["ITEM_PIPELINES"] = {"__main__.Upload": 100}
+    if workload == "mix":
+        settings["ITEM_PIPELINES"] = {"__main__.SlowStore": 100}
     if workload == "browser":
         from pytest_crawlmem.crawl.browser import playwright_settings
 
@@ -245,9 +382,10 @@ def mode_settings(workload: str, mode: str) -> dict[str, Any]:
     elif mode.startswith("release-"):
         settings["SPIDER_MIDDLEWARES"] = {"pytest_crawlmem.governor.StartGate": 1}
     elif mode == "memusage":
-        settings.update({"MEMUSAGE_ENABLED": True, "MEMUSAGE_LIMIT_MB": BUDGET_MIB, "MEMUSAGE_CHECK_INTERVAL_SECONDS": 1})
+        settings.update({"MEMUSAGE_ENABLED": True, "MEMUSAGE_LIMIT_MB": budget_mib(workload),
+                         "MEMUSAGE_CHECK_INTERVAL_SECONDS": 1})
     elif mode == "crawlee":
-        settings.update({"EXTENSIONS": {"__main__.CrawleeRule": 0}, "CRAWLEE_BUDGET_MB": BUDGET_MIB})
+        settings.update({"EXTENSIONS": {"__main__.CrawleeRule": 0}, "CRAWLEE_BUDGET_MB": budget_mib(workload)})
     return settings
 
 
@@ -256,7 +394,8 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
     from scrapy import signals
     from scrapy.crawler import CrawlerProcess
 
-    spider = {"large": Large, "catalog": Catalog, "slow": Large, "browser": Stores}[workload]
+    spider = {"large": Large, "catalog": Catalog, "slow": Large, "browser": Stores, "json": Documents, "media": Files,
+              "pipeline": Attachments, "mix": Carried, "leak": Keeper, "fits": Fits}[workload]
     if mode == "governed-rotate":  # the browser lever rotates contexts only: no cap on concurrency (before session 10)
         from pytest_crawlmem.crawl import governor
 
@@ -313,6 +452,13 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
         "governor_reclaimed_bytes": stats.get("crawlmem/governor/reclaimed_bytes", 0),
         "governor_concurrency": stats.get("crawlmem/governor/concurrency"),
         "crawlee_steps": stats.get("crawlee/steps"), **browser,
+        "governor_peak_rss_bytes": stats.get("crawlmem/governor/peak_rss_bytes"),
+        "governor_undone": {key.rsplit("/", 1)[1]: value for key, value in stats.items()
+                            if key.startswith("crawlmem/governor/undone/")},
+        "governor_download_gate_waits": stats.get("crawlmem/governor/download_gate_waits"),
+        "governor_item_holds": stats.get("crawlmem/governor/item_holds"),
+        "governor_decision_kinds": {key.rsplit("/", 1)[1]: value for key, value in stats.items()
+                                    if key.startswith("crawlmem/governor/decisions/")},
     }))
 
 
@@ -323,29 +469,39 @@ def run_one(workload: str, mode: str, base_url: str, scratch: Path, timeout: flo
     command = [sys.executable, __file__, "--child", workload, mode, base_url, str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     started = time.monotonic()
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    with tempfile.TemporaryFile("w+") as stderr:
+        child_process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr, text=True)
+        timer = __import__("threading").Timer(timeout, child_process.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(child_process.pid, 0)  # ru_maxrss: the child's peak, read from outside it
+        finally:
+            timer.cancel()
+        child_process.returncode = returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        error = stderr.read()[-2000:]
+    outside = usage.ru_maxrss * 1024
+    if returncode != 0 or not out.exists():
+        timed_out = returncode == -9 and time.monotonic() - started >= timeout
+        reason = f"timeout {timeout:.0f} s" if timed_out else f"exit {returncode}"
         return {"workload": workload, "mode": mode, "items": 0, "expected": WORKLOADS[workload]["expected"],
-                "peak_rss_bytes": 0, "duration_seconds": round(time.monotonic() - started, 2),
-                "finish_reason": f"timeout {timeout:.0f} s"}
-    if done.returncode != 0 or not out.exists():
-        return {"workload": workload, "mode": mode, "items": 0, "expected": WORKLOADS[workload]["expected"],
-                "peak_rss_bytes": 0, "duration_seconds": round(time.monotonic() - started, 2),
-                "finish_reason": f"exit {done.returncode}", "error": done.stderr[-2000:]}
+                "peak_rss_bytes": 0, "peak_rss_outside_bytes": outside,
+                "duration_seconds": round(time.monotonic() - started, 2), "finish_reason": reason, "error": error}
     figures: dict[str, Any] = json.loads(out.read_text())
+    figures["peak_rss_outside_bytes"] = outside
     return figures
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The Markdown table of the runs, and per workload the best static setting that fits the budget."""
-    lines = ["| workload | mode | peak RSS (browser: tree PSS) | items | lost | items/s | finish | crawl CPU | governor CPU |",
+    lines = ["| workload | mode | peak RSS (ru_maxrss from outside; browser: tree PSS) | items | lost | items/s | finish"
+             " | crawl CPU | governor CPU |",
              "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         share = "-"
         if row.get("governor_cpu_seconds") and row.get("crawl_cpu_seconds"):
             share = (f"{row['governor_cpu_seconds']:.3f} s ({100 * row['governor_cpu_seconds'] / row['crawl_cpu_seconds']:.1f}%)")
-        peak = row.get("tree_peak_pss_bytes", row["peak_rss_bytes"])
+        peak = row.get("tree_peak_pss_bytes", row.get("peak_rss_outside_bytes") or row["peak_rss_bytes"])
         lines.append(f"| {row['workload']} | {row['mode']} | {peak / 2**20:,.0f} MiB |"
                      f" {row['items']:,} | {row['expected'] - row['items']:,} | {rate(row):,.1f} |"
                      f" {row['finish_reason']} | {row.get('crawl_cpu_seconds', 0):,.1f} s | {share} |")

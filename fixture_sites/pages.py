@@ -74,6 +74,11 @@ ROUTE_TABLE: tuple[tuple[str, str, str], ...] = (
     ("/blank/<id>", "/blank/1", "a page whose script fails before drawing: a blank capture"),
     ("/botcheck/<id>", "/botcheck/1", "a bot-check interstitial: a bot-check capture"),
     (
+        "/json/<id>?kb=K",
+        "/json/1?kb=64",
+        f"JSON document of exactly K KiB: records, then padding (default 256, max {limits.LARGE_MAX_KB:,})",
+    ),
+    (
         "/js/stream/<id>?ms=D",
         "/js/stream/1",
         "text/event-stream, one event every D ms (default 1000) until the client leaves",

@@ -13,6 +13,7 @@ from fixture_sites.bomb import BombCache
 from fixture_sites.cache import PageCache
 from fixture_sites.catalog import render_listing, render_product
 from fixture_sites.js import JS_MODES, event_stream, render_js_page
+from fixture_sites.jsondoc import json_chunks
 from fixture_sites.media import jpeg_chunks
 from fixture_sites.nested import nested_chunks
 from fixture_sites.pages import render_explode, render_index, render_not_found, render_slow, render_status
@@ -70,6 +71,7 @@ class Site:
             (r"/shot", self.shot),
             (rf"/blank/{_ID}", self.blank),
             (rf"/botcheck/{_ID}", self.botcheck),
+            (rf"/json/{_ID}", self.json_document),
         ]
         for pattern, handler in table:
             key = pattern.split("/")[1]
@@ -240,3 +242,10 @@ class Site:
         """``/botcheck/<id>``: a bot-check interstitial (a bot-check capture)."""
         page_id = int(match[1])
         return self._page(("botcheck", page_id), partial(render_botcheck, page_id))
+
+    def json_document(self, match: re.Match[str], query: Query) -> Reply:
+        """``/json/<id>?kb=K``: a JSON document of exactly K KiB (records, then padding), streamed."""
+        doc_id = int(match[1])
+        kb = int_param(query, "kb", 256, 1, limits.LARGE_MAX_KB)
+        chunks = json_chunks(doc_id, kb * limits.KIB, limits.STREAM_CHUNK_BYTES)
+        return Streamed(200, "application/json", partial(write_all, chunks), kb * limits.KIB)

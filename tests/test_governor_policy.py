@@ -17,6 +17,7 @@ from pytest_crawlmem.core.governor_policy import (
     BACKLOG,
     CLOSE,
     IN_FLIGHT,
+    ITEMS,
     RESTORE,
     RETAINED,
     CostModel,
@@ -245,3 +246,66 @@ def test_ticks_out_of_turn_do_not_shorten_the_time_over_the_hard_share_before_cl
     assert not any(d.close for d in decisions)
     closing = policy.step(Sample(295 * MIB, 1, 0, t_seconds=103.1))
     assert closing[-1].close and "3.1 s" in closing[-1].message
+
+
+def test_a_start_the_shown_sizes_do_not_fit_is_lowered_before_any_pressure():
+    """Files of 16 MiB at a start guessed at 8 MiB a request: the first size shown lowers it, under the act share."""
+    policy = Policy(config())
+    policy.open(60 * MIB)
+    start = policy.levers.concurrency
+    decisions = policy.step(Sample(80 * MIB, 2, 0, body_bytes=16 * MIB))
+    assert [d.kind for d in decisions] == [IN_FLIGHT] and "does not fit" in decisions[0].message
+    assert policy.levers.concurrency < start
+    assert 60 * MIB + policy.levers.concurrency * 2 * 16 * MIB <= config().setpoint_bytes
+
+
+def test_items_piling_up_in_the_pipelines_are_capped_before_the_act_share():
+    """50 items of 128 KiB a response, 16 downloads under way: the cap leaves room for what they will yield."""
+    policy = Policy(config(base_concurrency=16))
+    sample = Sample(160 * MIB, 16, 0, items=400, item_bytes=128 * 1024, items_per_response=50.0, downloading=16)
+    (decision,) = policy.step(sample)
+    assert decision.kind == ITEMS and "inside the item pipelines" in decision.message
+    cap = policy.levers.item_cap
+    assert 0 < cap < 400 + (config().setpoint_bytes - 160 * MIB) / (128 * 1024)
+    # at the cap, with what the downloads yield, the items' payload stays under the setpoint
+    assert 160 * MIB + (cap - 400 + 16 * 50) * 128 * 1024 <= config().setpoint_bytes
+    assert policy.step(sample) == []  # a standing cap is not raised by pressure, only lowered
+
+
+def test_small_items_are_never_capped():
+    policy = Policy(config(base_concurrency=16))
+    assert policy.step(Sample(150 * MIB, 16, 0, items=400, item_bytes=200, items_per_response=50.0)) == []
+    assert policy.levers.item_cap == 0
+
+
+def test_restoring_doubles_the_item_cap_and_then_lifts_it():
+    policy = Policy(config(base_concurrency=16))
+    policy.step(Sample(260 * MIB, 4, 0, items=900, item_bytes=128 * 1024, items_per_response=50.0, downloading=4))
+    cap = policy.levers.item_cap
+    assert cap > 0
+    caps = []
+    for _ in range(60):
+        policy.step(Sample(100 * MIB, 1, 0))
+        caps.append(policy.levers.item_cap)
+    assert 2 * cap in caps and caps[-1] == 0 and not policy.governing
+
+
+def test_a_spike_between_two_readings_counts_as_pressure_but_never_closes():
+    """VmHWM rose to 290 MiB between two readings of 120 MiB (a parse): lower, but do not close on a spike."""
+    policy = Policy(config())
+    decisions = []
+    for k in range(40):
+        decisions += policy.step(Sample(120 * MIB, 40, 0, body_bytes=2 * MIB, high_bytes=290 * MIB,
+                                        t_seconds=100.0 + 0.25 * k))
+    assert any(d.kind == IN_FLIGHT for d in decisions)
+    assert not any(d.close for d in decisions)
+
+
+def test_the_close_says_what_it_leaves_uncrawled_start_requests_included():
+    from pytest_crawlmem.core.governor_policy import undone_sentence
+
+    assert undone_sentence({"queued_requests": 37, "spilled_requests": 12, "unread_start_requests": 400,
+                            "start_counted": 1, "downloads": 2, "items_in_pipelines": 80}) == (
+        "37 queued requests (12 of them spilled to disk) and 400 unread start requests are not crawled;"
+        " 2 downloads under way and 80 items inside the item pipelines finish first")
+    assert "at least 5 unread" in undone_sentence({"queued_requests": 1, "unread_start_requests": 5, "start_counted": 0})

@@ -29,12 +29,15 @@ BACKLOG: Final = "backlog"
 RETAINED: Final = "retained"
 RESTORE: Final = "restore"
 CLOSE: Final = "close"
-KINDS: Final = (IN_FLIGHT, BACKLOG, RETAINED, RESTORE, CLOSE)
+ITEMS: Final = "items"
+KINDS: Final = (IN_FLIGHT, BACKLOG, RETAINED, RESTORE, CLOSE, ITEMS)
 _MIB = 2**20
 #: Growth since the first sample under which nothing is called retained (allocator noise, the first tick).
 MIN_RETAINED_BYTES = 16 * _MIB
 #: An in-flight request costs at least this many of its body: the download's buffer and the response's bytes.
 BODY_COPIES = 2.0
+#: A cap on the items inside the item pipelines this high or higher is lifted when the governor restores.
+ITEM_CAP_LIFT = 4096
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,11 @@ class Sample:
     body_bytes: float = 0.0  # mean body of the latest responses (headers_received / response_received); 0: none yet
     collected: bool = True  # read right after a full garbage collection (else garbage may still be counted)
     t_seconds: float | None = None  # when it was read (time.monotonic()); None: the ticks alone count time
+    high_bytes: int = 0  # the kernel's RSS high-water mark when it rose since the last sample (VmHWM), else 0
+    items: int = 0  # items inside the item pipelines (scraper.slot.itemproc_size)
+    item_bytes: float = 0.0  # mean payload of an item the spider yielded (sampled); 0: none seen
+    items_per_response: float = 0.0  # items a response yields, on average
+    downloading: int | None = None  # downloads under way (in_flight less the responses held); None: in_flight
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,7 @@ class Levers:
     max_active_size: int
     gate_start: bool = False  # stop reading start requests
     spill: bool = False  # new requests go to the disk queue
+    item_cap: int = 0  # no request leaves the scheduler while this many items are inside the pipelines (0: no cap)
 
 
 @dataclass(frozen=True)
@@ -222,6 +231,7 @@ class Policy:
             self.baseline_bytes = sample.rss_bytes
         self.model.update(sample)
         rss, budget = sample.rss_bytes, cfg.budget_bytes
+        pressure = max(rss, sample.high_bytes)  # a spike between two readings (a parse) counts as pressure, not to close
         self._hard_ticks = self._hard_ticks + 1 if rss >= cfg.hard_share * budget else 0
         self._hard_since = (self._hard_since if self._hard_since is not None else sample.t_seconds) if self._hard_ticks else None
         self._calm_ticks = self._calm_ticks + 1 if rss <= cfg.low_share * budget else 0
@@ -234,16 +244,50 @@ class Policy:
             ))
         if self._hard_ticks >= cfg.close_ticks and self._hard_seconds(sample) >= cfg.close_after_seconds:
             decisions.append(Decision(CLOSE, self.levers, self._close_message(sample), close=True))
-        elif rss >= cfg.high_share * budget:
+        elif pressure >= cfg.high_share * budget:
             self._pressed = True
-            decisions.extend(self._lower(sample))
+            decisions.extend(self._lower(replace(sample, rss_bytes=pressure)))
         elif not self._pressed and self.levers.concurrency < cfg.base_concurrency:
             decisions.extend(self._ramp(sample))
         elif self._calm_ticks >= cfg.restore_ticks and self.governing:
             decisions.extend(self._restore(sample))
         else:
             decisions.extend(self._forecast(sample))
+        if not decisions:
+            decisions.extend(self._cap_items(sample, forecast=True))
         return decisions
+
+    def _item_room(self, sample: Sample) -> int | None:
+        """The items the pipelines may hold before the engine stops pulling: with what the downloads under way will
+        yield, their payload reaches the setpoint. None when no item showed its size."""
+        if sample.item_bytes <= 0 or sample.items_per_response <= 0:
+            return None
+        downloading = sample.in_flight if sample.downloading is None else sample.downloading
+        coming = downloading * sample.items_per_response
+        room = (self.config.setpoint_bytes - sample.rss_bytes) / sample.item_bytes
+        return max(1, int(sample.items + room - coming))
+
+    def _cap_items(self, sample: Sample, *, forecast: bool) -> list[Decision]:
+        """Cap the items inside the pipelines when their payload (with what the downloads under way will yield)
+        would pass the act share; never raise a standing cap (restoring does)."""
+        cfg = self.config
+        cap = self._item_room(sample)
+        if cap is None or sample.items < 1:
+            return []
+        downloading = sample.in_flight if sample.downloading is None else sample.downloading
+        coming_bytes = downloading * sample.items_per_response * sample.item_bytes
+        if forecast and sample.rss_bytes + coming_bytes < cfg.high_share * cfg.budget_bytes:
+            return []
+        current = self.levers.item_cap
+        if current and cap >= current:
+            return []
+        self.levers = replace(self.levers, item_cap=cap)
+        return [Decision(ITEMS, self.levers, (
+            f"RSS {_mib(sample.rss_bytes)} with {sample.items:,} items inside the item pipelines at"
+            f" {sample.item_bytes / 1024:,.0f} KiB each and {downloading} downloads under way yielding"
+            f" {sample.items_per_response:,.1f} items each: requests leave the scheduler only while fewer than"
+            f" {cap:,} items are inside the pipelines"
+        ))]
 
     def _fixed(self, sample: Sample, cost_f: float, queue_bytes: float) -> float:
         """RSS that is neither in flight nor queued; never under the RSS at the open.
@@ -273,12 +317,19 @@ class Policy:
         """Before any pressure: double concurrency from the start value while the requests in flight say it fits."""
         cfg = self.config
         current = self.levers.concurrency
-        if sample.in_flight < current // 2:  # not that much demand: nothing to learn from, nothing to gain
-            return []
         if self.model.body_bytes <= 0:  # no response held yet: downloads under way cost less than they will
             return []
         cost_f, cost_q = self.model.costs()
         allowed = self._allowed(sample, cost_f, cost_q)
+        if max(cfg.min_concurrency, allowed) < current:  # the start was a guess: the sizes now shown say it does not fit
+            lowered = max(cfg.min_concurrency, allowed)
+            return self._move(lowered, IN_FLIGHT, (
+                f"RSS {_mib(sample.rss_bytes)} with responses of {self.model.body_bytes / _MIB:,.1f} MiB, at"
+                f" {cost_f / _MIB:,.2f} MiB a request in flight: the start does not fit the"
+                f" {_mib(cfg.budget_bytes)} budget, concurrency {current} -> {lowered}"
+            ))
+        if sample.in_flight < current // 2:  # not that much demand: nothing to learn from, nothing to gain
+            return []
         concurrency = min(cfg.base_concurrency, 2 * current, allowed)
         if concurrency <= current:
             return []
@@ -334,6 +385,9 @@ class Policy:
             self.levers = levers
         if queue_bytes >= excess:
             return decisions  # the backlog explains the excess: concurrency is left alone
+        decisions.extend(self._cap_items(sample, forecast=False))
+        if sample.items * sample.item_bytes >= excess:
+            return decisions  # the items inside the pipelines explain it: the cap holds the engine's pulls
         fixed = self._fixed(sample, cost_f, queue_bytes)
         allowed = int((cfg.setpoint_bytes - fixed) // cost_f)
         concurrency = max(cfg.min_concurrency, min(self.levers.concurrency, allowed))
@@ -376,12 +430,14 @@ class Policy:
         allowed = self._allowed(sample, cost_f)
         concurrency = min(cfg.base_concurrency, max(current + 1, min(allowed, 2 * current)))
         active = min(cfg.base_active_size, max(self.levers.max_active_size * 2, self.levers.max_active_size + _MIB))
-        self.levers = Levers(concurrency, active, gate_start=False, spill=False)
+        item_cap = 2 * self.levers.item_cap if 0 < self.levers.item_cap < ITEM_CAP_LIFT // 2 else 0
+        self.levers = Levers(concurrency, active, gate_start=False, spill=False, item_cap=item_cap)
         self._calm_ticks = 0
         return [Decision(
             RESTORE, self.levers,
             f"RSS {_mib(sample.rss_bytes)} under {cfg.low_share:.0%} of the {_mib(cfg.budget_bytes)} budget:"
-            f" concurrency {current} -> {concurrency}, scraper active size {_mib(active)}, start requests read again",
+            f" concurrency {current} -> {concurrency}, scraper active size {_mib(active)}, start requests read again"
+            + (f", items inside the pipelines capped at {item_cap:,}" if item_cap else ""),
         )]
 
     def _hard_seconds(self, sample: Sample) -> float:
@@ -402,3 +458,23 @@ class Policy:
 
 def _mib(num_bytes: float) -> str:
     return f"{num_bytes / _MIB:,.1f} MiB"
+
+
+def undone_sentence(undone: dict[str, int]) -> str:
+    """What a close without JOBDIR leaves uncrawled, and what still finishes, in one clause.
+
+    ``undone`` holds ``queued_requests`` (spilled ones included), ``spilled_requests``, ``unread_start_requests``,
+    ``start_counted`` (1: start() was read to its end; 0: it holds at least that many more), ``downloads`` and
+    ``items_in_pipelines``.
+    """
+    queued, spilled = undone.get("queued_requests", 0), undone.get("spilled_requests", 0)
+    unread = undone.get("unread_start_requests", 0)
+    at_least = "" if undone.get("start_counted", 1) else "at least "
+    parts = [f"{queued:,} queued request{'s' if queued != 1 else ''}"
+             + (f" ({spilled:,} of them spilled to disk)" if spilled else "")]
+    parts.append(f"{at_least}{unread:,} unread start request{'s' if unread != 1 else ''}")
+    sentence = f"{' and '.join(parts)} are not crawled"
+    downloads, items = undone.get("downloads", 0), undone.get("items_in_pipelines", 0)
+    if downloads or items:
+        sentence += f"; {downloads:,} downloads under way and {items:,} items inside the item pipelines finish first"
+    return sentence

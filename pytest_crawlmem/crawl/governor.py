@@ -20,17 +20,15 @@ import gc
 import json
 import logging
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from scrapy import signals
+from scrapy import Request, signals
 from scrapy.exceptions import NotConfigured
 
 from ..core.browser_concurrency import BROWSER_CONCURRENCY
-from ..core.cgroup import auto_budget, limit_files, parse_proc_cgroup, smallest_limit
 from ..core.context_policy import BROWSER_CONTEXT
 from ..core.defaults import CrawlMemConfig, name_of
 from ..core.governor_policy import (
@@ -44,21 +42,30 @@ from ..core.governor_policy import (
     Policy,
     PolicyConfig,
     Sample,
+    undone_sentence,
 )
 from ..core.models import DangerSnapshot
-from ..core.units import UnitError, parse_size
 from . import probes
 from .contextlever import ContextLever, LeverEvent
 from .danger import write_danger
-from .spill import SCHEDULER_PATH, START_GATE_ORDER, START_GATE_PATH, SpillingScheduler, StartGate
+from .governor_gates import DownloadGate, PullHold, is_spilling
+from .governor_setup import (
+    ADDON_PATH,
+    BUDGET,
+    GovernorAddon,
+    _clock_overhead,
+    _Statm,
+    _Status,
+    add_components,
+    add_governor,
+    read_cgroup_limit,
+    resolve_budget,
+)
+from .spill import SpillingScheduler, StartGate
 
+__all__ = ["ContextLever", "GovernorAddon", "MemoryGovernor", "add_governor", "governor_danger", "read_cgroup_limit",
+           "resolve_budget"]
 logger = logging.getLogger("pytest_crawlmem.governor")
-BUDGET = name_of("budget")  # the setting that turns the governor on
-
-GOVERNOR_PATH = "pytest_crawlmem.governor.MemoryGovernor"
-ADDON_PATH = "pytest_crawlmem.governor.GovernorAddon"
-DEFAULT_SCHEDULER = "scrapy.core.scheduler.Scheduler"
-_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 #: Least seconds between two malloc_trim(0) calls (7.8 ms each, DESIGN.md) while governing over the act share.
 TRIM_EVERY_SECONDS = 5.0
 #: Least seconds between two trims that a lowering decision asks for.
@@ -98,63 +105,6 @@ class DecisionRecord:
     spill: bool
     message: str
     browser_pss_bytes: int = 0  # the browser tree's PSS the browser lever saw (browser_context decisions)
-
-
-def read_cgroup_limit() -> int | None:
-    """The memory limit of this process's cgroup (v2 ``memory.max`` or v1 ``memory.limit_in_bytes``), if any."""
-    try:
-        paths = parse_proc_cgroup(Path("/proc/self/cgroup").read_text(encoding="ascii"))
-    except OSError:
-        return None
-    texts: list[str | None] = []
-    for name in limit_files(paths):
-        try:
-            texts.append(Path(name).read_text(encoding="ascii"))
-        except OSError:
-            texts.append(None)
-    return smallest_limit(texts)
-
-
-def resolve_budget(raw: Any) -> int | None:
-    """``CRAWLMEM_BUDGET`` as bytes: a size, or ``"auto"`` (80% of the cgroup limit; None when there is none)."""
-    if isinstance(raw, str) and raw.strip().lower() == "auto":
-        return auto_budget(read_cgroup_limit())
-    try:
-        budget = parse_size(raw, source=BUDGET)
-    except UnitError as exc:
-        raise ValueError(f"invalid {BUDGET} {raw!r} from Scrapy settings: {exc}") from None
-    if budget <= 0:
-        raise ValueError(f"invalid {BUDGET} {raw!r} from Scrapy settings: expected a size above 0")
-    return budget
-
-
-def _clock_overhead() -> float:
-    """The median of 31 empty spans timed by two ``thread_time()`` reads (~0.9 us), taken out of each timed call."""
-    spans = []
-    for _ in range(31):
-        began = time.thread_time()
-        spans.append(time.thread_time() - began)
-    return sorted(spans)[15]
-
-
-class _Statm:
-    """RSS from a kept ``/proc/self/statm`` fd (``os.pread``: 2.2 us a read)."""
-
-    def __init__(self) -> None:
-        try:
-            self.fd: int | None = os.open("/proc/self/statm", os.O_RDONLY)
-        except OSError:
-            self.fd = None
-
-    def rss_bytes(self) -> int:
-        if self.fd is None:
-            return probes.read_rss_bytes()
-        return int(os.pread(self.fd, 128, 0).split()[1]) * _PAGE_SIZE
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
 
 
 class MemoryGovernor:
@@ -205,6 +155,14 @@ class MemoryGovernor:
         self._closing = False
         self.danger: DangerSnapshot | None = None  # the evidence of a close without JOBDIR
         self.lever: ContextLever | None = None  # the browser lever, once a scrapy-playwright handler is loaded
+        self.download_gate: DownloadGate | None = None  # every download waits at it while the limit is reached
+        self.pull_hold: PullHold | None = None  # the engine pulls no request while the pipelines hold the item cap
+        self._status = _Status()  # VmHWM
+        self._high_bytes = 0  # the last VmHWM read
+        self._item_bytes = 0.0  # mean payload of a sampled item
+        self._items_out = 0  # items the spider yielded (seen by the start gate)
+        self._responses_out = 0  # responses whose output the start gate saw
+        self.undone: dict[str, int] = {}  # what a close without JOBDIR leaves uncrawled
         self.browser_cap: int | None = None  # the browser lever's cap on concurrency (the tree's floor), if any
 
     def _concurrency(self, levers: Levers) -> int:
@@ -247,6 +205,8 @@ class MemoryGovernor:
             close_share=config.governor_close_share,
             start_concurrency=config.governor_start_concurrency,
         )
+        if not settings.frozen:  # EXTENSIONS alone: the start gate and the spilling scheduler, as the addon adds them
+            add_components(settings)
         crawler.signals.connect(governor.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(governor.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(governor.headers_received, signal=signals.headers_received)
@@ -270,9 +230,23 @@ class MemoryGovernor:
         gate = self._gate()
         if gate is not None:
             gate.on_item = self._signal_tick  # RSS read every 20 ms: start() can yield 400 MB of requests in one 0.25 s tick
+            gate.on_output = self._on_output
         levers += ["start gate"] if gate is not None else []
-        levers += ["spill to disk"] if isinstance(self._scheduler(), SpillingScheduler) else []
+        spilling = is_spilling(self._scheduler(), SpillingScheduler)
+        levers += ["spill to disk"] if spilling else []
+        engine = probes._engine(self.crawler)
+        if engine is not None:
+            self.download_gate = DownloadGate(engine.downloader)
+            self.pull_hold = PullHold(engine.downloader, engine, self._items_in_pipelines)
+            levers += ["download gate", "items in pipelines"]
         levers += ["browser contexts"] if probes._attempt(probes.playwright_handlers, self.crawler) else []
+        missing = ([] if gate is not None else ["its start gate (SPIDER_MIDDLEWARES)"]) + (
+            [] if spilling else [f"its spilling scheduler (SCHEDULER is {type(self._scheduler()).__name__})"])
+        if missing:
+            logger.warning("crawlmem governor: running without %s: the backlog and parse trees are not governed;"
+                           " enable it with ADDONS = {%r: 0}", " and ".join(missing), ADDON_PATH)
+        if probes.reset_peak_rss():  # VmHWM from here: the peak and spikes between two readings (as the extension does)
+            self._high_bytes = self._status.peak_bytes() or 0
         logger.info("crawlmem governor: budget %.1f MiB (acts over %.0f%%, restores under %.0f%%, closes over %.0f%%);"
                     " levers: %s", self.config.budget_bytes / 2**20, 100 * self.config.high_share,
                     100 * self.config.low_share, 100 * self.config.hard_share, ", ".join(levers))
@@ -280,7 +254,6 @@ class MemoryGovernor:
             gc.collect()
             gc.freeze()
             self._froze_gc = True
-        engine = probes._engine(self.crawler)
         rss = self._statm.rss_bytes()
         opening = self.policy.open(rss)
         if engine is not None:
@@ -289,6 +262,8 @@ class MemoryGovernor:
             if self.policy.levers.concurrency < self.config.base_concurrency:
                 engine.downloader.total_concurrency = self.policy.levers.concurrency
                 stats.set_value("crawlmem/governor/concurrency", self.policy.levers.concurrency)
+                if self.download_gate is not None:  # until a response shows its size, two at a time
+                    self.download_gate.set_limit(min(2, self.policy.levers.concurrency))
         self.tick_seconds += time.thread_time() - began  # the collection before gc.freeze() is the governor's too
         self._task = task.LoopingCall(self.tick)
         self._task.start(self.interval_seconds, now=True)
@@ -302,7 +277,17 @@ class MemoryGovernor:
             gc.unfreeze()
             self._froze_gc = False
         self._statm.close()
+        self.peak_rss_bytes = max(self.peak_rss_bytes, self._status.peak_bytes() or 0)  # the kernel's, not the ticks'
+        self._status.close()
         stats = self.crawler.stats
+        for installed in (self.download_gate, self.pull_hold):
+            if installed is not None:
+                installed.uninstall()
+        if self.download_gate is not None:
+            stats.set_value("crawlmem/governor/download_gate_waits", self.download_gate.waits)
+            stats.set_value("crawlmem/governor/download_gate_peak", self.download_gate.peak_passed)
+        if self.pull_hold is not None:
+            stats.set_value("crawlmem/governor/item_holds", self.pull_hold.holds)
         stats.set_value("crawlmem/governor/peak_rss_bytes", self.peak_rss_bytes)
         stats.set_value("crawlmem/governor/ticks", self.ticks)
         stats.set_value("crawlmem/governor/cpu_seconds", round(self.cpu_seconds, 6))
@@ -328,6 +313,8 @@ class MemoryGovernor:
                   "cost_in_flight_bytes": int(cost_f), "cost_queued_bytes": int(cost_q), "decisions": self.records()}
         if self.danger is not None:
             record["danger"] = self.danger.to_json()
+        if self.undone:
+            record["undone"] = self.undone
         try:
             self.record_path.parent.mkdir(parents=True, exist_ok=True)
             self.record_path.write_text(json.dumps(record, indent=1), encoding="utf-8")
@@ -367,13 +354,45 @@ class MemoryGovernor:
         self.signal_sampled += 1
 
     def _on_headers(self, body_length: int) -> None:
+        first = self._body_bytes <= 0
         if body_length and body_length > 0:
             self._learn_body(body_length)
-        self._signal_tick()
+        if first and self._body_bytes > 0:  # the first size shown: decide from it before more downloads start
+            self.tick()
+            self._sync_gate()
+        else:
+            self._signal_tick()
 
     def _on_response(self, body_length: int) -> None:
+        first = self._body_bytes <= 0
         self._learn_body(body_length)
-        self._signal_tick()
+        if first:
+            self.tick()
+            self._sync_gate()
+        else:
+            self._signal_tick()
+
+    def _on_output(self, output: Any) -> None:
+        """The start gate saw a callback's output (an item or a request): learn what an item carries (1 in 16)."""
+        if output is None:  # the end of one response's output
+            self._responses_out += 1
+            return
+        if isinstance(output, Request):
+            return
+        self._items_out += 1
+        if self._items_out % 16 == 1:
+            size = float(payload_bytes(output))
+            self._item_bytes = size if self._item_bytes <= 0 else BODY_WEIGHT * size + (1 - BODY_WEIGHT) * self._item_bytes
+
+    def _items_in_pipelines(self) -> int:
+        slot = getattr(getattr(probes._engine(self.crawler), "scraper", None), "slot", None)
+        return int(getattr(slot, "itemproc_size", 0) or 0)
+
+    def _sync_gate(self) -> None:
+        """The download gate at the concurrency the levers say while governing; open otherwise."""
+        if self.download_gate is not None:
+            governing = self.policy.governing or self.browser_cap is not None
+            self.download_gate.set_limit(self._concurrency(self.policy.levers) if governing else 0)
 
     def _learn_body(self, body_bytes: int) -> None:
         self._body_bytes = body_bytes if self._body_bytes <= 0 else (
@@ -449,6 +468,7 @@ class MemoryGovernor:
         engine = probes._engine(self.crawler)
         if engine is not None:
             engine.downloader.total_concurrency = concurrency  # requests wait in the scheduler: none is dropped
+            self._sync_gate()
         kind = BROWSER_CONCURRENCY if event.action == "lower" else RESTORE
         stats = self.crawler.stats
         stats.inc_value("crawlmem/governor/decisions")
@@ -484,7 +504,7 @@ class MemoryGovernor:
 
     def _sample(self, engine: Any) -> Sample:
         scheduler = self._scheduler()
-        if isinstance(scheduler, SpillingScheduler):
+        if is_spilling(scheduler, SpillingScheduler):
             queued = scheduler.in_memory
         elif scheduler is not None and getattr(scheduler, "dqs", None) is None:
             queued = len(scheduler)
@@ -492,14 +512,20 @@ class MemoryGovernor:
             queued = 0  # JOBDIR: Scrapy keeps the queue on disk
         slot = getattr(engine.scraper, "slot", None)
         held = len(getattr(slot, "active", ()) or ())
+        downloading = len(engine.downloader.active) - (self.download_gate.waiting if self.download_gate else 0)
+        high = self._status.peak_bytes() or 0  # a new high since the last reading is a spike the ticks missed
+        spike, self._high_bytes = (high if high > self._high_bytes else 0), max(high, self._high_bytes)
         return Sample(
             collected=False, t_seconds=time.monotonic(),
             rss_bytes=self._statm.rss_bytes(),
-            in_flight=len(engine.downloader.active) + held,  # downloading, or downloaded and waiting in the scraper
+            in_flight=downloading + held,  # downloading, or downloaded and waiting in the scraper
             queued=queued,
             active_bytes=int(getattr(slot, "active_size", 0) or 0),
             active_responses=held,
             body_bytes=self._body_bytes,
+            high_bytes=spike, items=int(getattr(slot, "itemproc_size", 0) or 0), item_bytes=self._item_bytes,
+            items_per_response=self._items_out / self._responses_out if self._responses_out else 0.0,
+            downloading=downloading,
         )
 
     def _apply(self, engine: Any, decision: Decision, sample: Sample) -> None:
@@ -507,6 +533,9 @@ class MemoryGovernor:
         levers: Levers = decision.levers
         concurrency = self._concurrency(levers)
         engine.downloader.total_concurrency = concurrency
+        self._sync_gate()
+        if self.pull_hold is not None:
+            self.pull_hold.set_cap(levers.item_cap)
         slot = getattr(engine.scraper, "slot", None)
         if slot is not None:
             slot.max_active_size = levers.max_active_size
@@ -519,7 +548,7 @@ class MemoryGovernor:
         message = decision.message
         if concurrency < levers.concurrency:
             message += f" (the browser lever caps it at {concurrency})"
-        if isinstance(scheduler, SpillingScheduler):
+        if is_spilling(scheduler, SpillingScheduler):
             scheduler.spilling = levers.spill
             if decision.spill_now:
                 began = time.thread_time()
@@ -555,11 +584,31 @@ class MemoryGovernor:
         if self.jobdir:
             logger.info("crawlmem governor: closing with reason %s; the queue is kept in JOBDIR %s: run the crawl"
                         " again with the same JOBDIR to resume", MEMORY_BUDGET, self.jobdir)
-        else:
-            queued = len(self._scheduler() or ())
-            self.danger = self._danger_snapshot(engine, queued)
-            logger.warning("crawlmem governor: closing with reason %s without JOBDIR: the %d queued requests are"
-                           " lost (set JOBDIR to resume them); %s", MEMORY_BUDGET, queued, self.danger.describe())
+            probes.close_spider(self.crawler, MEMORY_BUDGET)
+            return
+        from scrapy.utils.defer import deferred_from_coro
+
+        deferred_from_coro(self._close_counted(engine)).addErrback(
+            lambda failure: logger.error("crawlmem governor: closing failed: %s", failure.getErrorMessage()))
+
+    async def _close_counted(self, engine: Any) -> None:
+        """Count what the close leaves uncrawled (the queue, spilled requests, start() read to its end), say it, close."""
+        gate = self._gate()
+        unread, counted = await gate.count_unread() if gate is not None else (0, False)
+        scheduler = self._scheduler()
+        queued = len(scheduler or ())
+        slot = getattr(engine.scraper, "slot", None)
+        self.undone = {
+            "queued_requests": queued,
+            "spilled_requests": scheduler.on_disk if is_spilling(scheduler, SpillingScheduler) else 0,
+            "unread_start_requests": unread, "start_counted": int(counted),
+            "downloads": len(engine.downloader.active), "items_in_pipelines": int(getattr(slot, "itemproc_size", 0) or 0),
+        }
+        for key, value in self.undone.items():
+            self.crawler.stats.set_value(f"crawlmem/governor/undone/{key}", value)
+        self.danger = self._danger_snapshot(engine, queued)
+        logger.warning("crawlmem governor: closing with reason %s without JOBDIR: %s (set JOBDIR to resume the queue);"
+                       " %s", MEMORY_BUDGET, undone_sentence(self.undone), self.danger.describe())
         probes.close_spider(self.crawler, MEMORY_BUDGET)
 
     def _danger_snapshot(self, engine: Any, queued: int) -> DangerSnapshot:
@@ -666,34 +715,22 @@ class MemoryGovernor:
         return [asdict(record) for record in self.decisions]
 
 
+def payload_bytes(item: Any, depth: int = 2) -> int:
+    """The bytes an item carries: its str and bytes values, one container deep (a cheap lower bound)."""
+    if isinstance(item, (bytes, bytearray, str)):
+        return len(item)
+    if depth <= 0:
+        return 0
+    values = item.values() if hasattr(item, "values") else item if isinstance(item, (list, tuple)) else ()
+    try:
+        return sum(payload_bytes(value, depth - 1) for value in values)
+    except TypeError:
+        return 0
+
+
 def governor_danger(crawler: Any) -> DangerSnapshot | None:
     """The danger snapshot the governor took as it closed the crawl without JOBDIR, if it did (crawl process)."""
     for extension in getattr(getattr(crawler, "extensions", None), "middlewares", ()):
         if isinstance(extension, MemoryGovernor):
             return extension.danger
     return None
-
-
-class GovernorAddon:
-    """``ADDONS = {"pytest_crawlmem.governor.GovernorAddon": 0}``: the governor, its scheduler and start gate."""
-
-    def update_settings(self, settings: Any) -> None:
-        """Add the three components when CRAWLMEM_BUDGET is set (a custom SCHEDULER is kept: no spilling)."""
-        if not settings.get(BUDGET):
-            return
-        add_components(settings)
-
-
-def add_governor(settings: Any, budget: str | int, *, priority: int) -> None:
-    """Govern a crawl at ``budget``: set CRAWLMEM_BUDGET and add the components (the test runner's settings)."""
-    settings.set(BUDGET, budget, priority=priority)
-    add_components(settings)
-
-
-def add_components(settings: Any) -> None:
-    """Merge the governor, the start gate and (over Scrapy's own scheduler) the spilling one into ``settings``."""
-    for name, path, order in (("EXTENSIONS", GOVERNOR_PATH, 0), ("SPIDER_MIDDLEWARES", START_GATE_PATH, START_GATE_ORDER)):
-        priority = settings.getpriority(name) or 0
-        settings.set(name, {**settings.getdict(name), path: order}, priority=max(priority, 20))
-    if settings.get("SCHEDULER") in (DEFAULT_SCHEDULER, SCHEDULER_PATH):
-        settings.set("SCHEDULER", SCHEDULER_PATH, priority=max(settings.getpriority("SCHEDULER") or 0, 20))

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import shutil
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
@@ -109,6 +110,15 @@ class StartGate:
         #: most every 20 ms): Scrapy reads start() without yielding to the reactor while the downloader is full, so
         #: the governor's LoopingCall would not run until it ends.
         self.on_item: Callable[[], None] | None = None
+        #: Called with each item or request a callback yields, and with None when its output ends (the governor
+        #: learns what an item carries and how many a response yields).
+        self.on_output: Callable[[Any], None] | None = None
+        self.exhausted = False  # start() came to its end
+        self._start: AsyncIterator[Any] | None = None
+        self._reading = False  # the engine is inside start()'s __anext__ (nobody else may read it then)
+        self._counting = False
+        self._counted = asyncio.Event()  # set once count_unread() is done with start()
+        self._held = False
 
     @property
     def is_open(self) -> bool:
@@ -120,32 +130,96 @@ class StartGate:
         self._open.clear()
 
     def open_gate(self) -> None:
-        """Read start requests again."""
-        self._open.set()
+        """Read start requests again (not once the unread ones are being counted: the crawl is closing)."""
+        if not self._counting:
+            self._open.set()
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """Yield what ``start`` yields, waiting while the gate is closed."""
-        async for item_or_request in start:
+        self._start = start
+        while True:
+            if self._counting:  # the crawl is closing: count_unread() reads what start() has left, not the engine
+                await self._counted.wait()
+                return
+            self._reading = True
+            try:
+                item_or_request = await start.__anext__()
+            except StopAsyncIteration:
+                self.exhausted = True
+                return
+            finally:
+                self._reading = False
             if self.on_item is not None:
                 self.on_item()
             if not self._open.is_set():
                 self.waits += 1
+                self._held = True  # read from start(), not yet yielded
                 await self._open.wait()
+                self._held = False
+            if self._counting:  # the one held here was counted with the rest
+                await self._counted.wait()
+                return
             yield item_or_request
+
+    async def count_unread(self, max_seconds: float = 2.0) -> tuple[int, bool]:
+        """Close the gate for good and read what ``start()`` has left, counting it: (count, whether it is all).
+
+        The governor calls this as it closes a crawl, so that the requests it will never crawl are counted, not just
+        those in the scheduler. Not all when the engine is inside start() now, or when reading it takes longer than
+        ``max_seconds``.
+        """
+        self._counting = True
+        self._open.clear()
+        try:
+            return await self._count_unread(max_seconds)
+        finally:
+            self._counted.set()
+            self._open.set()  # the engine's reading of start() ends (without reading it)
+
+    async def _count_unread(self, max_seconds: float) -> tuple[int, bool]:
+        held = int(self._held)  # the one read and held at the gate is not crawled either
+        if self.exhausted:
+            return held, True
+        if self._start is None or self._reading:
+            return held, False
+        count, deadline = held, time.monotonic() + max_seconds
+        try:
+            while True:
+                try:
+                    await self._start.__anext__()
+                except StopAsyncIteration:
+                    self.exhausted = True
+                    return count, True
+                count += 1
+                if time.monotonic() > deadline:
+                    return count, False
+        except RuntimeError:  # the engine reads it after all ("already running")
+            return count, False
 
     def process_spider_output(self, response: Any, result: Iterable[Any]) -> Iterator[Any]:
         """Pass a callback's output through; when it is done, release the response's parse tree."""
         try:
-            yield from result
+            if self.on_output is None:
+                yield from result
+            else:
+                for item in result:
+                    self.on_output(item)
+                    yield item
         finally:
+            if self.on_output is not None:
+                self.on_output(None)
             release_parse_tree(response)
 
     async def process_spider_output_async(self, response: Any, result: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """Pass a callback's output through (async); when it is done, release the response's parse tree."""
         try:
             async for item in result:
+                if self.on_output is not None:
+                    self.on_output(item)
                 yield item
         finally:
+            if self.on_output is not None:
+                self.on_output(None)
             release_parse_tree(response)
 
 

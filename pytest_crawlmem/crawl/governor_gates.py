@@ -1,0 +1,134 @@
+"""The governor's gates on the downloader (crawl process, reactor thread).
+
+- :class:`DownloadGate` holds every request at the downloader's door (``Downloader._enqueue_request``, which
+  ``Downloader.fetch`` looks up on each call) while the transfers it let through reach the governor's limit. Media
+  pipelines download through ``engine.download_async`` -> ``downloader.fetch``, past the scheduler and past
+  ``total_concurrency`` (read only by ``needs_backout()``, before the engine pulls from the scheduler): the gate is
+  the one place every download goes through. It also makes the limit hold per slot: under the asyncio reactor a
+  slot starts every queued download before any joins ``transferring`` (DESIGN.md), so a slot's own concurrency
+  does not hold. Open (limit 0), it only counts.
+- :class:`PullHold` stops the engine from pulling requests out of the scheduler while the items inside the item
+  pipelines reach the governor's cap (``Downloader.needs_backout``, which the engine asks before each pull). Media
+  downloads, which items in a FilesPipeline wait for, still go through: holding them would deadlock the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import Deferred
+
+
+def is_spilling(scheduler: Any, spilling_cls: type) -> bool:
+    """Whether ``scheduler`` is a ``spilling_cls`` by its class: Scrapy's ``BaseSchedulerMeta`` makes ``isinstance``
+    true for any object with a scheduler's methods, so a plain ``Scheduler`` passes ``isinstance``."""
+    return spilling_cls in type(scheduler).__mro__
+
+
+class DownloadGate:
+    """Lets at most ``limit`` downloads past the downloader's door at once (0: no limit), in arrival order."""
+
+    def __init__(self, downloader: Any) -> None:
+        self.downloader = downloader
+        self.limit = 0
+        self.passed = 0  # let through and not finished (in a slot's queue or transferring)
+        self.waits = 0  # requests that had to wait
+        self.peak_passed = 0
+        self._waiting: deque[Deferred[None]] = deque()
+        self._original = downloader._enqueue_request
+        downloader._enqueue_request = self._enqueue_request
+
+    @property
+    def waiting(self) -> int:
+        """Requests held at the door (counted in ``downloader.active``, not yet downloading)."""
+        return len(self._waiting)
+
+    def set_limit(self, limit: int) -> None:
+        """Set the limit (0: none) and let through what it now admits."""
+        self.limit = max(0, int(limit))
+        self._wake()
+
+    def _admits(self) -> bool:
+        return self.limit <= 0 or self.passed < self.limit
+
+    async def _enqueue_request(self, request: Any) -> Any:
+        if self._waiting or not self._admits():
+            self.waits += 1
+            waiter: Deferred[None] = Deferred()
+            self._waiting.append(waiter)
+            try:
+                await maybe_deferred_to_future(waiter)  # counted in self.passed by _wake()
+            except BaseException:
+                if waiter in self._waiting:
+                    self._waiting.remove(waiter)
+                else:
+                    self.passed -= 1
+                raise
+        else:
+            self.passed += 1
+        self.peak_passed = max(self.peak_passed, self.passed)
+        try:
+            return await self._original(request)
+        finally:
+            self.passed -= 1
+            self._wake()
+
+    def _wake(self) -> None:
+        while self._waiting and self._admits():
+            waiter = self._waiting.popleft()
+            self.passed += 1
+            waiter.callback(None)
+
+    def release(self) -> None:
+        """Let every waiting request through (the crawl closes: nothing may stay held)."""
+        self.limit = 0
+        self._wake()
+
+    def uninstall(self) -> None:
+        """Put the downloader's own method back."""
+        self.release()
+        if self.downloader.__dict__.get("_enqueue_request") == self._enqueue_request:
+            del self.downloader._enqueue_request
+
+
+class PullHold:
+    """Makes ``downloader.needs_backout()`` true while ``items()`` is at or over ``cap`` (0: no cap)."""
+
+    def __init__(self, downloader: Any, engine: Any, items: Any) -> None:
+        self.downloader = downloader
+        self.engine = engine
+        self.items = items  # () -> items inside the item pipelines
+        self.cap = 0
+        self.holds = 0  # pulls refused
+        self._original = downloader.needs_backout
+        downloader.needs_backout = self.needs_backout
+
+    def needs_backout(self) -> bool:
+        """Scrapy's answer, or True while the items in the pipelines fill the cap."""
+        if self._original():
+            return True
+        if self.cap > 0 and self.items() >= self.cap:
+            self.holds += 1
+            return True
+        return False
+
+    def set_cap(self, cap: int) -> None:
+        """Set the cap (0: none); when it rises, ask the engine to pull again now rather than at its next heartbeat."""
+        raised = cap <= 0 < self.cap or cap > self.cap > 0
+        self.cap = max(0, int(cap))
+        if raised:
+            self.kick()
+
+    def kick(self) -> None:
+        """Ask the engine to pull from the scheduler (it would wait for its 5 s heartbeat otherwise)."""
+        nextcall = getattr(getattr(self.engine, "_slot", None), "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
+    def uninstall(self) -> None:
+        """Put the downloader's own method back."""
+        self.cap = 0
+        if self.downloader.__dict__.get("needs_backout") == self.needs_backout:
+            del self.downloader.needs_backout
