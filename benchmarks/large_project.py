@@ -74,6 +74,8 @@ def child(args: argparse.Namespace) -> None:
         "pause_total_seconds": stats.get("crawlmem/checkpoint_pause_total_seconds"),
         "self_cpu_seconds": stats.get("crawlmem/status/self_cpu_seconds"),
         "attribution_seconds": stats.get("crawlmem/attribution_seconds"),
+        "attribution_roots": stats.get("crawlmem/attribution_roots"),
+        "attribution_files": stats.get("crawlmem/attribution_files"),
         "holders": [h.path for h in result.holders],
     }
     print("RESULT " + json.dumps(record), flush=True)
@@ -91,7 +93,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
             cells[key] = {
                 **{f"{name}_on": _median(on, name) for name in ("wall_seconds", "cpu_seconds", "max_block_seconds",
                                                                  "pause_max_seconds", "pause_total_seconds",
-                                                                 "self_cpu_seconds", "attribution_seconds")},
+                                                                 "self_cpu_seconds", "attribution_seconds",
+                                                                 "attribution_roots", "attribution_files")},
                 "wall_seconds_off": _median(off, "wall_seconds"), "cpu_seconds_off": _median(off, "cpu_seconds"),
                 "max_block_seconds_off": _median(off, "max_block_seconds"),
                 "added_wall_seconds": _added(on, off, "wall_seconds"), "added_cpu_seconds": _added(on, off, "cpu_seconds"),

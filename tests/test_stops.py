@@ -101,3 +101,10 @@ def test_unclosed_pages_that_fill_every_context_stall_the_crawl_after_stall_seco
     assert pages.stall(10, 11.0, 1) is not None  # the same stall, still there: a stop under way hears of it again
     page.closed = True
     assert pages.stall(10, 17.0, 1) is None and pages.open() == []
+
+
+def test_a_timeout_tells_the_plugins_pauses_from_the_crawls_own_time():
+    message = stops.timeout_message(90, paused_seconds=78.2, attribution_seconds=75.0)
+    assert message == ("the crawl was still running after 90 s (the plugin paused it 78.2 s, 75.0 s of them finding what"
+                       " leaks; its own time was 11.8 s), the budget timeout")
+    assert stops.timeout_message(90, paused_seconds=0.4) == "the crawl was still running after 90 s, the budget timeout"

@@ -46,9 +46,18 @@ def kill_at_message(rss_bytes: int, t_seconds: float) -> str:
     return f"RSS reached {rss_bytes / 2**20:,.1f} MiB at {t_seconds:.1f} s, the hard ceiling kill_at"
 
 
-def timeout_message(timeout_seconds: float, what: str = "crawl") -> str:
-    """The sentence of a crawl (or job) stopped at the budget ``timeout``."""
-    return f"the {what} was still running after {timeout_seconds:g} s, the budget timeout"
+def timeout_message(
+    timeout_seconds: float, what: str = "crawl", *, paused_seconds: float = 0.0, attribution_seconds: float = 0.0
+) -> str:
+    """The sentence of a crawl (or job) stopped at the budget ``timeout``. When the plugin's pauses took a material share
+    of it (``paused_seconds``, ``attribution_seconds`` of them finding what leaks), they are told apart from the crawl's
+    own time."""
+    if paused_seconds < max(0.5, 0.05 * timeout_seconds):
+        return f"the {what} was still running after {timeout_seconds:g} s, the budget timeout"
+    finding = f", {attribution_seconds:,.1f} s of them finding what leaks" if attribution_seconds >= 0.05 else ""
+    own = max(0.0, timeout_seconds - paused_seconds)
+    return (f"the {what} was still running after {timeout_seconds:g} s (the plugin paused it {paused_seconds:,.1f} s"
+            f"{finding}; its own time was {own:,.1f} s), the budget timeout")
 
 
 def killed_at_kill_at_message(rss_bytes: int, grace_seconds: float) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import linecache
+import os
 import sys
 import tracemalloc
 from collections.abc import Callable
@@ -26,10 +27,19 @@ from ..core.models import Checkpoint, GrowthSite, Holder
 from ..core.sites import KeptEvidence, keeping_first, net_of_queue
 from . import probes
 from .holders import Lengths, QueuedRequests, container_lengths, find_keepers, user_classes, user_modules
-from .keeping import same_function
+from .keeping import Store, same_function
 from .meter import settle
 from .recording import Recording
-from .snapshots import queued_share, site_growth, start_tracing, stop_tracing, take_snapshot
+from .scope import modules_in_scope, spider_packages
+from .snapshots import (
+    is_user_file,
+    queued_share,
+    site_growth,
+    start_tracing,
+    stop_tracing,
+    take_snapshot,
+    traced_files,
+)
 
 #: The window has a middle checkpoint when each half spans at least this many responses.
 MIN_HALF_WINDOW_RESPONSES = 10
@@ -69,6 +79,8 @@ class AttributionWindow:
         self._middle: tuple[int, int | None, int] | None = None  # responses, traced bytes, queued bytes in the middle
         self._queued_middle: dict[str, int] = {}  # the scheduler's share of the growth sites in the middle
         self._last_interval_bytes: int | None = None  # what the growing sites grew by from the middle on
+        self.roots_walked = 0  # the most roots one holder walk went through (work, not seconds: tests read it)
+        self.files_parsed = 0  # source files read for the storing line
 
     @property
     def is_open(self) -> bool:
@@ -104,7 +116,10 @@ class AttributionWindow:
             return next_checkpoint
         if self._lengths_at is None:
             try:  # before tracing starts: the walk's own allocations are not traced (a traced walk ran ~10x slower)
-                self._lengths = container_lengths(_holder_roots(crawler)[0])
+                roots = _holder_roots(crawler)[0]
+                self.roots_walked = max(self.roots_walked, len(roots))
+                self._lengths = container_lengths(roots)
+                del roots
             except Exception as exc:  # evidence, never a reason to break the crawl
                 self.recording.add_error(f"measuring containers failed: {exc!r}")
             self._lengths_at = checkpoint.responses
@@ -197,7 +212,16 @@ class AttributionWindow:
         try:
             sites = [site.location for site in self.growth_sites]
             roots, library = _holder_roots(crawler)
-            keepers = find_keepers(roots, self._lengths, window, prefer=sites, library=library)
+            self.roots_walked = max(self.roots_walked, len(roots))
+            # the storing line is searched in the files the traced window names (and each root's own): not in a large
+            # project's every loaded module, which took minutes to parse while tracing
+            files = traced_files(self._snapshots[-1] if self._snapshots else None) | _files_of(
+                [site.location for site in self.growth_sites if site.in_user_code])
+            parsed: dict[str, list[Store]] = {}
+            keepers = find_keepers(roots, self._lengths, window, prefer=sites, library=library, files=files,
+                                   parsed=parsed)
+            self.files_parsed += len(parsed)
+            del parsed
             self.holders = tuple(holder for holder, _ in keepers)
             span, grew = self._traced_growth(responses, traced)
             first = keepers[0] if keepers else None
@@ -253,7 +277,8 @@ def _holder_roots(crawler: Any) -> tuple[dict[str, Any], list[str]]:
     queued = probes.queued_requests(crawler)[:QUEUED_ROOT_REQUESTS]
     if queued:  # a list handed on in request.meta lives in the requests (the engine is paused: they hold still)
         roots["queued requests"] = QueuedRequests(queued)
-    modules = user_modules()
+    # a large project's other spider modules (SpiderLoader imports them all) hold nothing this crawl reaches
+    modules = modules_in_scope(user_modules(), roots.values(), spider_packages(getattr(crawler, "settings", None)))
     roots.update((f"module {name}", module) for name, module in modules.items())
     roots.update(user_classes(modules))
     library = []
@@ -266,6 +291,12 @@ def _holder_roots(crawler: Any) -> tuple[dict[str, Any], list[str]]:
         roots["signal dispatcher"] = dispatcher
         library.append("signal dispatcher")
     return roots, library
+
+
+def _files_of(sites: list[str]) -> set[str]:
+    """The source files of growth sites (``spiders/shop.py:31``, relative to the working directory when below it)."""
+    files = {os.path.abspath(site.rpartition(":")[0]) for site in sites}
+    return {file for file in files if file.endswith(".py") and is_user_file(file)}
 
 
 def _source_of(location: str | None) -> str:

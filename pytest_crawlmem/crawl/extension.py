@@ -18,6 +18,8 @@ import time
 import tracemalloc
 import uuid
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -110,6 +112,9 @@ class CrawlMemExtension:
         self.undrained_checkpoints = 0
         self.last_browser_pss_bytes: int | None = None  # the tree's last PSS reading (status line, metrics)
         self._timeout_call: Any = None
+        self.attribution_seconds = 0.0  # wall time of the attribution window's work (counted in the pauses)
+        self.attribution_cpu_seconds = 0.0
+        self.checkpoint_cpu_seconds = 0.0  # the reactor thread's CPU in checkpoints and attribution (self CPU)
         self._traced_whole = False
         # -- production: bounded memory and disk, status, metrics (timeline.py, stream.py, status.py, metrics.py)
         self.recording = Recording(jsonl_path, max_samples=timeline_samples, max_bytes=config.jsonl_max_bytes,
@@ -204,8 +209,7 @@ class CrawlMemExtension:
             watch_media_failures(self.media_pipelines, self.ledger)
         self.sampler.start()
         if self.config.timeout_seconds:
-            message = stops.timeout_message(self.config.timeout_seconds)
-            self._timeout_call = _reactor().callLater(self.config.timeout_seconds, self._stop_crawl, stops.TIMEOUT, message)
+            self._timeout_call = _reactor().callLater(self.config.timeout_seconds, self._time_out)
         self._start_reporting(spider)
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
@@ -242,7 +246,8 @@ class CrawlMemExtension:
         if self.pages is not None:
             self.pages.close()
         # drained: an open window closes first, so the closing checkpoint is untraced
-        self.attribution.close_at_end(self.crawler, self.responses)
+        with self._plugin_work(pause=False):
+            self.attribution.close_at_end(self.crawler, self.responses)
         try:
             self._take_checkpoint(drained=True, cost_started=time.monotonic())
         finally:  # measured like start_rss; a closing checkpoint that failed still leaves a reading, never 0
@@ -503,6 +508,36 @@ class CrawlMemExtension:
 
     def _take_checkpoint(self, *, drained: bool, cost_started: float, judge_now: bool = True) -> bool:
         """Read a checkpoint; judge the checkpoints so far (``judge_now``), else return whether they are to be judged."""
+        cpu_started = time.thread_time()
+        try:
+            return self._read_checkpoint(drained=drained, cost_started=cost_started, judge_now=judge_now)
+        finally:  # the reactor thread's CPU on the plugin's behalf: gc.collect(), the readings, attribution
+            self.checkpoint_cpu_seconds += time.thread_time() - cpu_started
+
+    @contextmanager
+    def _plugin_work(self, *, pause: bool) -> Iterator[None]:
+        """Count the block's wall and CPU time as attribution's, and its wall time in the checkpoints' pause (``pause``:
+        of the checkpoint just read; else a pause of its own)."""
+        wall, cpu = time.monotonic(), time.thread_time()
+        try:
+            yield
+        finally:
+            spent = time.monotonic() - wall
+            self.attribution_seconds += spent
+            self.attribution_cpu_seconds += time.thread_time() - cpu
+            if spent > 0.0005:
+                self.recording.add_pause(spent, after_checkpoint=pause)
+            if not pause:  # outside a checkpoint: its CPU is counted here
+                self.checkpoint_cpu_seconds += time.thread_time() - cpu
+
+    def _time_out(self) -> None:
+        """Stop a crawl still running at the budget ``timeout``, saying how much of that time was the plugin's."""
+        message = stops.timeout_message(self.config.timeout_seconds,
+                                        paused_seconds=self.recording.checkpoint_pause_total_seconds,
+                                        attribution_seconds=self.attribution_seconds)
+        self._stop_crawl(stops.TIMEOUT, message)
+
+    def _read_checkpoint(self, *, drained: bool, cost_started: float, judge_now: bool) -> bool:
         queues = probes.read_queues(self.crawler)  # the engine is paused: its queues hold still
         drop_cancelled_timers(_reactor())  # not the sawtooth of cancelled timers the reactor purges now and then
         checkpoint = drained_checkpoint(
@@ -535,7 +570,8 @@ class CrawlMemExtension:
         """
         due, was_open = self._next_checkpoint, self.attribution.is_open
         room = due if was_open else max(due, checkpoint.responses + WINDOW_ROOM_RESPONSES)
-        after = self.attribution.at_checkpoint(self.crawler, checkpoint, room)
+        with self._plugin_work(pause=True):  # the engine is still paused: part of this checkpoint's pause
+            after = self.attribution.at_checkpoint(self.crawler, checkpoint, room)
         if self.attribution.is_open:
             return after
         if was_open:  # closed here: the trend after a window tells a leak from a cache that filled in it
@@ -600,6 +636,10 @@ class CrawlMemExtension:
         stats.set_value("crawlmem/checkpoints", recording.timeline.checkpoints_added)
         stats.set_value("crawlmem/checkpoint_pause_max_seconds", round(recording.checkpoint_pause_max_seconds, 4))
         stats.set_value("crawlmem/checkpoint_pause_total_seconds", round(recording.checkpoint_pause_total_seconds, 4))
+        stats.set_value("crawlmem/attribution_seconds", round(self.attribution_seconds, 4))
+        stats.set_value("crawlmem/attribution_cpu_seconds", round(self.attribution_cpu_seconds, 4))
+        stats.set_value("crawlmem/attribution_roots", self.attribution.roots_walked)
+        stats.set_value("crawlmem/attribution_files", self.attribution.files_parsed)
         stats.set_value("crawlmem/stream_rotations", recording.stream_rotations)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import types
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..core.models import Holder
@@ -313,27 +313,29 @@ def describe_path(root_name: str, pattern: str, kind: str, entries: int, contain
 
 def find_keepers(
     roots: Mapping[str, Any], before: Lengths, responses: int, *, prefer: Sequence[str] = (), limit: int = 3,
-    library: Sequence[str] = (),
+    library: Sequence[str] = (), files: Iterable[str] | None = None, parsed: dict[str, list[Store]] | None = None,
 ) -> list[tuple[Holder, Evidence]]:
     """The container patterns of ``roots`` that grew since ``before`` (taken ``responses`` responses ago), each with the
     line that stores into it and the evidence of its newest entries (their allocation sites, while tracing).
 
     ``prefer``: the growth sites of the window, to pick the keeping line among several. ``library``: root names that are
-    Scrapy's own objects (the stats collector, the signal dispatcher): their holders come after the user's.
+    Scrapy's own objects (the stats collector, the signal dispatcher): their holders come after the user's. ``files``:
+    the user's source files searched for the storing line besides each root's own (every loaded one when ``None``);
+    ``parsed`` receives each file parsed, once for all holders.
     """
     if responses <= 0:
         return []
     found = grown(before, container_lengths(roots), responses)
     found.sort(key=lambda f: f[0][0] in library)  # stable: by gain within each group
-    files = user_files()
-    parsed: dict[str, list[Store]] = {}  # each file parsed once for all holders
+    searched = user_files() if files is None else sorted(set(files))
+    parsed = {} if parsed is None else parsed
     keepers = []
     for (root_name, pattern), gained, entries, containers in found[:limit]:
         root = roots[root_name]
         targets = resolve(root, pattern, limit=8)
         evidence = entry_evidence(targets)
         kind = type(targets[0]).__name__ if targets else "container"
-        line = keeping_line(root, pattern, targets[0] if targets else None, prefer, evidence, files, parsed)
+        line = keeping_line(root, pattern, targets[0] if targets else None, prefer, evidence, searched, parsed)
         holder = Holder(path=describe_path(root_name, pattern, kind, entries, containers), gained=gained,
                         responses=responses, line=line)
         keepers.append((holder, evidence))

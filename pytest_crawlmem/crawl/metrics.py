@@ -52,7 +52,7 @@ FIGURES = (
     ("crawlmem_checkpoint_pause_max_seconds", "checkpoint_pause_max_seconds", "Longest pause of a checkpoint", "gauge"),
     ("crawlmem_checkpoint_pause_seconds", "checkpoint_pause_total_seconds", "Time checkpoints paused the crawl", "counter"),
     ("crawlmem_timeline_span", "timeline_span", "Raw samples per kept sample of the bounded timeline", "gauge"),
-    ("crawlmem_self_cpu_seconds", "self_cpu_seconds", "CPU time of the extension's sampler and status", "counter"),
+    ("crawlmem_self_cpu_seconds", "self_cpu_seconds", "CPU time of the extension, checkpoints included", "counter"),
 )
 
 

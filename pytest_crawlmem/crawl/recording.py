@@ -35,6 +35,7 @@ class Recording:
         self.peak_rss_bytes = 0  # the highest sampled RSS
         self.checkpoint_pause_total_seconds = 0.0
         self.checkpoint_pause_max_seconds = 0.0
+        self._last_pause_seconds = 0.0  # the pause of the last checkpoint, with what the plugin did after reading it
         self._lock = threading.Lock()
         self._stream: JsonlStream | None = None
         self._closed = (0, 0)  # the stream's bytes and rotations when it was closed
@@ -102,7 +103,16 @@ class Recording:
             self.timeline.add_checkpoint(checkpoint)
             self.checkpoint_pause_total_seconds += checkpoint.cost_seconds
             self.checkpoint_pause_max_seconds = max(self.checkpoint_pause_max_seconds, checkpoint.cost_seconds)
+            self._last_pause_seconds = checkpoint.cost_seconds
             self._write({"kind": "checkpoint", **checkpoint.to_json()})
+
+    def add_pause(self, seconds: float, *, after_checkpoint: bool = True) -> None:
+        """Count more of a pause: what the plugin did after reading the last checkpoint (its attribution), before the
+        engine resumed, or a pause of its own (``after_checkpoint=False``)."""
+        with self._lock:
+            self._last_pause_seconds = (self._last_pause_seconds if after_checkpoint else 0.0) + seconds
+            self.checkpoint_pause_total_seconds += seconds
+            self.checkpoint_pause_max_seconds = max(self.checkpoint_pause_max_seconds, self._last_pause_seconds)
 
     def add_error(self, message: str) -> None:
         """Note a problem of the measurement itself (a probe that failed, a file not written)."""

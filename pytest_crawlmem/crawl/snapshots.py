@@ -100,6 +100,19 @@ def _harness_frame(filename: str) -> bool:
     return any(fnmatch.fnmatch(name, f.filename_pattern) for f in _filters())
 
 
+def traced_files(snapshot: tracemalloc.Snapshot | None) -> set[str]:
+    """The user's source files named by any frame of the snapshot's traces: the only files whose lines can have stored
+    what the traced window saw grow (a project's thousands of other modules allocated nothing in it)."""
+    if snapshot is None:
+        return set()
+    raw = getattr(snapshot.traces, "_traces", None)
+    tracebacks = {id(t[2]): t[2] for t in raw} if isinstance(raw, list) else {}  # CPython shares equal tracebacks
+    names = {frame[0] for traceback in tracebacks.values() for frame in traceback}
+    if not isinstance(raw, list):
+        names = {frame.filename for trace in snapshot.traces for frame in trace.traceback}
+    return {name for name in names if name.endswith(".py") and is_user_file(name)}
+
+
 #: A traced window shorter than this gives no growth site.
 MIN_SITE_WINDOW_RESPONSES = 20
 

@@ -154,7 +154,8 @@ def read_status(ext: Any) -> Status:
         checkpoint_pause_total_seconds=recording.checkpoint_pause_total_seconds,
         timeline_samples=len(recording.timeline),
         timeline_span=recording.timeline.span,
-        self_cpu_seconds=ext.sampler_cpu_seconds + (ext.ticker.cpu_seconds if ext.ticker is not None else 0.0),
+        self_cpu_seconds=ext.sampler_cpu_seconds + (ext.ticker.cpu_seconds if ext.ticker is not None else 0.0)
+        + getattr(ext, "checkpoint_cpu_seconds", 0.0),
         process_cpu_seconds=cpu.user + cpu.system,
         undrained_checkpoints=ext.undrained_checkpoints,
         verdict=ext.leaks.verdict,
