@@ -125,7 +125,22 @@ def _is_namespace_of(cls: Any, container: Any) -> bool:
     )
 
 
+def _without_instance_dicts(chain: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Drop an object's own ``__dict__`` from the chain: ``Request .cb_kwargs``, not ``Request -> dict .cb_kwargs``.
+
+    Python 3.10 keeps instance attributes in a dict the gc module reports as its own referrer; 3.11 and later
+    refer from the object itself.
+    """
+    kept = [chain[0]]
+    for holder in chain[1:]:
+        if getattr(kept[-1], "__dict__", None) is holder and not isinstance(kept[-1], type):
+            continue
+        kept.append(holder)
+    return tuple(kept)
+
+
 def _format(root: str, root_container: Any, chain: tuple[Any, ...]) -> str:
+    chain = _without_instance_dicts(chain)
     if len(chain) > 1 and _is_namespace_of(root_container, chain[0]):
         root_container, chain = chain[0], chain[1:]  # "class X .kept", not "class X -> dict .kept"
     parts = [f"{root} {_edge(root_container, chain[0])}".removesuffix(" ->")]
