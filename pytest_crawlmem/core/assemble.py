@@ -37,6 +37,7 @@ from .models import (
     ShotSummary,
     SizeDistribution,
 )
+from .replay_copies import CopyCount, HostPattern
 from .sites import KeptEvidence, leak_native_share, native_sentence
 
 if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations only (the package supports 3.10)
@@ -149,6 +150,8 @@ class Details(TypedDict, total=False):
     replay_misses: int
     replay_missed_urls: tuple[str, ...]
     replay_copies: int
+    replay_per_copy: tuple[CopyCount, ...]
+    replay_rules: tuple[HostPattern, ...]
     shots: ShotSummary | None
     parse_amplification: AmplificationSummary | None
     danger: DangerSnapshot | None

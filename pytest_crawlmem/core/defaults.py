@@ -114,6 +114,10 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "~0.2-0.45 ms of crawl CPU a response (benchmarks/replay_throughput.py)", tests="crawl(replay=...)"),
     SettingSpec("CRAWLMEM_REPLAY_COPIES", 1, int, "copies of the recording the replay copies middleware starts",
                 tests="crawl(replay_copies=...)", minimum=1),
+    SettingSpec("CRAWLMEM_REPLAY_ITEM_KEYS", None, str,
+                "item fields the copies middleware makes distinct per copy, comma-separated (a string gains"
+                " ~crawlmem-copyK), so a duplicates pipeline keyed on them lets the copies' items through",
+                tests="crawl(replay_item_keys=...)"),
     SettingSpec("CRAWLMEM_SNAPSHOT_AT_BYTES", 0, int,
                 "take the danger snapshot (danger.json beside CRAWLMEM_JSONL) when RSS first reaches this (0: off)",
                 "nothing until then; then a trackref count and a traced window", tests="budget snapshot_at", minimum=0.0),
@@ -205,6 +209,7 @@ class CrawlMemConfig:
     media_failures: bool
     replay_url: str | None
     replay_copies: int
+    replay_item_keys: str | None
     snapshot_at_bytes: int
     danger_window_seconds: float
     amplification: bool

@@ -27,6 +27,7 @@ from .models import (
     ShotSummary,
     SizeDistribution,
 )
+from .replay_copies import CopyCount, HostPattern
 from .sites import KeptEvidence
 
 
@@ -74,6 +75,8 @@ class Measurement:
     replay_hits: int = 0
     replay_misses: int = 0
     replay_missed_urls: tuple[str, ...] = ()
+    replay_per_copy: tuple[CopyCount, ...] = ()
+    replay_rules: tuple[HostPattern, ...] = ()
 
 
 def size_distribution(sizes: Histogram) -> SizeDistribution:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .replay_copies import CopyCount, HostPattern
 from .serial import COUNT_ONLY, NOT_WRITTEN, JsonRecord, record_json
 from .serial import from_json as record_from_json
 from .units import format_size
@@ -465,6 +466,8 @@ class CrawlResult:
     replay_misses: int = 0  # requests it did not find: answered 404, never fetched
     replay_missed_urls: tuple[str, ...] = ()  # the first 1,000 distinct missed URLs
     replay_copies: int = 0  # copies of the recording served (0 without replay); what replay_copies="auto" chose
+    replay_per_copy: tuple[CopyCount, ...] = ()  # responses and items of each copy, copy 0 (the original) first
+    replay_rules: tuple[HostPattern, ...] = ()  # the spider's URL patterns that name a recorded host (with copies)
     shots: ShotSummary | None = None  # screenshot API captures (None when no response had X-Page-Verdict)
     parse_amplification: AmplificationSummary | None = None  # None when no callback was measured
     danger: DangerSnapshot | None = None  # None when RSS never crossed snapshot_at

@@ -50,6 +50,7 @@ class ReplayTarget:
     copies: int
     recording: str
     summary: Mapping[str, Any] = field(default_factory=dict)
+    item_keys: tuple[str, ...] = ()  # item fields made distinct per copy (crawl(replay_item_keys=...))
 
 
 def parse_knobs(latency: object = None, drip: object = None, inflate: object = None) -> ReplayKnobs:
@@ -91,7 +92,8 @@ def replay_settings(settings: Mapping[str, Any], target: ReplayTarget) -> dict[s
         "DOWNLOAD_HANDLERS": handlers,
         "SPIDER_MIDDLEWARES": middlewares,
         "HTTPCACHE_ENABLED": False,
-        **settings_of(replay_url=target.url, replay_copies=target.copies),
+        **settings_of(replay_url=target.url, replay_copies=target.copies,
+                      replay_item_keys=",".join(target.item_keys) or None),
     }
 
 
@@ -102,6 +104,27 @@ def copy_url(url: str, copy: int) -> str:
     parts = urlsplit(url)
     userinfo, at, hostport = parts.netloc.rpartition("@")
     return parts._replace(netloc=f"{userinfo}{at}{COPY_PREFIX}{copy}.{hostport}").geturl()
+
+
+def copy_of(url: str) -> int:
+    """The copy ``url`` belongs to: K for a host ``crawlmem-copyK.<host>``, 0 for any other URL."""
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        return 0
+    prefix, dot, _ = host.partition(".")
+    number = prefix[len(COPY_PREFIX):]
+    return int(number) if dot and prefix.startswith(COPY_PREFIX) and number.isdigit() else 0
+
+
+def original_url(url: str) -> str:
+    """``url`` on the host its copy copies (``https://crawlmem-copy3.www.shop.example/p/1`` ->
+    ``https://www.shop.example/p/1``); any other URL as it is."""
+    copy = copy_of(url)
+    if not copy:
+        return url
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.replace(f"{COPY_PREFIX}{copy}.", "", 1)).geturl()
 
 
 def _host(url: str) -> str:

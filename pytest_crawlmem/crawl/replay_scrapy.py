@@ -15,14 +15,25 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from scrapy import Request
+from scrapy import Request, signals
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.exceptions import NotConfigured
 from scrapy.http import Response
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from ..core.defaults import name_of
-from ..core.replay import COPY_PREFIX, HANDLER_PATH, MAX_MISSED_URLS, copy_url
+from ..core.replay import COPY_PREFIX, HANDLER_PATH, MAX_MISSED_URLS, copy_of, copy_url
+from .replay_copies import (
+    DROPPED,
+    RESPONSES,
+    SCRAPED,
+    YIELDED,
+    CopyTally,
+    adapt_spider_rules,
+    attribute_patterns,
+    copy_of_response,
+    mark_item,
+)
 
 MARKER_HEADER = b"X-Crawlmem-Replay"
 STATS_HITS = "crawlmem/replay/hits"
@@ -45,9 +56,14 @@ class Tally:
     robots_absent: int = 0
     missed_urls: dict[str, None] = field(default_factory=dict)  # insertion-ordered set
     _missed: set[str] = field(default_factory=set)
+    copies: CopyTally = field(default_factory=CopyTally)  # responses and items per copy
 
     def count(self, url: str, hit: bool) -> None:
         """Count one replayed response."""
+        copy = copy_of(url)
+        self.copies.count(copy, RESPONSES)
+        if not copy:
+            self.copies.hosts.setdefault(urlsplit(url).hostname or "")
         if hit:
             self.hits += 1
             return
@@ -71,7 +87,8 @@ def replay_outcome(crawler: Any) -> dict[str, Any]:
     tally = _TALLIES.get(crawler)
     if tally is None:
         return {}
-    return {"replay_hits": tally.hits, "replay_misses": tally.misses, "replay_missed_urls": tuple(tally.missed_urls)}
+    return {"replay_hits": tally.hits, "replay_misses": tally.misses, "replay_missed_urls": tuple(tally.missed_urls),
+            "replay_per_copy": tally.copies.per_copy(), "replay_rules": tally.copies.host_patterns()}
 
 
 def offline_public_suffixes() -> None:
@@ -187,6 +204,8 @@ class ReplayCopiesMiddleware(BaseSpiderMiddleware):
     Copy K's pages link to copy K (the replay site rewrites absolute links), so the dupefilter
     sees distinct URLs; every copy shares its original host's download slot, so concurrency
     per domain is the original's. Also refuses a crawl whose http(s) handler is not the replay one.
+    It counts each copy's items (yielded, through the pipelines, dropped), matches the spider's sitemap rules and
+    link extractors' patterns on the recorded URL, and marks the item fields CRAWLMEM_REPLAY_ITEM_KEYS names per copy.
     """
 
     def __init__(self, crawler: Any) -> None:
@@ -201,6 +220,35 @@ class ReplayCopiesMiddleware(BaseSpiderMiddleware):
                     " not the replay handler: refusing to crawl the network"
                 )
         self.copies = crawler.settings.getint(name_of("replay_copies"), 1)
+        keys = crawler.settings.get(name_of("replay_item_keys")) or ""
+        self.item_keys = tuple(k.strip() for k in str(keys).split(",") if k.strip())
+        self.tally = _TALLIES.setdefault(crawler, Tally()).copies
+        self.tally.copies = self.copies
+        crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
+
+    def spider_opened(self, spider: Any) -> None:
+        """With copies: match the spider's sitemap rules and link extractors on the recorded URL; note other patterns."""
+        if self.copies > 1:
+            self.tally.adapted = adapt_spider_rules(spider)
+            self.tally.unadapted = attribute_patterns(type(spider))
+
+    def item_scraped(self, item: Any, response: Any = None, **_: Any) -> None:
+        """Count an item through every pipeline for its copy."""
+        self.tally.count(copy_of_response(response), SCRAPED)
+
+    def item_dropped(self, item: Any, response: Any = None, **_: Any) -> None:
+        """Count an item a pipeline dropped for its copy."""
+        self.tally.count(copy_of_response(response), DROPPED)
+
+    def get_processed_item(self, item: Any, response: Response | None) -> Any:
+        """Count an item the spider yielded for its copy; mark its CRAWLMEM_REPLAY_ITEM_KEYS fields per copy."""
+        copy = copy_of_response(response)
+        self.tally.count(copy, YIELDED)
+        if copy and self.item_keys:
+            mark_item(item, self.item_keys, copy)
+        return item
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """Yield each start request, then its copies 1..N-1."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from ..core.keywords import refuse_misspelt
 from ..core.models import CrawlResult
 from ..core.protocols import BrowserJobFunction, CrawlFunction
 from ..core.replay import MAX_COPIES, ReplayError, ReplayTarget, check_copies, check_outcome, check_start_urls, parse_knobs
+from ..core.replay_copies import check_item_keys
 from ..crawl.browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
 from ..crawl.extension import interrupt_running_crawls
 from ..crawl.governor import resolve_budget
@@ -32,6 +33,7 @@ from .isolated import interrupt_children, run_isolated, spec_for
 from .loopstate import with_reactor_loop
 from .project import ProjectError, find_project, import_settings_module
 from .reactor_tests import isolate_for_foreign_reactor
+from .replay_notes import note_replay_copies
 from .replay_site import running_replay
 from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
 from .site import RunningSite, SiteStartError, start_site
@@ -174,21 +176,25 @@ def _warn_if_only_errors(item: pytest.Item, result: CrawlResult, session: CrawlM
 
 @contextlib.contextmanager
 def replaying(
-    replay: str | Path | None, copies: int | str, knobs: tuple[Any, Any, Any], spider_cls: type, start_urls: list[str] | None
+    replay: str | Path | None, copies: int | str, knobs: tuple[Any, Any, Any], spider_cls: type, start_urls: list[str] | None,
+    item_keys: object = None,
 ) -> Iterator[ReplayTarget | None]:
     """Serve the recording ``replay`` while the crawl runs (nothing without one); a bad recording fails the test."""
     if replay is None:
+        if item_keys is not None:
+            fail(f"crawl(replay_item_keys={item_keys!r}) marks the items of replay copies: it needs replay=PATH")
         yield None
         return
     with contextlib.ExitStack() as stack:
         try:
+            keys = check_item_keys(item_keys)
             parsed = parse_knobs(*knobs)
             target = stack.enter_context(running_replay(replay, copies=check_copies(1 if copies == "auto" else copies),
                                                         knobs=parsed))
-            target = _auto_replay_copies(target, copies)
+            target = replace(_auto_replay_copies(target, copies), item_keys=keys)
             starts = start_urls if start_urls is not None else getattr(spider_cls, "start_urls", None)
             check_start_urls(target, starts if isinstance(starts, (list, tuple)) else None)
-        except ReplayError as exc:
+        except (ReplayError, ValueError) as exc:
             fail(str(exc))
         yield target
 
@@ -298,6 +304,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
         replay_latency: float | str | None = None,
         replay_drip: int | str | None = None,
         replay_inflate: float | None = None,
+        replay_item_keys: Sequence[str] | None = None,
         governor: str | int | None = None,
         **spider_kwargs: Any,
     ) -> CrawlResult:
@@ -315,7 +322,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
             snapshot_at_bytes=snapshot_threshold(budgets) if budgets else None,
         )
         knobs = (replay_latency, replay_drip, replay_inflate)
-        with replaying(replay, replay_copies, knobs, spider_cls, start_urls) as target, \
+        with replaying(replay, replay_copies, knobs, spider_cls, start_urls, replay_item_keys) as target, \
                 graceful_interrupts(interrupt_crawls) as interrupt:
             options = replace(options, replay=target, governor=governor)
             if isolate or session.settings.isolate or isolate_for_foreign_reactor(request.config, _warner(item)):
@@ -330,9 +337,7 @@ def crawl(request: pytest.FixtureRequest) -> CrawlFunction:
                 ))
         _record(item, result, budgets, records)
         _note_carried_state(item, result, session)
-        if replay_copies == "auto" and target is not None:  # say what it chose
-            session.notes.append(f"{item.nodeid}: replay_copies=\"auto\" chose {target.copies:,} copies of the"
-                                 f" {int(target.summary.get('entries') or 0):,}-response recording")
+        note_replay_copies(item, session, target, result, replay_copies)  # per copy; what "auto" chose and got
         if interrupt.interrupted:  # the report is written: now stop the session as Ctrl-C (or SIGTERM) asked
             raise KeyboardInterrupt(f"{interrupt.message}; report: {result.report_dir}")
         fail_if_site_died(request, result)

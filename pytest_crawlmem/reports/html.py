@@ -27,6 +27,7 @@ from ..core.growth import (
 )
 from ..core.leaktrend import MAX_REQUEST_CREDIT, REQUEST_CREDIT
 from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Sample, ShotSummary
+from ..core.replay_copies import copies_warning, per_copy_line, shown_copies
 from ..core.sites import source_line
 from ..core.units import format_duration, format_size
 from .document import ReportDocument
@@ -675,6 +676,21 @@ def parse_and_captures_section(result: CrawlResult) -> Safe:
     return section("Parse, captures, danger", table(["figure", "value", "where"], rows))
 
 
+def replay_copies_section(result: CrawlResult) -> Safe:
+    """Responses and items of each replay copy against the original's, and the warning when copies fell short."""
+    per_copy = result.replay_per_copy
+    if len(per_copy) < 2:
+        return Safe("")
+    warning = copies_warning(per_copy, patterns=result.replay_rules, finish_reason=result.finish_reason)
+    rows = [[c.copy, count(c.responses), count(c.items_yielded), count(c.items_scraped), count(c.items_dropped)]
+            for c in shown_copies(per_copy)]
+    rules = [[p.describe()] for p in result.replay_rules]
+    body = table(["copy", "responses", "items yielded", "items through the pipelines", "items dropped"], rows)
+    if rules:
+        body = Safe(body + table(["the spider's URL patterns that name a recorded host"], rules))
+    return section("Replay copies", body, note=per_copy_line(per_copy) + (f". WARNING: {warning}" if warning else ""))
+
+
 def _billed_mismatch(shots: ShotSummary) -> int | None:
     """Captures billed wrongly (``None`` when a hand-edited report.json holds counts that cannot be added)."""
     try:
@@ -714,6 +730,7 @@ def render_html(
         dropped_section(doc),
         backpressure_section(doc),
         parse_and_captures_section(doc.result),
+        replay_copies_section(doc.result),
         environment_section(doc, header or {}),
     ]
     return page(f"crawlmem: {doc.title}", "\n".join(body))
