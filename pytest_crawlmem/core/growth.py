@@ -706,8 +706,11 @@ def _close_note(ev: Evidence) -> str:
         released = "fell below the checkpoints taken while the crawl ran"
     else:
         released = "fell below the checkpoints taken while the crawl ran, after an attribution window that ran to the end"
-    return (f"; the crawl's end {released} (left out of the trend): the crawl's own requests kept it, e.g. a"
-            " list passed on from request to request in request.meta or cb_kwargs, and a longer crawl keeps more")
+    # what was let go of is not named: the holder, when one was found, is (a crawl stopped by its timeout lets go of
+    # the requests it still had queued and in flight, whatever holds its leak)
+    return (f"; the crawl's end {released} (left out of the trend): memory a crawl lets go of as it ends (requests"
+            " still queued or in flight when it was stopped, a list passed on from request to request in request.meta"
+            " or cb_kwargs) says nothing of its growth while it ran")
 
 
 def _short_strong_leak(ev: Evidence) -> Growth | None:
@@ -716,7 +719,7 @@ def _short_strong_leak(ev: Evidence) -> Growth | None:
         return None
     t = ev.strong
     proven = _proven_retention(ev.checkpoints, ev.held_after_close)  # the evidence, as the regular trend gives it
-    held = (f"; {proven.reason.partition('; memory grew')[0]}" if proven else "") + _close_note(ev)
+    held = (f"; {proven.reason.partition('; memory ')[0]}" if proven else "") + _close_note(ev)
     return ev.growth(
         V.RETAINED_OBJECTS,
         f"{_grew(ev.signal, t)}; at least {STRONG_FACTOR}x the leak threshold, so {len(t.points)} drained checkpoints"
@@ -822,7 +825,7 @@ def _trend_leak(ev: Evidence) -> Growth | None:
         return _with_power(ev, cached)
     held = f"; live Scrapy objects rising: {_describe(ev.rising)}" if ev.rising else ""
     proven = _proven_retention(ev.checkpoints, ev.held_after_close)
-    held += f"; {proven.reason.partition('; memory grew')[0]}" if proven else ""
+    held += f"; {proven.reason.partition('; memory ')[0]}" if proven else ""
     held += _close_note(ev)
     growth = ev.growth(
         V.RETAINED_OBJECTS, f"{_grew(signal, leak)}{native}{held}",
@@ -857,8 +860,19 @@ def _rising(ev: Evidence) -> Growth | None:
     """Live Scrapy objects that rose at every judged checkpoint, whatever the bytes."""
     if not ev.rising:
         return None
-    return ev.growth(V.RETAINED_OBJECTS, f"live Scrapy objects rose at every drained checkpoint: {_describe(ev.rising)}",
-                     "live Scrapy objects rising at every drained checkpoint")
+    memory = _memory_aside(ev.signal, ev.per_response, ev.limits.leak_per_response)
+    return ev.growth(V.RETAINED_OBJECTS,
+                     f"live Scrapy objects rose at every drained checkpoint: {_describe(ev.rising)}{memory}", RISING_RULE)
+
+
+def _memory_aside(signal: str, per_response: float, threshold: float) -> str:
+    """For a verdict the live objects decided: what memory itself did, when it alone shows no leak ('' when it does)."""
+    if per_response >= threshold:
+        return ""
+    moved = "grew" if per_response >= 0 else "fell"
+    return (f"; the objects decide, not the bytes: {signal or 'memory'} memory itself {moved} {_kib(abs(per_response))}"
+            f"/response, under the {_kib(threshold)}/response threshold (each object is small beside the heap's own"
+            " movement, and a drained crawl holds none of them)")
 
 
 def _backlog(ev: Evidence) -> Growth | None:
@@ -983,6 +997,36 @@ def _too_noisy(ev: Evidence) -> Growth | None:
         f"detectable > {MAX_STATED_PER_RESPONSE} B/response",
     )
     return replace(growth, responses_needed=needed)
+
+
+#: The rules of the verdicts live Scrapy objects decide (their memory figures are not what decided them).
+RISING_RULE = "live Scrapy objects rising at every drained checkpoint"
+PROVEN_RULE = "live Scrapy objects rising at every checkpoint and held after the crawl (proven retention)"
+#: A plateau's rule starts with this (``_levelled_off``).
+PLATEAU_RULE = "plateau"
+
+#: The one piece of evidence a verdict rests on, by its rule (the first that matches): a short name a status line or a
+#: report prints beside the verdict, so the figures beside it are read as what they are.
+EVIDENCE: tuple[tuple[Callable[[str], bool], str], ...] = (
+    (lambda rule: rule == "too-few-checkpoints", "checkpoints"),
+    (lambda rule: rule.startswith(PLATEAU_RULE), "plateau"),
+    (lambda rule: rule in (RISING_RULE, PROVEN_RULE), "live-objects"),
+    (lambda rule: "cached media failures" in rule, "media-cache"),
+    (lambda rule: "browser" in rule, "browser"),
+    (lambda rule: rule.startswith("growth explained by requests"), "scheduler"),
+    (lambda rule: rule == "sustained scraper backout", "backout"),
+    (lambda rule: "JOBDIR" in rule, "jobdir"),
+    (lambda rule: rule.startswith("median sampled RSS"), "downloads"),
+)
+
+
+def decided_by(growth: Growth) -> str:
+    """The evidence ``growth``'s verdict rests on: ``live-objects`` (its per-response and power figures are memory's,
+    which did not decide it), ``plateau``, ``scheduler``, ``backout``, ``browser``, ... or ``memory`` (the trend of memory
+    against responses, which its figures describe); '' for a verdict with no rule (an old report)."""
+    if not growth.rule:
+        return ""
+    return next((name for matches, name in EVIDENCE if matches(growth.rule)), "memory")
 
 
 #: The verdict rules, in order: the first that returns a verdict decides.
@@ -1155,9 +1199,10 @@ def _proven_retention(checkpoints: Sequence[Checkpoint], held: Mapping[str, int]
         verdict=V.RETAINED_OBJECTS,
         reason=(
             f"live Scrapy objects rose at every drained checkpoint ({_describe(proven)}) and {kept} were still held"
-            f" after the crawl ended; memory grew {_kib(per_response)}/response over {window:,} responses"
+            f" after the crawl ended; memory {'grew' if per_response >= 0 else 'fell'} {_kib(abs(per_response))}/response"
+            f" over {window:,} responses"
         ),
-        rule="live Scrapy objects rising at every checkpoint and held after the crawl (proven retention)",
+        rule=PROVEN_RULE,
         per_response_bytes=per_response,
         deltas_per_response=tuple(round(i.net_per_response, 1) for i in spans),
         signal=picked[0] if picked else "",

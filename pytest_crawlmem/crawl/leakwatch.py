@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 
 from ..core import verdicts
-from ..core.growth import analyze
+from ..core.growth import analyze, decided_by
 from ..core.models import Checkpoint
 
 #: The verdicts that are the leak signature: memory the queues do not explain.
@@ -29,6 +29,7 @@ class LeakWatch:
         self.verdict = ""  # "" until a checkpoint was judged
         self.reason = ""
         self.per_response_bytes: float | None = None
+        self.decided_by = ""  # the evidence the verdict rests on (growth.decided_by)
         self.warned: str = ""  # the leak verdict last warned of
         self.warnings = 0
 
@@ -47,6 +48,7 @@ class LeakWatch:
             self.reason = f"could not judge: {exc!r}"
             return
         self.verdict, self.reason, self.per_response_bytes = growth.verdict, growth.reason, growth.per_response_bytes
+        self.decided_by = decided_by(growth)
         if growth.verdict in LEAK_VERDICTS and growth.verdict != self.warned:
             self.warned = growth.verdict
             self.warnings += 1
