@@ -58,6 +58,7 @@ class Status:
     verdict: str = ""  # the verdict of the drained checkpoints so far ("" before one was judged)
     growth_per_response_bytes: float | None = None
     leak_suspected: bool | None = None
+    decided_by: str = ""  # the evidence the verdict rests on (growth.decided_by: memory, live-objects, plateau, ...)
     browser_pss_bytes: int | None = None  # the last PSS reading of the browser tree (browser crawls)
     open_pages: int | None = None
     open_contexts: int | None = None
@@ -83,7 +84,9 @@ class Status:
             return ""
         per_response = self.growth_per_response_bytes
         growth = "" if per_response is None else f" growth={_size(round(per_response))}/response"
-        return f" verdict={self.verdict}{growth}"
+        # which evidence decided, so a memory figure beside a verdict the live objects decided is read as what it is
+        by = f" by={self.decided_by}" if self.decided_by else ""
+        return f" verdict={self.verdict}{by}{growth}"
 
     def _browser(self) -> str:
         if self.browser_pss_bytes is None and self.open_pages is None:
@@ -160,6 +163,7 @@ def read_status(ext: Any) -> Status:
         undrained_checkpoints=ext.undrained_checkpoints,
         verdict=ext.leaks.verdict,
         growth_per_response_bytes=ext.leaks.per_response_bytes,
+        decided_by=ext.leaks.decided_by,
         leak_suspected=ext.leaks.leak_suspected if ext.leaks.verdict else None,
         browser_pss_bytes=ext.last_browser_pss_bytes,
         open_pages=last.open_pages if last else None,
