@@ -19,6 +19,7 @@ from ..core.budgets import SPECS, BudgetSpec
 from ..core.growth import (
     FIXES,
     REQUEST_ALLOWANCE,
+    decided_by,
     heap_estimate,
     intervals,
     judged_checkpoints,
@@ -26,7 +27,7 @@ from ..core.growth import (
     warmup_responses,
 )
 from ..core.leaktrend import MAX_REQUEST_CREDIT, REQUEST_CREDIT
-from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Sample, ShotSummary
+from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Growth, Sample, ShotSummary
 from ..core.replay_copies import copies_warning, per_copy_line, shown_copies
 from ..core.sites import source_line
 from ..core.units import format_duration, format_size
@@ -595,11 +596,14 @@ def glance(doc: ReportDocument) -> Safe:
     signal = SIGNALS.get(growth.signal, "memory")
     kind = "" if growth.signal == "browser-uss" else (
         " raw" if growth.verdict == verdicts.SCHEDULER_BACKLOG else " net of the scheduler's share")
-    per_text = ("not judged" if per is None else f"{format_size(per)} of {signal}{kind} after the warm-up") + (
+    per_text = ("not judged" if per is None else f"{format_size(per)} of {signal}{kind} {_after(growth)}") + (
         f"; RSS {format_size(rss_per / responses)}/{unit} over the whole run" if rss_per is not None and responses else "")
     detectable = _number(growth.detectable_per_response_bytes)
     if detectable is not None and growth.signal != "browser-uss":
         per_text += f"; this crawl would have caught a leak of {format_size(detectable)}/{unit} or more (95%)"
+    if decided_by(growth) == "live-objects":  # the figures are memory's: say they did not decide, and what did
+        per_text = (f"not what decided: live Scrapy objects rising at every drained checkpoint did"
+                    f" ({growth.verdict}); memory: {per_text}")
     changes = _changes(doc)
     verdict = growth.verdict or "unknown"
     if not changes and verdict == verdicts.INCONCLUSIVE:
@@ -622,6 +626,12 @@ def _fingerprint(doc: ReportDocument) -> str:
     basis = "; ".join(str(part) for part in growth.fingerprint_basis)
     return (f'<br><span class="muted">leak fingerprint <code class="fingerprint">{esc(growth.fingerprint)}</code>'
             + (f" from {esc(basis)}" if basis else "") + "</span>")
+
+
+def _after(growth: Growth) -> str:
+    """Where the per-response figure was measured: after the warm-up, or after a plateau's knot."""
+    knot = re.search(r"levelled off at response ([\d,]+)", growth.reason) if decided_by(growth) == "plateau" else None
+    return f"after response {knot.group(1)}, where it levelled off" if knot else "after the warm-up"
 
 
 def _verdict_kind(verdict: str) -> str:
