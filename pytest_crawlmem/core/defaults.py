@@ -118,6 +118,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "item fields the copies middleware makes distinct per copy, comma-separated (a string gains"
                 " ~crawlmem-copyK), so a duplicates pipeline keyed on them lets the copies' items through",
                 tests="crawl(replay_item_keys=...)"),
+    SettingSpec("CRAWLMEM_STAND_IN", None, str,
+                "origins the stand-in download handler fetches from a local copy of the site, a JSON object"
+                " (crawlmem record --stand-in; docs/replay.md)", tests="unset"),
     SettingSpec("CRAWLMEM_SNAPSHOT_AT_BYTES", 0, int,
                 "take the danger snapshot (danger.json beside CRAWLMEM_JSONL) when RSS first reaches this (0: off)",
                 "nothing until then; then a trackref count and a traced window", tests="budget snapshot_at", minimum=0.0),
@@ -210,6 +213,7 @@ class CrawlMemConfig:
     replay_url: str | None
     replay_copies: int
     replay_item_keys: str | None
+    stand_in: str | None
     snapshot_at_bytes: int
     danger_window_seconds: float
     amplification: bool

@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     record.add_argument("--pages", type=int, help="stop after this many responses (CLOSESPIDER_PAGECOUNT)")
     record.add_argument("--gzip", action="store_true", help="gzip the cache files (HTTPCACHE_GZIP)")
     record.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE", help="a Scrapy setting, as -s")
+    record.add_argument("--stand-in", action="append", default=[], metavar="ORIGIN=TARGET",
+                        help="fetch ORIGIN's URLs (https://www.shop.example) from a local copy of the site, a server"
+                             " (http://127.0.0.1:8000) or a directory, recorded under the original URLs")
     return parser
 
 
@@ -64,7 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "report":
             return report_command(args.path, args.output)
         if args.command == "record":
-            return record_command(args.spider, args.output, pages=args.pages, gzip=args.gzip, settings=args.set)
+            return record_command(args.spider, args.output, pages=args.pages, gzip=args.gzip, settings=args.set,
+                                  stand_in=args.stand_in)
         if args.new_leaks:
             return new_leaks_command(args.a, args.b, baseline_dir=args.baseline_dir)
         return diff_command(Path(args.a), Path(args.b))

@@ -7,15 +7,21 @@ replay site's checker and prints its size per page.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import json
 import re
 import subprocess
 import sys
+import threading
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..core.defaults import name_of
+from ..core.standin import STAND_IN_HANDLER_PATH, StandIn, StandInError, parse_stand_in, stand_in_setting
 from ..core.units import format_size
 
 EXIT_OK = 0
@@ -30,13 +36,46 @@ RECORDING_SETTINGS = (
 
 
 def record_argv(spider: str, output: Path, *, pages: int | None, gzip: bool, settings: Sequence[str],
-                python: str = sys.executable) -> list[str]:
-    """The ``scrapy crawl`` command that records ``spider`` into ``output``."""
+                stand_ins: Sequence[StandIn] = (), python: str = sys.executable) -> list[str]:
+    """The ``scrapy crawl`` command that records ``spider`` into ``output`` (through ``stand_ins``' servers)."""
     argv = [python, "-m", "scrapy", "crawl", spider]
+    through = [f"DOWNLOAD_HANDLERS={json.dumps(dict.fromkeys(('http', 'https'), STAND_IN_HANDLER_PATH))}",
+               f"{name_of('stand_in')}={stand_in_setting(stand_ins)}"] if stand_ins else []
     for setting in (*RECORDING_SETTINGS, f"HTTPCACHE_DIR={output}", f"HTTPCACHE_GZIP={gzip}",
-                    *([f"CLOSESPIDER_PAGECOUNT={pages}"] if pages else []), *settings):
+                    *([f"CLOSESPIDER_PAGECOUNT={pages}"] if pages else []), *through, *settings):
         argv += ["-s", setting]
     return argv
+
+
+class _QuietFiles(http.server.SimpleHTTPRequestHandler):
+    """Serves a directory standing in for a site, without a log line per request."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@contextlib.contextmanager
+def serving_directories(stand_ins: Sequence[StandIn]) -> Iterator[list[StandIn]]:
+    """``stand_ins`` with each directory served over loopback HTTP for the length of the block (a server each)."""
+    servers: list[http.server.ThreadingHTTPServer] = []
+    served: list[StandIn] = []
+    try:
+        for stand_in in stand_ins:
+            if not stand_in.is_directory:
+                served.append(stand_in)
+                continue
+            directory = Path(stand_in.target).expanduser().resolve()
+            if not directory.is_dir():
+                raise StandInError(f"--stand-in {stand_in.origin}={stand_in.target}: no such directory")
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietFiles, directory=str(directory)))
+            threading.Thread(target=server.serve_forever, name=f"stand-in {stand_in.origin}", daemon=True).start()
+            servers.append(server)
+            served.append(replace(stand_in, target=f"http://127.0.0.1:{server.server_address[1]}", is_directory=False))
+        yield served
+    finally:
+        for server in servers:
+            server.shutdown()
+            server.server_close()
 
 
 def disk_bytes(path: Path) -> int:
@@ -84,7 +123,8 @@ class CrawlOutcome:
         kinds = ", ".join(f"{n:,} {kind}" for kind, n in self.errors.most_common())
         detail = f" ({kinds}; the first: {self.first_error})" if kinds and self.first_error else f" ({kinds})" if kinds else ""
         return (f"0 responses recorded, {total:,} download errors{detail}: nothing to replay; check that the start"
-                " URLs are reachable from this machine (or record through a local copy of the site)")
+                " URLs are reachable from this machine (or record from a local copy of the site: --stand-in"
+                " ORIGIN=http://127.0.0.1:PORT or ORIGIN=DIRECTORY)")
 
 
 def crawl_outcome(log: str) -> CrawlOutcome:
@@ -100,14 +140,22 @@ def crawl_outcome(log: str) -> CrawlOutcome:
     return CrawlOutcome(stats.get("response_received_count", 0) if dumped else None, errors, first)
 
 
-def record_command(spider: str, output: Path, *, pages: int | None, gzip: bool, settings: Sequence[str]) -> int:
-    """Record ``spider``'s crawl into ``output`` (which must be new or empty); print its size per page."""
+def record_command(spider: str, output: Path, *, pages: int | None, gzip: bool, settings: Sequence[str],
+                   stand_in: Sequence[str] = ()) -> int:
+    """Record ``spider``'s crawl into ``output`` (which must be new or empty), the origins of ``stand_in``
+    (``ORIGIN=TARGET``) fetched from their stand-ins; print its size per page."""
     output = output.expanduser().resolve()
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         print(f"crawlmem: error: {output} exists and is not an empty directory: record into a new one", file=sys.stderr)
         return EXIT_BAD_INPUT
-    crawl = subprocess.run(record_argv(spider, output, pages=pages, gzip=gzip, settings=settings), check=False,
-                           stderr=subprocess.PIPE, text=True, errors="replace")
+    try:
+        stand_ins = [parse_stand_in(text) for text in stand_in]
+        with serving_directories(stand_ins) as served:
+            crawl = subprocess.run(record_argv(spider, output, pages=pages, gzip=gzip, settings=settings, stand_ins=served),
+                                   check=False, stderr=subprocess.PIPE, text=True, errors="replace")
+    except StandInError as exc:
+        print(f"crawlmem: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     sys.stderr.write(crawl.stderr)  # Scrapy's log, as scrapy crawl shows it
     if crawl.returncode != 0:
         print(f"crawlmem: error: scrapy crawl {spider} exited with code {crawl.returncode}", file=sys.stderr)
