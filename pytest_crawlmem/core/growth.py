@@ -606,7 +606,7 @@ def gather(
             if running_strong is not None:
                 strong, close_left_out = running_strong, True
     spans = intervals(judged, values, limits.request_allowance, credit) if trend else []
-    plateau = _plateau(judged, values, trend, limits, close=not running) if trend else None
+    plateau = _plateau(checkpoints, judged, values, signal, trend, limits, close=not running) if trend else None
     flat_trend = _flat_trend(plateau, judged, values, trend, limits) if plateau and trend else None
     return Evidence(
         checkpoints=tuple(checkpoints), samples=samples, limits=limits, judged=judged, signal=signal, values=values,
@@ -617,17 +617,39 @@ def gather(
     )
 
 
-def _plateau(judged: Sequence[Checkpoint], values: Sequence[int], trend: Trend, limits: Limits, close: bool) -> Plateau | None:
-    """The plateau of the judged level series (memory less the memory queue at the trend's credit), if it has one.
+def _plateau(
+    checkpoints: Sequence[Checkpoint], judged: Sequence[Checkpoint], values: Sequence[int], signal: str, trend: Trend,
+    limits: Limits, close: bool,
+) -> Plateau | None:
+    """The plateau of the level series (memory less the memory queue at the trend's credit), if it has one: its knot and
+    flat part among the judged checkpoints, its rise from the warm-up's drained checkpoints on.
 
     The last judged checkpoint is the close unless the crawl still runs or the trend already left the close out
     (``close`` false); a close that fell RELEASE_MIN_BYTES or more below the checkpoint before it is left out of the flat
     part (memory the end let go of: a database closed, a cache dropped).
     """
     credit = trend.credit_per_request
-    ys = [v - credit * memory_queued(c) for c, v in zip(judged, values, strict=True)]
+    early = _warming(checkpoints, judged, signal)
+    points = [*early[0], *judged]
+    ys = [v - credit * memory_queued(c) for c, v in zip(points, [*early[1], *values], strict=True)]
     released = RELEASE_MIN_BYTES if close and not limits.running else 0
-    return find_plateau([float(c.responses) for c in judged], ys, limits.leak_per_response, close_released=released)
+    return find_plateau([float(c.responses) for c in points], ys, limits.leak_per_response, first=len(early[0]),
+                        close_released=released)
+
+
+def _warming(
+    checkpoints: Sequence[Checkpoint], judged: Sequence[Checkpoint], signal: str,
+) -> tuple[list[Checkpoint], list[int]]:
+    """The drained, untraced checkpoints from STRONG_WARMUP_RESPONSES to the first judged one (STRONG_MIN_GAP apart), with
+    their ``signal`` readings: where a cache full by the end of the warm-up did its filling."""
+    early: list[Checkpoint] = []
+    for c in checkpoints:
+        if (c.drained and not c.tracer_bytes and c.responses >= STRONG_WARMUP_RESPONSES
+                and c.responses <= judged[0].responses - STRONG_MIN_GAP
+                and (not early or c.responses - early[-1].responses >= STRONG_MIN_GAP)):
+            early.append(c)
+    picked = _signal(early)
+    return (early, picked[1]) if picked is not None and picked[0] == signal else ([], [])
 
 
 def _flat_trend(
@@ -813,7 +835,8 @@ def _trend_leak(ev: Evidence) -> Growth | None:
         heap = [int(heap_estimate(c) or 0) for c in ev.judged]
         heap_trend = measure_trend(ev.judged, heap, ev.credit, ev.limits.request_allowance, ev.limits.leak_per_response,
                                    LATER_SHARE)
-        if heap_trend.is_leak and _plateau(ev.judged, heap, heap_trend, ev.limits, not ev.close_left_out) is None:
+        if heap_trend.is_leak and _plateau(ev.checkpoints, ev.judged, heap, "heap", heap_trend, ev.limits,
+                                           not ev.close_left_out) is None:
             leak, signal = heap_trend, "heap"
             native = (f", while traced memory grew {_kib(t.net_slope)}/response: native memory that tracemalloc cannot"
                       " see (lxml trees, C extensions)")
@@ -944,7 +967,7 @@ def _steady(ev: Evidence) -> Growth | None:
 
 def _levelled_off(ev: Evidence, p: Plateau) -> Growth:
     """``steady`` for memory that filled and levelled off (a plateau): where, at what level, how flat after it."""
-    before = _rise_before(ev, p)
+    before = _rise_before(p)
     released = (f"; the crawl's end released {_kib(p.released_bytes)} more (left out of the flat part: memory the end let"
                 " go of says nothing of the rate while it ran)") if p.released_bytes else ""
     power = f": {_no_leak(ev.flat_trend)}" if ev.flat_trend is not None and not ev.limits.running else ""
@@ -960,20 +983,11 @@ def _levelled_off(ev: Evidence, p: Plateau) -> Growth:
     )
 
 
-def _rise_before(ev: Evidence, p: Plateau) -> str:
-    """`` after rising 1,130.2 KiB from response 58 (5.6 KiB/response)``: the fill, from the first drained checkpoint
-    after STRONG_WARMUP_RESPONSES (the warm-up's own growth included when the knot is the first judged checkpoint)."""
-    early = [c for c in ev.checkpoints if c.drained and not c.tracer_bytes and c.responses >= STRONG_WARMUP_RESPONSES]
-    if not early or early[0].responses >= p.at_responses:
+def _rise_before(p: Plateau) -> str:
+    """`` after rising 5.6 KiB/response from response 58``: the fill, from the warm-up's first drained checkpoint on."""
+    if p.at_responses <= p.start_responses:
         return ""
-    picked = _signal([early[0]])
-    if picked is None or picked[0] != ev.signal:
-        return ""
-    credit = ev.trend.credit_per_request if ev.trend is not None else ev.credit
-    start = picked[1][0] - credit * memory_queued(early[0])
-    rise = p.level_bytes - start
-    span = p.at_responses - early[0].responses
-    return f" after rising {_kib(rise)} from response {early[0].responses:,} ({_kib(rise / span)}/response)"
+    return f" after rising {_kib(p.rise_per_response)}/response from response {p.start_responses:,}"
 
 
 def _too_noisy(ev: Evidence) -> Growth | None:

@@ -21,6 +21,11 @@ from .trend import Slope, fit, slope_only
 PLATEAU_MIN_SHARE = 1 / 3
 #: ... and holds at least this many judged checkpoints (three intervals, as a trend needs).
 PLATEAU_MIN_POINTS = TREND_MIN_POINTS
+#: Growth that stopped, not growth that slowed: the rise before the knot is at least this many times the flat part's
+#: slope. Measured (benchmarks/detection.py, saved crawls): a keeper of 1 KiB a product over 609 responses (0.7 KiB/response
+#: after the knot, under the threshold as measured) rose 2.8x faster in its warm-up, and read "levelled off" without
+#: this; SQLite's 1 MiB page cache rose 4.1-10x faster than after it was full, Scrapy's LocalCache(limit=200) 17x or more.
+PLATEAU_DROP = 3.5
 
 
 @dataclass(frozen=True)
@@ -29,8 +34,8 @@ class Plateau:
 
     ``flat`` is the fit of the flat part, from ``at_responses`` to ``end_responses`` (the close, or the last checkpoint
     taken while the crawl ran when its end released ``released_bytes`` or more); ``level_bytes`` the level at the knot,
-    ``rise_per_response`` the growth rate before it (over the judged checkpoints from ``start_responses``; 0 when the
-    knot is the first of them, the crawl levelled off during its warm-up).
+    ``rise_per_response`` the growth rate before it (the least-squares slope of the checkpoints from ``start_responses``
+    to the knot).
     """
 
     start_responses: int
@@ -48,16 +53,20 @@ class Plateau:
 
 
 def find_plateau(
-    xs: Sequence[float], ys: Sequence[float], threshold: float, *, close_released: float = 0.0,
+    xs: Sequence[float], ys: Sequence[float], threshold: float, *, first: int = 0, close_released: float = 0.0,
 ) -> Plateau | None:
-    """The plateau of the level series ``ys`` at judged response counts ``xs`` (``None`` when memory did not level off).
+    """The plateau of the level series ``ys`` at response counts ``xs`` (``None`` when memory did not level off).
+
+    ``xs[first:]`` are the judged checkpoints (after the warm-up): the knot and the flat part are among them, and the
+    flat part's share is of their window; the ones before are drained checkpoints of the warm-up, part of the rise only
+    (a cache filling from the crawl's start may be full by the end of the warm-up).
 
     ``close_released``: when the last point is the crawl's close and it fell this far or more below the one before it
     (what the crawl's end let go of: a database closed, a queue dropped), the flat part ends at the one before it (a
     fall says nothing of the rate while the crawl ran, and one line through it is noise); 0: the close is judged.
-    A knot at the first judged checkpoint is a plateau only then (otherwise the whole window's trend is the flat
-    part's, and the regular verdict reads it). Of the knots that qualify, the one where a line before it and a line
-    after it fit the points best is where memory levelled off.
+    A knot with no checkpoint before it is a plateau only then (otherwise the whole window's trend is the flat part's,
+    and the regular verdict reads it). Of the knots that qualify, the one where a line before it and a line after it
+    fit the points best is where memory levelled off.
     """
     n = len(xs)
     if n < 2:
@@ -66,9 +75,9 @@ def find_plateau(
     released = 0.0
     if close_released > 0 and ys[-2] - ys[-1] >= close_released:
         end, released = n - 1, ys[-2] - ys[-1]
-    window = xs[-1] - xs[0]
+    window = xs[-1] - xs[first]
     found: list[tuple[float, Plateau]] = []
-    for m in range(end - PLATEAU_MIN_POINTS + 1):
+    for m in range(first, end - PLATEAU_MIN_POINTS + 1):
         if m == 0 and end == n:
             continue
         if xs[end - 1] - xs[m] < PLATEAU_MIN_SHARE * window:
@@ -77,7 +86,7 @@ def find_plateau(
         if flat.upper >= threshold:
             continue
         rise = slope_only(xs[: m + 1], ys[: m + 1]) if m else 0.0
-        if m and rise < threshold + max(flat.upper, 0.0):
+        if m and rise < max(threshold + max(flat.upper, 0.0), PLATEAU_DROP * flat.slope):
             continue
         misfit = _misfit(xs[: m + 1], ys[: m + 1]) + _misfit(xs[m:end], ys[m:end])
         found.append((misfit, Plateau(int(xs[0]), int(xs[m]), int(xs[end - 1]), ys[m], rise, flat, released)))
