@@ -1,15 +1,17 @@
 """What attribution costs in a large Scrapy project: the same crawls with 10 and with thousands of spider modules loaded.
 
-    python benchmarks/large_project.py [--modules 10 5000] [--rounds 1] [--responses 600]
+    python benchmarks/large_project.py [--modules 10 5000] [--rounds 1] [--responses 600] [--production]
                                        [--spiders leaky filling clean] [--json benchmarks/results/large_project.json]
 
 A project is generated per module count (``large_project_source.write_project``); each crawl runs in a fresh process
 (``--child``) that loads the project's ``SPIDER_MODULES`` as Scrapy's ``SpiderLoader`` does (every module imported,
 timed) and crawls the fixture site's catalog (about ``--responses`` responses) through the plugin
-(``run_crawl``, default mode) with attribution on (``CRAWLMEM_ATTRIBUTION_FRAMES`` 4) and off (0). Per crawl: wall
+(``run_crawl``, default mode; ``--production``: also with the extension from ``EXTENSIONS``, as ``scrapy crawl``
+runs it) with attribution on (``CRAWLMEM_ATTRIBUTION_FRAMES`` 4) and off (0). Per crawl: wall
 and CPU seconds of the crawl (not the loading), the longest reactor block (a 10 ms looping call's largest gap past its
-interval), the extension's pause and self-CPU stats, the verdict, and for ``leaky`` whether the line named first is
-its keeping line. The summary: what attribution adds (on - off, wall seconds) per spider and module count, side by side.
+interval, and the reactor thread's own CPU in that gap: a block whatever else loads the machine), the extension's
+pause and self-CPU stats, the verdict, and for ``leaky`` whether the line named first is its keeping line. The
+summary: what attribution adds (on - off, wall and CPU seconds) per spider and module count, side by side.
 """
 
 from __future__ import annotations
@@ -46,29 +48,36 @@ def child(args: argparse.Namespace) -> None:
     load_seconds = time.perf_counter() - loaded
     spider = loader.load(args.spider)
     gaps: list[float] = []
-    last = [time.monotonic()]
+    cpu_gaps: list[float] = []  # the reactor thread's own CPU in each gap: a block, whatever else runs on the machine
+    last = [time.monotonic(), time.thread_time()]
 
     def tick() -> None:
-        now = time.monotonic()
+        now, cpu_now = time.monotonic(), time.thread_time()
         gaps.append(now - last[0] - TICK_SECONDS)
-        last[0] = now
+        cpu_gaps.append(cpu_now - last[1])
+        last[:] = [now, cpu_now]
 
     watchdog = LoopingCall(tick)
     reactor.callLater(0, watchdog.start, TICK_SECONDS, now=False)
     settings = {"SPIDER_MODULES": modules, "CRAWLMEM_ATTRIBUTION_FRAMES": args.frames}
-    crawl = Crawl(spider, {"start_urls": [args.url]}, settings)
     cpu, wall = time.process_time(), time.perf_counter()
-    result = measured(crawl, CrawlOptions(report_dir=Path(tempfile.mkdtemp(prefix="large-project-"))), reports=False)
+    if args.production:  # as `scrapy crawl` runs it: the extension from EXTENSIONS, its production defaults
+        verdict, named, holders, stats, responses = _production(spider, args.url, settings)
+    else:
+        crawl = Crawl(spider, {"start_urls": [args.url]}, settings)
+        result = measured(crawl, CrawlOptions(report_dir=Path(tempfile.mkdtemp(prefix="large-project-"))), reports=False)
+        verdict, responses, stats = result.verdict, result.responses, dict(result.stats or {})
+        named = result.top_growth[0].location if result.top_growth else ""
+        holders = [h.path for h in result.holders]
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     watchdog.stop()
     stop_reactor()
     keeps = marked_line(args.spider, "KEEPS") if args.spider == "leaky" else None
-    named = result.top_growth[0].location if result.top_growth else ""
-    stats = result.stats or {}
     record = {
         "modules_loaded": sum(1 for name in sys.modules if name.startswith(f"{PACKAGE}.spiders.")),
         "load_seconds": round(load_seconds, 2), "wall_seconds": round(wall, 3), "cpu_seconds": round(cpu, 3),
-        "max_block_seconds": round(max(gaps, default=0.0), 3), "responses": result.responses, "verdict": result.verdict,
+        "max_block_seconds": round(max(gaps, default=0.0), 3),
+        "max_block_cpu_seconds": round(max(cpu_gaps, default=0.0), 3), "responses": responses, "verdict": verdict,
         "named": named, "keeping_named": None if keeps is None else named.endswith(keeps),
         "pause_max_seconds": stats.get("crawlmem/checkpoint_pause_max_seconds"),
         "pause_total_seconds": stats.get("crawlmem/checkpoint_pause_total_seconds"),
@@ -76,16 +85,35 @@ def child(args: argparse.Namespace) -> None:
         "attribution_seconds": stats.get("crawlmem/attribution_seconds"),
         "attribution_roots": stats.get("crawlmem/attribution_roots"),
         "attribution_files": stats.get("crawlmem/attribution_files"),
-        "holders": [h.path for h in result.holders],
+        "holders": holders,
     }
     print("RESULT " + json.dumps(record), flush=True)
+
+
+def _production(spider: type, url: str, settings: dict[str, Any]) -> tuple[str, str, list[str], dict[str, Any], int]:
+    """A crawl with the production extension (``EXTENSIONS``, ``CRAWLMEM_ENABLED``): verdict, the line named first,
+    holders, the crawl's stats and its responses."""
+    from bench_spiders import BASE_SETTINGS
+    from harness import block_on
+    from scrapy.crawler import CrawlerRunner
+
+    runner = CrawlerRunner({**BASE_SETTINGS, **settings, "CRAWLMEM_ENABLED": True,
+                            "EXTENSIONS": {"pytest_crawlmem.extension.CrawlMemExtension": 0}})
+    crawler = runner.create_crawler(spider)
+    block_on(runner.crawl(crawler, start_urls=[url]))
+    stats = dict(crawler.stats.get_stats())
+    ext = next(e for e in crawler.extensions.middlewares if type(e).__name__ == "CrawlMemExtension")
+    sites = ext.attribution.growth_sites
+    return (str(stats.get("crawlmem/verdict", "")), sites[0].location if sites else "",
+            [h.path for h in ext.attribution.holders], stats, int(stats.get("response_received_count", 0)))
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per spider and module count: the median on/off figures and what attribution adds (wall and CPU seconds)."""
     table: dict[str, Any] = {}
     for row in runs:
-        cell = table.setdefault(row["spider"], {}).setdefault(str(row["modules"]), {"on": [], "off": []})
+        name = row["spider"] + (" (production)" if row.get("production") else "")
+        cell = table.setdefault(name, {}).setdefault(str(row["modules"]), {"on": [], "off": []})
         cell["on" if row["frames"] else "off"].append(row)
     for cells in table.values():
         for key, cell in cells.items():
@@ -94,9 +122,11 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 **{f"{name}_on": _median(on, name) for name in ("wall_seconds", "cpu_seconds", "max_block_seconds",
                                                                  "pause_max_seconds", "pause_total_seconds",
                                                                  "self_cpu_seconds", "attribution_seconds",
-                                                                 "attribution_roots", "attribution_files")},
+                                                                 "attribution_roots", "attribution_files",
+                                                                 "max_block_cpu_seconds")},
                 "wall_seconds_off": _median(off, "wall_seconds"), "cpu_seconds_off": _median(off, "cpu_seconds"),
                 "max_block_seconds_off": _median(off, "max_block_seconds"),
+                "max_block_cpu_seconds_off": _median(off, "max_block_cpu_seconds"),
                 "added_wall_seconds": _added(on, off, "wall_seconds"), "added_cpu_seconds": _added(on, off, "cpu_seconds"),
                 "verdicts_on": sorted(r["verdict"] for r in on), "keeping_named": [r["keeping_named"] for r in on],
                 "load_seconds": _median(on + off, "load_seconds"),
@@ -120,6 +150,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--responses", type=int, default=600)
     parser.add_argument("--spiders", nargs="+", default=["leaky", "filling", "clean"])
+    parser.add_argument("--production", action="store_true", help="also crawl with the production extension")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--project", type=Path, help=argparse.SUPPRESS)
@@ -142,16 +173,18 @@ def main() -> None:
         for n, root in projects.items():
             write_project(root, n)
         for i in range(args.rounds):  # interleaved: every round runs each cell once, side by side
-            for spider in args.spiders:
+            for spider, production in [(s, p) for p in [False, *[True] * args.production] for s in args.spiders]:
                 for n, root in projects.items():
                     for frames in (4, 0):
                         command = [sys.executable, __file__, "--child", "--project", str(root), "--spider", spider,
-                                   "--frames", str(frames), "--url", url]
+                                   "--frames", str(frames), "--url", url, *["--production"] * production]
                         result = run_child(command, label=f"{spider} {n} {frames}", timeout=1800)
                         if result is None:
                             continue
-                        runs.append({"round": i, "spider": spider, "modules": n, "frames": frames, **result})
-                        progress(f"round {i} {spider:8s} modules {n:5d} frames {frames}: {result['wall_seconds']:6.1f} s"
+                        runs.append({"round": i, "spider": spider, "production": production, "modules": n,
+                                     "frames": frames, **result})
+                        progress(f"round {i} {spider:8s}{' prod' * production} modules {n:5d} frames {frames}:"
+                                 f" {result['wall_seconds']:6.1f} s, block CPU {result['max_block_cpu_seconds']:.2f} s,"
                                  f" wall, {result['cpu_seconds']:6.1f} CPU-s, block {result['max_block_seconds']:.2f} s,"
                                  f" pause max {result['pause_max_seconds']} s, {result['verdict']}, named {result['named']}")
                         if args.json:  # after every crawl: a cut-off run keeps what it measured
@@ -160,7 +193,8 @@ def main() -> None:
     for spider, cells in table.items():
         for n, cell in cells.items():
             print(f"{spider:8s} {n:>5s} modules: +{cell['added_wall_seconds']} s wall, +{cell['added_cpu_seconds']} CPU-s"
-                  f" with attribution; block {cell['max_block_seconds_on']} s (off {cell['max_block_seconds_off']});"
+                  f" with attribution; block {cell['max_block_seconds_on']} s (off {cell['max_block_seconds_off']}),"
+                  f" its CPU {cell['max_block_cpu_seconds_on']} s (off {cell['max_block_cpu_seconds_off']});"
                   f" {cell['verdicts_on']} keeping {cell['keeping_named']}")
     if args.json:
         _write(args.json, machine_info(), args, runs)
