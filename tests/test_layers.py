@@ -89,7 +89,7 @@ def test_every_module_lives_in_a_layer_or_is_an_entry_point():
     """The top level holds only the package, the pytest entry point and the stable dotted paths users write."""
     top = {path.stem for path in PACKAGE.glob("*.py")}
     assert top == {"__init__", "__main__", "plugin", "extension", "middleware", "testing", "browser", "replay_scrapy",
-                   "record", "docgen", "governor", "replay"}
+                   "record", "docgen", "governor", "replay", "spidermon"}
     assert {path.name for path in PACKAGE.iterdir() if path.is_dir() and path.name != "__pycache__"} == set(LAYERS)
 
 

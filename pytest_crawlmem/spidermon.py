@@ -1,0 +1,9 @@
+"""The stable dotted path of the Spidermon monitors:
+``SPIDERMON_SPIDER_CLOSE_MONITORS = ("pytest_crawlmem.spidermon.CrawlMemMonitorSuite",)`` (the ``spidermon`` extra).
+
+The code lives in :mod:`pytest_crawlmem.crawl.spidermon`; this path stays because users write it into settings.
+"""
+
+from .crawl.spidermon import CrawlMemMonitor, CrawlMemMonitorSuite
+
+__all__ = ["CrawlMemMonitor", "CrawlMemMonitorSuite"]
