@@ -37,6 +37,7 @@ from pytest_crawlmem.core.models import (
     ShotSummary,
     SizeDistribution,
 )
+from pytest_crawlmem.core.replay_copies import CopyCount, HostPattern
 from pytest_crawlmem.crawl import runner
 from pytest_crawlmem.crawl.recording import Recording
 from pytest_crawlmem.crawl.runner import CrawlOptions
@@ -91,6 +92,8 @@ def every_field_result() -> CrawlResult:
         browser=BrowserSummary(100, 300, 90, 80, {"renderer": 60}, 4, 2, 1, 0, 10, 0.5),
         media=MediaSummary(("FilesPipeline",), 3, 1, (retained,)), replay_hits=5, replay_misses=1,
         replay_missed_urls=("http://x/2",),
+        replay_per_copy=(CopyCount(0, 11, 10, 10, 0), CopyCount(1, 11, 10, 0, 10)),
+        replay_rules=(HostPattern("sitemap_rules", r"https://www\.x/p/", "www.x", True),),
         shots=ShotSummary(2, {"clean": 1, "blocked": 1}, 2, {"clean": 1, "blocked": 1}, 20, 12, 1, 0,
                           (ShotMismatch("http://x/3", "blocked", True),)),
         parse_amplification=AmplificationSummary(2, 1.5, 2.5, 3.5, 10, 20, 30, (AmplifiedPage("http://x/4", 10, 35, 3.5),), 1),
@@ -106,7 +109,7 @@ RESULT_KEYS = [
     "retention", "holders", "stats", "errors", "dropped_count", "warnsize_warnings", "response_sizes",
     "suggested_maxsize", "max_active_size_limit", "scheduled_per_response", "retries", "retries_max_reached",
     "download_latency", "browser", "media", "replay_hits", "replay_misses", "replay_missed_urls", "replay_copies",
-    "shots", "parse_amplification", "danger", "isolated", "notes", "earlier_crawls",
+    "replay_per_copy", "replay_rules", "shots", "parse_amplification", "danger", "isolated", "notes", "earlier_crawls",
     "verdict", "rss_growth", "peak_rss_above_start",
     "active_size_ratio",
 ]
@@ -189,6 +192,7 @@ def measurement_of(result: CrawlResult) -> Measurement:
         download_latency=result.download_latency, browser=result.browser, media=result.media, shots=result.shots,
         parse_amplification=result.parse_amplification, danger=result.danger, replay_hits=result.replay_hits,
         replay_misses=result.replay_misses, replay_missed_urls=result.replay_missed_urls,
+        replay_per_copy=result.replay_per_copy, replay_rules=result.replay_rules,
     )
 
 

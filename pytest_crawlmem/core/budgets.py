@@ -208,8 +208,12 @@ def _growth_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Vi
              " module-level caches of its pipelines and middlewares) counts in its growth and in no later crawl's, so"
              " whichever test runs first pays it; use --crawlmem-isolate / crawl(isolate=True) to give every crawl the"
              " same start" if result.earlier_crawls == 0 else "")
+    from .warmup import result_warmup_note  # warmup builds on growth, which builds on these budgets' records
+
+    warm = result_warmup_note(result)
     return replace(violation, message=f"{violation.message} (from {format_size(result.start_rss)} when the crawl"
-                                      f" began to {format_size(result.end_rss)} at its end){first}")
+                                      f" began to {format_size(result.end_rss)} at its end{', ' + warm if warm else ''})"
+                                      f"{first}")
 
 
 def _started_over(violation: Violation, result: CrawlResult) -> bool:

@@ -85,6 +85,9 @@ _SAMPLE_NAMES = frozenset(_SAMPLE_FIELDS)
 class Checkpoint(JsonRecord):
     """Figures read at a drained point of the crawl (no download or callback in progress)."""
 
+    #: Written after the fields (report.json, samples.jsonl) for readers; computed from the fields, never read back.
+    DERIVED: ClassVar[tuple[str, ...]] = ("python_heap_bytes",)
+
     responses: int
     t_seconds: float
     rss_bytes: int
@@ -104,6 +107,15 @@ class Checkpoint(JsonRecord):
     disk_scheduled: int = 0  # of ``scheduled``, the requests in JOBDIR's disk queue (pickled: no memory held)
     plugin_bytes: int = 0  # heap the plugin's closed attribution window left behind, measured when it closed
     jobdir_bytes: int | None = None  # JOBDIR's size on disk, read at the checkpoint (None without JOBDIR)
+
+    @property
+    def python_heap_bytes(self) -> int | None:
+        """The heap estimate report.html draws as "Python memory" (and verdicts judge when the crawl is not traced whole):
+        ``heap_bytes`` (glibc's bytes in use) plus pymalloc's blocks at their mean size, less tracemalloc's own tables
+        and the plugin's residue (``growth.heap_estimate``); ``None`` without ``heap_bytes``."""
+        from .growth import heap_estimate  # growth builds on these records: imported when read
+
+        return heap_estimate(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from ..core.settings import PluginSettings
 from ..core.sites import named_line
 from ..core.sweep import SweepResult
 from ..core.units import format_size
+from ..core.warmup import warmup_cell
 from ..reports.github_summary import append_step_summary
 from ..reports.report import environment
 from . import baseline as bl
@@ -68,6 +69,7 @@ class SummaryRow:
     detectable_per_response_bytes: float | None = None  # the smallest leak the crawl would have caught (95%), with -v
     where: str = ""  # the line a leak verdict names first (the one storing into its holder), shown with -v
     fingerprint: str = ""  # a leak verdict's fingerprint (core/fingerprint.py), shown with -v
+    rss_warmup: str = ""  # how much of the RSS growth came in the warm-up ("all in warm-up"), shown with -v
 
     @classmethod
     def of(cls, record: CrawlRecord, crawl: str = "") -> SummaryRow:
@@ -80,7 +82,7 @@ class SummaryRow:
             record.variant or "", crawl, amp.p95_ratio if amp else None, amp.max_ratio if amp else None,
             result.growth.detectable_per_response_bytes,
             named_line(result.top_growth, result.holders) if result.verdict == verdicts.RETAINED_OBJECTS else "",
-            result.growth.fingerprint,
+            result.growth.fingerprint, warmup_cell(result),
         )
 
     def cells(self, verbose: bool) -> list[str]:
@@ -93,7 +95,8 @@ class SummaryRow:
         if verbose:
             amp = "-" if self.amplification_max is None else f"{self.amplification_p95 or 0:.1f}x/{self.amplification_max:.1f}x"
             caught = self.detectable_per_response_bytes
-            cells[4:4] = [format_size(self.rss_growth), f"{self.max_scheduled:,}", f"{self.max_inflight:,}",
+            growth = format_size(self.rss_growth) + (f" ({self.rss_warmup})" if self.rss_warmup else "")
+            cells[4:4] = [growth, f"{self.max_scheduled:,}", f"{self.max_inflight:,}",
                           f"{self.duration_seconds:.1f}s", amp, "-" if caught is None else f">= {format_size(caught)}"]
             cells += [self.fingerprint or "-", self.where or "-"]
         return cells

@@ -31,6 +31,7 @@ from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Growth, Sampl
 from ..core.replay_copies import copies_warning, per_copy_line, shown_copies
 from ..core.sites import source_line
 from ..core.units import format_duration, format_size
+from ..core.warmup import result_warmup_note
 from .document import ReportDocument
 from .governor import governor_bands, governor_markers, load_decisions
 from .jsonl import is_number
@@ -503,7 +504,8 @@ def _figures(doc: ReportDocument) -> Safe:
         *([] if browser and unit == "pages" else [("items", count(figure("items_scraped")))]),
         ("duration", "-" if duration is None else format_duration(duration)), ("peak RSS", size(figure("peak_rss"))),
         ("RSS start \u2192 end", _span(size(figure("start_rss")), size(figure("end_rss")))),
-        ("RSS growth", size(figure("rss_growth"))), (_per_label(doc), size(doc.result.growth.per_response_bytes)),
+        ("RSS growth", ", ".join(filter(None, (size(figure("rss_growth")), result_warmup_note(doc.result))))),
+        (_per_label(doc), size(doc.result.growth.per_response_bytes)),
         ("traced peak", size(figure("traced_peak"))),
     ]
     if browser:
