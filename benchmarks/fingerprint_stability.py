@@ -1,11 +1,12 @@
 """Are leak fingerprints stable across reruns, and different across leaks? (issue 56)
 
-    python benchmarks/fingerprint_stability.py [--runs 5] [--json benchmarks/results/fingerprint_stability.json]
+    python benchmarks/fingerprint_stability.py [--runs 5] [--append] [--json benchmarks/results/fingerprint_stability.json]
 
 Runs the keeping-line suite (``tests/keeping_suite_source.py``: one spider per holder shape, 630 responses each, real
 crawls of the fixture site) ``--runs`` times, each a fresh ``pytest`` process in one directory; every other run inserts
 blank lines and a comment at the top of the suite, so every keeping line moves. Per shape it reports how many runs were
 ``retained-objects``, how many distinct fingerprints those runs gave, and whether any two shapes shared one.
+``--append`` adds the new runs to those already in ``--json``.
 """
 
 from __future__ import annotations
@@ -50,13 +51,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "fingerprint_stability.json")
+    parser.add_argument("--append", action="store_true", help="add these runs to those in --json")
     args = parser.parse_args()
-    runs = []
+    runs = json.loads(args.json.read_text())["raw"] if args.append and args.json.exists() else []
+    first = len(runs)
     with tempfile.TemporaryDirectory() as tmp:
-        for index in range(args.runs):
+        for index in range(first, first + args.runs):
             started = time.monotonic()
             runs.append(run_once(Path(tmp), index))
-            print(f"run {index + 1}/{args.runs}: {len(runs[-1])} cases in {time.monotonic() - started:.0f} s", flush=True)
+            print(f"run {index + 1}/{first + args.runs}: {len(runs[-1])} cases in {time.monotonic() - started:.0f} s",
+                  flush=True)
     cases = sorted({case for run in runs for case in run})
     table = {}
     for case in cases:
@@ -77,7 +81,7 @@ def main() -> None:
               f"  ({row['distinct_fingerprints']} distinct; lines {', '.join(row['lines'])})")
     print(f"fingerprints shared by two shapes: {shared or 'none'}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"runs": args.runs, "cases": table, "shared": shared, "raw": runs}, indent=1) + "\n")
+    args.json.write_text(json.dumps({"runs": len(runs), "cases": table, "shared": shared, "raw": runs}, indent=1) + "\n")
     print(f"wrote {args.json}")
 
 
