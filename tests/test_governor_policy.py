@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -309,3 +311,20 @@ def test_the_close_says_what_it_leaves_uncrawled_start_requests_included():
         "37 queued requests (12 of them spilled to disk) and 400 unread start requests are not crawled;"
         " 2 downloads under way and 80 items inside the item pipelines finish first")
     assert "at least 5 unread" in undone_sentence({"queued_requests": 1, "unread_start_requests": 5, "start_counted": 0})
+
+
+def test_over_the_close_share_new_downloads_pause_and_items_draining_do_not_close():
+    cfg = config(base_concurrency=16, close_after_seconds=3.0)
+    policy = Policy(cfg)
+    policy.open(60 * MIB)
+    assert policy.paused(Sample(290 * MIB, 4, 0)) and not policy.paused(Sample(280 * MIB, 4, 0))
+    opened_over = Policy(cfg)
+    opened_over.open(290 * MIB)
+    assert not opened_over.paused(Sample(295 * MIB, 4, 0))  # it never grew into it: pausing would start nothing
+    held = Sample(290 * MIB, 0, 0, items=1500, item_bytes=128 * 1024, items_per_response=50.0, downloading=0)
+    policy.step(held)
+    assert policy.levers.item_cap > 0  # the engine's pulls are held while the items drain
+    decisions = []
+    for k in range(40):  # 10 s over the close share, with the items' payload explaining the excess
+        decisions += policy.step(replace(held, t_seconds=100.0 + 0.25 * k))
+    assert not any(d.close for d in decisions)

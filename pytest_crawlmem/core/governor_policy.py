@@ -232,7 +232,9 @@ class Policy:
         self.model.update(sample)
         rss, budget = sample.rss_bytes, cfg.budget_bytes
         pressure = max(rss, sample.high_bytes)  # a spike between two readings (a parse) counts as pressure, not to close
-        self._hard_ticks = self._hard_ticks + 1 if rss >= cfg.hard_share * budget else 0
+        # items held inside the pipelines drain by themselves while the engine's pulls are held: no reason to close
+        draining = self.levers.item_cap > 0 and sample.items * sample.item_bytes >= rss - cfg.setpoint_bytes
+        self._hard_ticks = self._hard_ticks + 1 if rss >= cfg.hard_share * budget and not draining else 0
         self._hard_since = (self._hard_since if self._hard_since is not None else sample.t_seconds) if self._hard_ticks else None
         self._calm_ticks = self._calm_ticks + 1 if rss <= cfg.low_share * budget else 0
         decisions: list[Decision] = []
@@ -256,6 +258,13 @@ class Policy:
         if not decisions:
             decisions.extend(self._cap_items(sample, forecast=True))
         return decisions
+
+    def paused(self, sample: Sample) -> bool:
+        """Whether no new download may start now: the crawl grew over the close share, whatever the cause (it stops a
+        leak's growth before the close, and lets what is in flight and inside the pipelines drain). A crawl that
+        opened over it is not paused: it would never start (it closes after ``close_after_seconds``)."""
+        hard = self.config.hard_share * self.config.budget_bytes
+        return sample.rss_bytes >= hard and self.open_bytes < hard
 
     def _item_room(self, sample: Sample) -> int | None:
         """The items the pipelines may hold before the engine stops pulling: with what the downloads under way will

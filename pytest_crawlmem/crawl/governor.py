@@ -380,13 +380,40 @@ class MemoryGovernor:
         if isinstance(output, Request):
             return
         self._items_out += 1
+        if self._items_out % 32 == 0 and self._item_bytes > 0:  # a callback can yield 100 MB of items between two ticks
+            self._item_tick()
         if self._items_out % 16 == 1:
             size = float(payload_bytes(output))
             self._item_bytes = size if self._item_bytes <= 0 else BODY_WEIGHT * size + (1 - BODY_WEIGHT) * self._item_bytes
 
+    def _item_tick(self) -> None:
+        """Tick now (at most every 20 ms) when RSS and what the downloads under way will yield pass the act share."""
+        now = time.monotonic()
+        if now - self._last_signal_read < SIGNAL_TICK_SECONDS or not self._responses_out:
+            return
+        self._last_signal_read = now
+        engine = probes._engine(self.crawler)
+        downloading = len(getattr(getattr(engine, "downloader", None), "active", ()) or ())
+        coming = downloading * self._item_bytes * self._items_out / self._responses_out
+        if self._statm.rss_bytes() + coming >= self.config.high_share * self.config.budget_bytes:
+            self.tick()
+
     def _items_in_pipelines(self) -> int:
         slot = getattr(getattr(probes._engine(self.crawler), "scraper", None), "slot", None)
         return int(getattr(slot, "itemproc_size", 0) or 0)
+
+    def _pause(self, paused: bool) -> None:
+        """Start no new download while over the close share (and again once under it)."""
+        if self.download_gate is None or self.pull_hold is None or self.download_gate.paused == paused:
+            return
+        self.download_gate.set_paused(paused)
+        self.pull_hold.paused = paused
+        if paused:
+            self.crawler.stats.inc_value("crawlmem/governor/pauses")
+            logger.info("crawlmem governor: RSS over %.0f%% of the budget: no new download starts until it is under"
+                        " again", 100 * self.config.hard_share)
+        else:
+            self.pull_hold.kick()
 
     def _sync_gate(self) -> None:
         """The download gate at the concurrency the levers say while governing; open otherwise."""
@@ -440,6 +467,7 @@ class MemoryGovernor:
             sample = replace(self._sample(engine), collected=True)  # decide on what is left once garbage is gone
         for decision in self.policy.step(sample):
             self._apply(engine, decision, sample)
+        self._pause(self.policy.paused(sample) and not self._closing)
         if self.policy.governing and sample.rss_bytes >= self.config.high_share * self.config.budget_bytes:
             self._trim()
         self._browser_tick(sample)

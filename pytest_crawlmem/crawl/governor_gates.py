@@ -33,6 +33,7 @@ class DownloadGate:
     def __init__(self, downloader: Any) -> None:
         self.downloader = downloader
         self.limit = 0
+        self.paused = False  # admit nothing new (over the close share)
         self.passed = 0  # let through and not finished (in a slot's queue or transferring)
         self.waits = 0  # requests that had to wait
         self.peak_passed = 0
@@ -50,8 +51,14 @@ class DownloadGate:
         self.limit = max(0, int(limit))
         self._wake()
 
+    def set_paused(self, paused: bool) -> None:
+        """Admit no new download while paused; let through what the limit admits once not."""
+        was, self.paused = self.paused, paused
+        if was and not paused:
+            self._wake()
+
     def _admits(self) -> bool:
-        return self.limit <= 0 or self.passed < self.limit
+        return not self.paused and (self.limit <= 0 or self.passed < self.limit)
 
     async def _enqueue_request(self, request: Any) -> Any:
         if self._waiting or not self._admits():
@@ -84,6 +91,7 @@ class DownloadGate:
     def release(self) -> None:
         """Let every waiting request through (the crawl closes: nothing may stay held)."""
         self.limit = 0
+        self.paused = False
         self._wake()
 
     def uninstall(self) -> None:
@@ -101,6 +109,7 @@ class PullHold:
         self.engine = engine
         self.items = items  # () -> items inside the item pipelines
         self.cap = 0
+        self.paused = False  # refuse every pull (over the close share)
         self.holds = 0  # pulls refused
         self._original = downloader.needs_backout
         downloader.needs_backout = self.needs_backout
@@ -109,7 +118,7 @@ class PullHold:
         """Scrapy's answer, or True while the items in the pipelines fill the cap."""
         if self._original():
             return True
-        if self.cap > 0 and self.items() >= self.cap:
+        if self.paused or (self.cap > 0 and self.items() >= self.cap):
             self.holds += 1
             return True
         return False
