@@ -4,7 +4,7 @@ bypass the scheduler, items piling up inside a slow async item pipeline.
 Each crawl is a plain ``CrawlerProcess`` (as ``scrapy crawl`` runs it) in a child process of a pytester subprocess;
 its peak is the child's ``ru_maxrss`` read by the parent (``os.wait4``), from outside the crawl. The effects are
 large: ungoverned, these crawls peak at 1.5-2.5x the 300 MiB budget, and the assertions are the budget with 5% over it
-for the media crawl (1.05x, the issue's target) and the budget itself for the others.
+for the media and pipeline crawls (1.05x, the issue's target) and the budget itself for the others.
 """
 
 from __future__ import annotations
@@ -183,7 +183,8 @@ def test_items_piling_up_in_a_slow_async_pipeline_are_bounded(fixture_site, tmp_
     slow = {"CONCURRENT_REQUESTS": 16, "ITEM_PIPELINES": {"child_crawl.Upload": 100}}
     run = crawl("attachments", fixture_site, tmp_path, {**slow, **BUDGET, **ADDON})
     assert run["items"] == 3000 and run["stats"]["finish_reason"] == "finished"
-    assert run["peak_bytes"] < 300 * MIB, f"peak {run['peak_bytes'] / MIB:,.0f} MiB over the 300 MiB budget"
+    # 1.05x the budget, the issue's target: governed it peaked at 477 MiB before the pipeline lever, 285-296 MiB since
+    assert run["peak_bytes"] <= 1.05 * 300 * MIB, f"peak {run['peak_bytes'] / MIB:,.0f} MiB over 1.05x the budget"
 '''
 
 
