@@ -17,6 +17,7 @@ from . import verdicts
 from .dropped import MEDIA_FAILED
 from .fingerprint import CodeReader, fingerprint_of, leak_basis
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, Analysis, analyze
+from .libleaks import VersionReader, known_leak
 from .measurement import Measurement
 from .models import (
     AmplificationSummary,
@@ -39,6 +40,7 @@ from .models import (
 )
 from .replay_copies import CopyCount, HostPattern
 from .sites import KeptEvidence, leak_native_share, native_sentence
+from .tracebuild import build_trace
 
 if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations only (the package supports 3.10)
     from typing_extensions import Unpack
@@ -162,13 +164,14 @@ class Details(TypedDict, total=False):
 
 def assemble(
     facts: RunFacts, samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], growth: Growth, *,
-    peaks: Peaks | None = None, read_code: CodeReader | None = None, **details: Unpack[Details],
+    peaks: Peaks | None = None, read_code: CodeReader | None = None, version_of: VersionReader | None = None,
+    **details: Unpack[Details],
 ) -> CrawlResult:
     """The CrawlResult of a run: its facts (each :class:`RunFacts` field of the result's name), samples, queue peaks
     (read from the samples unless given) and verdict, plus what only its path measures (``details``, such as
     ``dropped`` or ``browser``)."""
     samples = tuple(samples)
-    growth = fingerprinted(growth, facts.spider, details, read_code)
+    growth = fingerprinted(growth, facts.spider, details, read_code, version_of)
     return CrawlResult(
         **(_same_named(facts, _RESULT_FIELDS) | {"duration_seconds": round(facts.duration_seconds, 4)}),
         samples=samples,
@@ -178,14 +181,23 @@ def assemble(
     )
 
 
-def fingerprinted(growth: Growth, spider: str, details: Details, read_code: CodeReader | None = None) -> Growth:
-    """``growth`` with its leak's fingerprint (core/fingerprint.py; ``read_code`` reads the keeping code), unchanged when
-    its verdict is not a leak or it already has one (read back from report.json: the source may have changed since)."""
+def fingerprinted(
+    growth: Growth, spider: str, details: Details, read_code: CodeReader | None = None,
+    version_of: VersionReader | None = None,
+) -> Growth:
+    """``growth`` with its leak's fingerprint (core/fingerprint.py; ``read_code`` reads the keeping code), its trace
+    (core/tracebuild.py) and the known library leak it is (core/libleaks.py; ``version_of`` reads a library's installed
+    version), unchanged when its verdict is not a leak or it already has a fingerprint (read back from report.json: the
+    source and the libraries may have changed since)."""
     if not verdicts.is_leak(growth.verdict) or growth.fingerprint:
         return growth
-    basis = leak_basis(growth.verdict, spider, holders=details.get("holders", ()), retention=details.get("retention", ()),
-                       sites=details.get("top_growth", ()), read=read_code)
-    return replace(growth, fingerprint=fingerprint_of(basis), fingerprint_basis=basis)
+    holders, retention, sites = details.get("holders", ()), details.get("retention", ()), details.get("top_growth", ())
+    basis = leak_basis(growth.verdict, spider, holders=holders, retention=retention, sites=sites, read=read_code)
+    trace = build_trace(basis, holders=holders, retention=retention, sites=sites)
+    known = known_leak(holders=holders, retention=retention, sites=sites, media=details.get("media"),
+                       version_of=version_of)
+    return replace(growth, fingerprint=fingerprint_of(basis), fingerprint_basis=basis, leak_trace=trace or None,
+                   known_leak=known)
 
 
 #: The fields of a CrawlResult, and the details only some paths measure: what a same-named field is copied into.
@@ -202,7 +214,7 @@ def _same_named(record: object, names: frozenset[str]) -> dict[str, Any]:
 def crawl_result(
     measured: Measurement, *, spider: str, duration_seconds: float, interval_seconds: float, stats: Mapping[str, Any],
     leak_per_response: int | None = None, max_active_size_limit: int = 0, replay_copies: int = 0,
-    report_dir: Path | None = None, read_code: CodeReader | None = None,
+    report_dir: Path | None = None, read_code: CodeReader | None = None, version_of: VersionReader | None = None,
 ) -> CrawlResult:
     """The CrawlResult of a measured Scrapy crawl: its :class:`Measurement` judged and assembled, with Scrapy's
     ``stats`` (status counts, retries), the crawl's SCRAPER_SLOT_MAX_ACTIVE_SIZE and the replay's copies (0: none).
@@ -235,7 +247,7 @@ def crawl_result(
         "retries": int(stats.get("retry/count") or 0), "retries_max_reached": int(stats.get("retry/max_reached") or 0),
         "replay_copies": replay_copies,
     }
-    return assemble(facts, samples, checkpoints, growth, read_code=read_code, **details)
+    return assemble(facts, samples, checkpoints, growth, read_code=read_code, version_of=version_of, **details)
 
 
 def peaks_of(samples: Sequence[Sample], checkpoints: Sequence[Checkpoint], interval_seconds: float) -> Peaks:

@@ -22,6 +22,7 @@ class Leak:
     where: str = ""  # the line the verdict names first
     basis: tuple[str, ...] = ()  # what the fingerprint hashes
     source: str = ""  # the report dir or baseline file it was read from
+    library: str = ""  # a known library leak's line (core/libleaks.py): not the team's own leak
 
     def describe(self) -> str:
         """``3f2a9c1b7d4e5f60 retained-objects in test_a.py::test_b at spiders.py:40 (holder spider.kept -> list)``."""
@@ -39,6 +40,7 @@ class LeakDiff:
     new: tuple[Leak, ...]  # in the treatment only: what the change added
     known: tuple[Leak, ...]  # in both
     gone: tuple[Leak, ...]  # in the control only: fixed, or not reached by the treatment
+    library: tuple[Leak, ...] = ()  # the treatment's known library leaks (core/known_leaks.py): listed apart, never new
 
     @property
     def has_new(self) -> bool:
@@ -55,12 +57,15 @@ def _firsts(leaks: Iterable[Leak]) -> dict[str, Leak]:
 
 
 def diff_leaks(control: Iterable[Leak], treatment: Iterable[Leak]) -> LeakDiff:
-    """Sort the treatment's leaks into new (fingerprint not in the control) and known, and list the control's gone."""
+    """Sort the treatment's leaks into new (fingerprint not in the control) and known, and list the control's gone;
+    a known library leak of the treatment is listed apart, new or not (it is not the team's code)."""
     before, after = _firsts(control), _firsts(treatment)
+    own = {fp: leak for fp, leak in after.items() if not leak.library}
     return LeakDiff(
-        new=tuple(leak for fp, leak in after.items() if fp not in before),
-        known=tuple(leak for fp, leak in after.items() if fp in before),
+        new=tuple(leak for fp, leak in own.items() if fp not in before),
+        known=tuple(leak for fp, leak in own.items() if fp in before),
         gone=tuple(leak for fp, leak in before.items() if fp not in after),
+        library=tuple(leak for leak in after.values() if leak.library),
     )
 
 
@@ -73,7 +78,7 @@ def leaks_of_runs(runs: Mapping[str, Sequence[Mapping[str, Any]]], *, source: st
             fingerprint = run.get("leak_fingerprint")
             if isinstance(fingerprint, str) and fingerprint:
                 leaks.append(Leak(fingerprint, test, str(run.get("verdict") or ""), str(run.get("leak_where") or ""),
-                                  source=source))
+                                  source=source, library=str(run.get("known_leak") or "")))
     return leaks
 
 
@@ -88,4 +93,8 @@ def format_diff(diff: LeakDiff, control: str, treatment: str) -> list[str]:
         lines.append("no new leak: every leak of the treatment has a fingerprint the control has")
     lines += [f"  known {leak.describe()}" for leak in diff.known]
     lines += [f"  gone  {leak.describe()}" for leak in diff.gone]
+    if diff.library:
+        lines += ["", f"{len(diff.library)} known library leak{'s' if len(diff.library) != 1 else ''} in the treatment"
+                      " (leaks of Scrapy or its libraries, not counted as new):"]
+        lines += [f"  library {leak.describe()}: {leak.library}" for leak in diff.library]
     return lines

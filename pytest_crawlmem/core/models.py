@@ -8,6 +8,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .leaktrace import LeakTrace
+from .libleaks import KnownLeakMatch
 from .replay_copies import CopyCount, HostPattern
 from .serial import COUNT_ONLY, NOT_WRITTEN, JsonRecord, record_json
 from .serial import from_json as record_from_json
@@ -230,6 +232,10 @@ class Growth(JsonRecord):
     fingerprint: str = ""
     #: What the fingerprint hashes (``holder spider.kept -> list``, ``function Spider.parse``, ``code ...``).
     fingerprint_basis: tuple[str, ...] = ()
+    #: A leak verdict's path from its root to what grows, one reference a line (core/leaktrace.py; None: not a leak).
+    leak_trace: LeakTrace | None = None
+    #: The known library leak this leak is (core/known_leaks.py), with its upstream issue (None: the team's own).
+    known_leak: KnownLeakMatch | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from .middleware import (
     CrawlMemHttpCompressionMiddleware,
 )
 from .replay_scrapy import replay_outcome
-from .sourcecode import read_keeping_code
+from .sourcecode import installed_version, read_keeping_code
 
 EXTENSION_PATH = "pytest_crawlmem.extension.CrawlMemExtension"
 
@@ -236,7 +236,7 @@ def collect_result(crawler: Any, spider_cls: type, duration: float, options: Cra
         measured, spider=getattr(spider_cls, "name", spider_cls.__name__), duration_seconds=duration,
         interval_seconds=options.interval_seconds, stats=stats, leak_per_response=options.leak_per_response,
         max_active_size_limit=max_active_size, replay_copies=options.replay.copies if options.replay else 0,
-        report_dir=options.report_dir, read_code=read_keeping_code,
+        report_dir=options.report_dir, read_code=read_keeping_code, version_of=installed_version,
     )
 
 

@@ -67,6 +67,8 @@ def run_figures(result: CrawlResult, *, outcome: str = "", commit: str | None = 
         "verdict": result.verdict,
         "leak_fingerprint": result.leak_fingerprint,  # None unless the verdict is a leak (core/fingerprint.py)
         "leak_where": named_line(result.top_growth, result.holders) if result.leak_fingerprint else None,
+        # a known library leak's line (core/libleaks.py): crawlmem diff --new-leaks lists it apart
+        "known_leak": result.growth.known_leak.describe() if result.growth.known_leak is not None else None,
         "interpreter": interpreter(),  # a comparison across interpreters is not judged (core/interpreter.py)
         "outcome": outcome,
         "commit": commit,

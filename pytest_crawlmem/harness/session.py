@@ -21,6 +21,7 @@ from ..core.models import CrawlResult
 from ..core.settings import PluginSettings
 from ..core.sites import named_line
 from ..core.sweep import SweepResult
+from ..core.tracebuild import leak_lines
 from ..core.units import format_size
 from ..core.warmup import warmup_cell
 from ..reports.github_summary import append_step_summary
@@ -70,6 +71,7 @@ class SummaryRow:
     where: str = ""  # the line a leak verdict names first (the one storing into its holder), shown with -v
     fingerprint: str = ""  # a leak verdict's fingerprint (core/fingerprint.py), shown with -v
     rss_warmup: str = ""  # how much of the RSS growth came in the warm-up ("all in warm-up"), shown with -v
+    known_leak: str = ""  # a known library leak's line (core/libleaks.py), under the table
 
     @classmethod
     def of(cls, record: CrawlRecord, crawl: str = "") -> SummaryRow:
@@ -83,6 +85,7 @@ class SummaryRow:
             result.growth.detectable_per_response_bytes,
             named_line(result.top_growth, result.holders) if result.verdict == verdicts.RETAINED_OBJECTS else "",
             result.growth.fingerprint, warmup_cell(result),
+            result.growth.known_leak.describe() if result.growth.known_leak is not None else "",
         )
 
     def cells(self, verbose: bool) -> list[str]:
@@ -189,6 +192,9 @@ class CrawlMemSession:
         where = named_line(result.top_growth, result.holders)
         leak = f"{result.verdict} leak {fingerprint}" + (f" at {where}" if where else "")
         runs = sum(map(len, self.baseline.runs.values()))
+        if result.growth.known_leak is not None:  # a leak of Scrapy or a library, not of the team's code: never new
+            self.notes.append(f"{key}: {leak} is a {result.growth.known_leak.describe()}")
+            return []
         if fingerprint in self.known_leaks():
             self.notes.append(f"{key}: known {leak}: in baseline {self.baseline.path}")
             return []
@@ -197,10 +203,11 @@ class CrawlMemSession:
         return [f"new {leak}: its fingerprint is in none of the {runs:,} runs of baseline {self.baseline.path}{older}"]
 
     def excused(self, record: CrawlRecord, violation: Violation) -> bool:
-        """Whether a broken leak budget only warns: ``--crawlmem-fail-on new-leaks`` and a leak the baseline knows."""
+        """Whether a broken leak budget only warns: ``--crawlmem-fail-on new-leaks`` and a leak the baseline knows, or a
+        known library leak."""
         fingerprint = record.result.leak_fingerprint
         return ("new-leaks" in self.settings.fail_on and violation.of_verdict and fingerprint is not None
-                and fingerprint in self.known_leaks())
+                and (fingerprint in self.known_leaks() or record.result.growth.known_leak is not None))
 
     def report_dir_for(self, nodeid: str, index: int) -> Path:
         """Return the report dir of the ``index``-th crawl (from 1) of test ``nodeid``."""
@@ -227,6 +234,8 @@ class CrawlMemSession:
             lines += [f"crawl_memory verdict: {r.result.verdict}: {r.result.growth.reason}" for r in records
                       if r.variant is None and r.result.growth.reason
                       and not any(v.of_verdict for v in r.violations)]
+            lines += [line if line.startswith(" ") else f"crawl_memory {line}"
+                      for r in records if r.variant is None for line in leak_lines(r.result)]
             dirs = sorted({str(r.result.report_dir) for r in records if r.result.report_dir})
             lines += [f"report: {d}" for d in dirs]
             pytest.fail("\n".join(lines), pytrace=False)
@@ -292,6 +301,9 @@ class CrawlMemSession:
         for row in rows:
             terminalreporter.write_line("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         terminalreporter.write_line(f"reports: {self.settings.report_dir}")
+        for known in sorted((r for r in self.rows if r.known_leak), key=lambda r: (r.test_id, r.crawl)):
+            crawl = f" (crawl {known.crawl})" if known.crawl else ""
+            terminalreporter.write_line(f"{known.test_id}{crawl}: {known.known_leak}")
         for note in merge_notes(self.notes):
             terminalreporter.write_line(note)
         self.summarize_sweeps(terminalreporter)

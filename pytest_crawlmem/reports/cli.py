@@ -10,6 +10,7 @@ from pathlib import Path
 from ..core import interpreter
 from ..core.defaults import name_of
 from ..core.models import GrowthSite
+from ..core.tracebuild import leak_lines
 from ..core.units import format_size
 from .document import ReportDocument
 from .jsonl import is_number
@@ -90,6 +91,11 @@ def report_command(path: Path, output: Path | None) -> int:
     except OSError as exc:
         raise LoadError(f"{out}: cannot be written ({exc.strerror or exc})") from exc
     print(f"wrote {out}")
+    result = report.result
+    lines = leak_lines(result)
+    if lines:  # a leak verdict: its sentence's head, then its trace and whether it is a known library leak
+        print(f"{result.verdict}: {result.growth.reason.split('; held by ')[0].split('. Fix: ')[0]}")
+        print("\n".join(lines))
     return EXIT_OK
 
 

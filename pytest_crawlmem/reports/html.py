@@ -30,12 +30,14 @@ from ..core.leaktrend import MAX_REQUEST_CREDIT, REQUEST_CREDIT
 from ..core.models import Checkpoint, CrawlResult, DangerSnapshot, Growth, Sample, ShotSummary
 from ..core.replay_copies import copies_warning, per_copy_line, shown_copies
 from ..core.sites import source_line
+from ..core.tracebuild import trace_of
 from ..core.units import format_duration, format_size
 from ..core.warmup import result_warmup_note
 from .document import ReportDocument
 from .governor import governor_bands, governor_markers, load_decisions
 from .jsonl import is_number
 from .svgchart import Budget, Marker, Panel, Series, XAxis, count_tick, render_timeline, seconds_tick
+from .tracehtml import TRACE_CSS, known_leak_html, trace_html
 
 COLORS = {"rss": "#0072b2", "traced": "#cc79a7", "heap": "#009e73", "scheduled": "#e69f00",
           "inflight": "#56b4e9", "active": "#7b61a8", "pss": "#d55e00", "uss": "#009e73", "pages": "#0072b2",
@@ -615,9 +617,21 @@ def glance(doc: ReportDocument) -> Safe:
               else Safe(f'<span class="muted">nothing: {"the budgets were kept" if checked else "no budget was set"}'
                         ' and memory levelled off</span>'))
     rows = [["did it fail?", Safe(outcome)],
-            ["what grew", Safe(_badge(verdict, _verdict_kind(verdict)) + " " + esc(_what_grew(doc)) + _fingerprint(doc))],
+            ["what grew", Safe(_badge(verdict, _verdict_kind(verdict)) + " " + _grew_with_trace(doc))],
             ["where", _where(doc)], [f"per {unit}", per_text], ["what to change", change]]
     return table(["", ""], rows, cls="glance")
+
+
+def _grew_with_trace(doc: ReportDocument) -> str:
+    """The verdict's reason, then a leak's trace (reports/tracehtml.py) in place of the holder's part of the sentence,
+    its fingerprint and the known library leak it is."""
+    trace = trace_of(doc.result)
+    reason = _what_grew(doc)
+    if trace is None:
+        return esc(reason) + _fingerprint(doc)
+    head = reason.split("; held by ")[0] if trace.source == "holder" else reason
+    return (esc(head) + trace_html(trace, doc.result.growth.fingerprint) + _fingerprint(doc).removeprefix("<br>")
+            + known_leak_html(doc.result.growth.known_leak))
 
 
 def _fingerprint(doc: ReportDocument) -> str:
@@ -838,4 +852,4 @@ ul.legend { list-style:none; padding:0; margin:6px 0 0; display:flex; gap:18px; 
 .swatch.undrained { border-left:2px dashed #e69f00; width:1px; height:14px; margin:0 10px 0 8px; vertical-align:-3px; }
 .swatch.budget { border-top:2px dashed #c0392b; height:2px; vertical-align:3px; }
 @media (max-width: 900px) { .figures { grid-template-columns:repeat(3, 1fr); } }
-"""
+""" + TRACE_CSS

@@ -46,8 +46,9 @@ def leaks_of_report(path: Path, document: dict[str, Any], unfingerprinted: list[
         unfingerprinted.append(str(path))
         return []
     where = named_line(doc.result.top_growth, doc.result.holders)
+    library = growth.known_leak.describe() if growth.known_leak is not None else ""
     return [Leak(growth.fingerprint, doc.test or str(path.parent), growth.verdict, where, growth.fingerprint_basis,
-                 str(path.parent))]
+                 str(path.parent), library)]
 
 
 def _report_files(root: Path) -> list[Path]:
