@@ -10,6 +10,7 @@ folder, so ``crawlmem diff --new-leaks`` can compare the two runs' folders and t
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -181,3 +182,26 @@ def test_diff_new_leaks_exits_1_on_a_treatment_that_adds_a_leak_and_0_on_the_sam
     assert "no new leak" in out and f"gone  {second}" in out, out
     status, out = new_leaks(runs.root, capsys, "treatment", "treatment-reports")
     assert status == 0, out
+
+
+def test_each_leak_carries_its_trace_in_report_json_report_html_and_the_failure(runs):
+    first = result_of(runs.treatment, "test_first")
+    trace = first["growth"]["leak_trace"]
+    assert [(hop["reference"], hop["in_fingerprint"]) for hop in trace["hops"]][:2] == [("spider", True), (".kept", True)]
+    assert trace["hops"][1]["holds"].startswith("list, +"), trace
+    entries = trace["hops"][2]  # what one entry costs (8 KiB and the URL), not part of the fingerprint
+    assert entries["reference"] == "[*]" and not entries["in_fingerprint"] and len(trace["hops"]) == 3, trace
+    assert re.fullmatch(r"8\.\d KiB each \(traced at the keeping line\)", entries["holds"]), entries
+    assert (trace["line"], trace["function"], trace["code"], trace["code_in_fingerprint"]) == (
+        first["holders"][0]["line"], "Hoarder.parse_product", LEAK_A, True)
+    html = (runs.treatment.reports / "test_suite.py__test_first" / "report.html").read_text()
+    assert '<ol class="leak-trace">' in html and '<li class="hop in-fp"><code class="ref">.kept</code> list, +' in html
+    second = fingerprint(runs.treatment, "test_second")
+    failure = runs.treatment.outcome.stdout.str().split("crawl_memory baseline: new retained-objects leak", 1)[1]
+    lines = failure.splitlines()
+    assert lines[1] == f"crawl_memory leak trace (<- fingerprint: what fingerprint {second} is built from):", lines[:6]
+    assert re.fullmatch(r"  spider +<- fingerprint", lines[2]), lines[2]
+    assert re.fullmatch(r"    \.index +dict, \+[\d,]+ entries in [\d,]+ responses +<- fingerprint", lines[3]), lines[3]
+    stored = next(line for line in lines if line.startswith("  stored at "))
+    assert re.fullmatch(r'  stored at spiders\.py:\d+ in Indexer\.parse_product: self\.index\[response\.url\] = b"y" \* 8192'
+                        r"  # LEAK B +<- fingerprint", stored), stored

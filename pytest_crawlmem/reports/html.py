@@ -630,7 +630,7 @@ def _grew_with_trace(doc: ReportDocument) -> str:
     if trace is None:
         return esc(reason) + _fingerprint(doc)
     head = reason.split("; held by ")[0] if trace.source == "holder" else reason
-    return (esc(head) + trace_html(trace, doc.result.growth.fingerprint) + _fingerprint(doc).removeprefix("<br>")
+    return (esc(head) + "<br>" + trace_html(trace, doc.result.growth.fingerprint) + _fingerprint(doc).removeprefix("<br>")
             + known_leak_html(doc.result.growth.known_leak))
 
 
