@@ -184,8 +184,8 @@ def main() -> None:
                         runs.append({"round": i, "spider": spider, "production": production, "modules": n,
                                      "frames": frames, **result})
                         progress(f"round {i} {spider:8s}{' prod' * production} modules {n:5d} frames {frames}:"
-                                 f" {result['wall_seconds']:6.1f} s, block CPU {result['max_block_cpu_seconds']:.2f} s,"
-                                 f" wall, {result['cpu_seconds']:6.1f} CPU-s, block {result['max_block_seconds']:.2f} s,"
+                                 f" {result['wall_seconds']:6.1f} s wall, {result['cpu_seconds']:6.1f} CPU-s,"
+                                 f" block {result['max_block_seconds']:.2f} s (CPU {result['max_block_cpu_seconds']:.2f} s),"
                                  f" pause max {result['pause_max_seconds']} s, {result['verdict']}, named {result['named']}")
                         if args.json:  # after every crawl: a cut-off run keeps what it measured
                             _write(args.json, machine_info(), args, runs)

@@ -278,7 +278,8 @@ def _holder_roots(crawler: Any) -> tuple[dict[str, Any], list[str]]:
     if queued:  # a list handed on in request.meta lives in the requests (the engine is paused: they hold still)
         roots["queued requests"] = QueuedRequests(queued)
     # a large project's other spider modules (SpiderLoader imports them all) hold nothing this crawl reaches
-    modules = modules_in_scope(user_modules(), roots.values(), spider_packages(getattr(crawler, "settings", None)))
+    packages = spider_packages(getattr(crawler, "settings", None))
+    modules = modules_in_scope(user_modules(packages), roots.values(), packages)
     roots.update((f"module {name}", module) for name, module in modules.items())
     roots.update(user_classes(modules))
     library = []

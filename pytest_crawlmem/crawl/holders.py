@@ -22,6 +22,7 @@ from typing import Any
 
 from ..core.models import Holder
 from .keeping import Evidence, Store, entry_evidence, keeping_line, user_files
+from .scope import is_under
 from .snapshots import is_user_file
 
 _CONTAINERS = (list, dict, set, deque)
@@ -43,12 +44,13 @@ GENERAL = "~"
 Lengths = dict[tuple[str, str], tuple[int, int, int]]
 
 
-def user_modules() -> dict[str, types.ModuleType]:
-    """Modules whose file is the user's code (not the standard library, a package or the plugin)."""
+def user_modules(projects: Sequence[str] = ()) -> dict[str, types.ModuleType]:
+    """Modules whose file is the user's code (not the standard library, a package or the plugin); a module of the
+    ``projects`` packages (``SPIDER_MODULES``) is the user's without asking where its file lies (thousands of them)."""
     found = {}
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
-        if isinstance(module, types.ModuleType) and path and is_user_file(path):
+        if isinstance(module, types.ModuleType) and path and (is_under(name, projects) or is_user_file(path)):
             found[name] = module
     return found
 
