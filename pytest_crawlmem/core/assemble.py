@@ -8,12 +8,13 @@ Runs in any process; imports neither pytest nor Scrapy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import Field, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from . import verdicts
+from .declared import Declared
 from .dropped import MEDIA_FAILED
 from .fingerprint import CodeReader, fingerprint_of, leak_basis
 from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, Analysis, analyze
@@ -39,6 +40,7 @@ from .models import (
     SizeDistribution,
 )
 from .replay_copies import CopyCount, HostPattern
+from .setaside import judge_declared, leak_evidence_of, ordered_holders
 from .sites import KeptEvidence, leak_native_share, native_sentence
 from .tracebuild import build_trace
 
@@ -103,9 +105,10 @@ def judge(
     samples: Sequence[Sample],
     *,
     leak_per_response: int | None,
-    evidence: str = "",
+    evidence: str | Callable[[Growth], str] = "",
     hint: str = "",
     kept: KeptEvidence | None = None,
+    expected_growth: Declared = (),
     **analysis: Unpack[Analysis],
 ) -> Growth:
     """The growth verdict of a run, at the test's ``leak_per_response`` (the default when ``None``).
@@ -113,8 +116,14 @@ def judge(
     ``evidence`` (what holds a leak) is added to a ``retained-objects`` reason, with the native share of the growth
     when the heap grew well beyond what the attribution window traced (``kept``); ``hint`` (how to get a judgement)
     to a ``too-few-checkpoints`` one; then the verdict's fix. ``analysis`` goes to :func:`growth.analyze`.
+    ``expected_growth``: holders declared by design, set aside (core/setaside.py); ``evidence`` may then be a function
+    of the verdict (which holders it may name depends on which declared ones grew beyond their declaration).
     """
-    growth = analyze(checkpoints, samples, leak_per_response=leak_per_response or DEFAULT_LEAK_PER_RESPONSE, **analysis)
+    threshold = leak_per_response or DEFAULT_LEAK_PER_RESPONSE
+    growth = judge_declared(checkpoints, expected_growth,
+                            lambda points: analyze(points, samples, leak_per_response=threshold, **analysis))
+    if callable(evidence):
+        evidence = evidence(growth)
     if growth.verdict == verdicts.RETAINED_OBJECTS and (evidence or kept):
         native = ""
         if kept is not None and growth.signal in ("heap", "rss"):
@@ -215,6 +224,7 @@ def crawl_result(
     measured: Measurement, *, spider: str, duration_seconds: float, interval_seconds: float, stats: Mapping[str, Any],
     leak_per_response: int | None = None, max_active_size_limit: int = 0, replay_copies: int = 0,
     report_dir: Path | None = None, read_code: CodeReader | None = None, version_of: VersionReader | None = None,
+    expected_growth: Declared = (),
 ) -> CrawlResult:
     """The CrawlResult of a measured Scrapy crawl: its :class:`Measurement` judged and assembled, with Scrapy's
     ``stats`` (status counts, retries), the crawl's SCRAPER_SLOT_MAX_ACTIVE_SIZE and the replay's copies (0: none).
@@ -223,11 +233,17 @@ def crawl_result(
     what the crawl's settings and stats add.
     """
     samples, checkpoints, retention = measured.samples, measured.checkpoints, measured.retention
+
+    def evidence(growth: Growth) -> str:  # holders within their declaration are not what a leak verdict names
+        holders, sites = leak_evidence_of(measured.holders, measured.top_growth, growth.declared)
+        return leak_evidence(sites, retention, holders, measured.media)
+
     growth = judge(
         checkpoints,
         samples,
         leak_per_response=leak_per_response,
-        evidence=leak_evidence(measured.top_growth, retention, measured.holders, measured.media),
+        evidence=evidence,
+        expected_growth=expected_growth,
         kept=measured.kept,
         max_active_size=max_active_size_limit,
         response_sizes=measured.response_sizes,
@@ -245,7 +261,7 @@ def crawl_result(
         "status_counts": status_counts(stats), "stats": stats, "max_active_size_limit": max_active_size_limit,
         "scheduled_per_response": scheduled_per_response(samples, checkpoints),
         "retries": int(stats.get("retry/count") or 0), "retries_max_reached": int(stats.get("retry/max_reached") or 0),
-        "replay_copies": replay_copies,
+        "replay_copies": replay_copies, "holders": ordered_holders(measured.holders, growth.declared),
     }
     return assemble(facts, samples, checkpoints, growth, read_code=read_code, version_of=version_of, **details)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from . import stops, verdicts
+from .declared import describe_limit, parse_expected_growth
 from .defaults import DEFAULT_LEAK_PER_RESPONSE
 from .models import CrawlResult
 from .tolerances import parse_compare_fail
@@ -37,7 +38,7 @@ def _parse_leak(value: object, *, source: str) -> str:
 
 
 #: How a budget's value is written and compared: each kind has one parser, one docs wording and one report format.
-KINDS = ("size", "count", "seconds", "ratio", "mode", "tolerances")
+KINDS = ("size", "count", "seconds", "ratio", "mode", "tolerances", "declared")
 
 #: How a row's checked figure reads in report.html: by its kind, ``reached`` (a threshold crossed or not: the figure
 #: is where), ``verdict`` (the verdict, then the growth per unit), ``per-unit`` (a size per response).
@@ -106,6 +107,8 @@ class BudgetSpec:
         number = _number(value)
         if self.kind == "ratio":
             return f"{value}x"
+        if self.kind == "declared":
+            return describe_limit(value)
         if self.kind not in ("size", "count", "seconds"):
             return str(value) or "-"  # a hand-edited report's empty text shows as no limit, never an empty cell
         if number is None:
@@ -417,7 +420,7 @@ def _row(name: str, kind: str, help: str, figure: str | None = None, label: str 
 
 _PARSERS: dict[str, Callable[..., object]] = {
     "size": parse_size, "count": parse_count, "seconds": parse_seconds, "ratio": parse_ratio, "mode": _parse_leak,
-    "tolerances": parse_compare_fail,
+    "tolerances": parse_compare_fail, "declared": parse_expected_growth,
 }
 
 #: Kept, for report.html, by the rows whose status is not "kept".
@@ -490,6 +493,10 @@ class Budgets:
                                             kept=("threshold of leak", "muted"))
     leak: str = _budget("mode", "what a leak verdict does: 'fail' (default), 'warn' or 'off'", default="fail",
                         report=("verdict",), check=_leak_check, cluster=_cluster_leak_check, shows="verdict", off="off")
+    expected_growth: tuple[tuple[str, int], ...] | None = _budget(
+        "declared", "holders whose growth is by design, as a verdict names them, each with the growth per response it"
+        " may have: {'spider.seen_ids': '600 B'} (ini: spider.seen_ids=600 B, ...); set aside from the leak judgement"
+        " up to it, a leak past it", report=(), kept=("declared by design", "muted"))
     min_responses: int | None = _budget("count", "fewest responses a crawl must get (default 1: a crawl that measured"
                                         " nothing fails; 0 lets it pass)", "responses", "responses",
                                         check=_checked(nothing_measured))

@@ -95,6 +95,12 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_ATTRIBUTION_RESPONSES", 100, int, "length of that traced window, in responses", minimum=1),
     SettingSpec("CRAWLMEM_LEAK_PER_RESPONSE", DEFAULT_LEAK_PER_RESPONSE, int,
                 "growth per response (bytes) that looks like a leak", tests="budget leak_per_response", minimum=1),
+    SettingSpec("CRAWLMEM_EXPECTED_GROWTH", None, str,
+                "holders whose growth is by design, 'HOLDER=SIZE, ...' (spider.seen_ids=600 B: a size per response):"
+                " each is measured at every drained checkpoint and its growth set aside from the leak verdict up to"
+                " SIZE, a leak past it (docs/budgets.md)",
+                "a deep-size walk of each holder at each checkpoint, 256 entries of a larger container sampled",
+                tests="budget expected_growth"),
     SettingSpec("CRAWLMEM_KILL_AT_BYTES", 0, int,
                 "stop the crawl when RSS (plus the browser tree's PSS in a browser crawl) reaches this (0: off)",
                 tests="budget kill_at", minimum=0.0),
@@ -204,6 +210,7 @@ class CrawlMemConfig:
     attribution_frames: int
     attribution_responses: int
     leak_per_response: int
+    expected_growth: str | None
     kill_at_bytes: int
     timeout_seconds: float
     browser: bool  # unset: on when DOWNLOAD_HANDLERS name scrapy-playwright (from_settings)

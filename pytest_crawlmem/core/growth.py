@@ -1018,12 +1018,15 @@ RISING_RULE = "live Scrapy objects rising at every drained checkpoint"
 PROVEN_RULE = "live Scrapy objects rising at every checkpoint and held after the crawl (proven retention)"
 #: A plateau's rule starts with this (``_levelled_off``).
 PLATEAU_RULE = "plateau"
+#: The rule of a holder declared by design that grew beyond its declaration (core/setaside.py).
+DECLARED_RULE = "declared growth exceeded"
 
 #: The one piece of evidence a verdict rests on, by its rule (the first that matches): a short name a status line or a
 #: report prints beside the verdict, so the figures beside it are read as what they are.
 EVIDENCE: tuple[tuple[Callable[[str], bool], str], ...] = (
     (lambda rule: rule == "too-few-checkpoints", "checkpoints"),
     (lambda rule: rule.startswith(PLATEAU_RULE), "plateau"),
+    (lambda rule: rule == DECLARED_RULE, "declared"),
     (lambda rule: rule in (RISING_RULE, PROVEN_RULE), "live-objects"),
     (lambda rule: "cached media failures" in rule, "media-cache"),
     (lambda rule: "browser" in rule, "browser"),

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .declared import DeclaredGrowth
 from .leaktrace import LeakTrace
 from .libleaks import KnownLeakMatch
 from .replay_copies import CopyCount, HostPattern
@@ -109,6 +110,10 @@ class Checkpoint(JsonRecord):
     disk_scheduled: int = 0  # of ``scheduled``, the requests in JOBDIR's disk queue (pickled: no memory held)
     plugin_bytes: int = 0  # heap the plugin's closed attribution window left behind, measured when it closed
     jobdir_bytes: int | None = None  # JOBDIR's size on disk, read at the checkpoint (None without JOBDIR)
+    #: each declared holder's deep size (expected_growth; core/setaside.py), as tracemalloc counts it, and as the heap
+    #: estimate does (a small object at pymalloc's mean block); a holder not found is absent
+    declared_bytes: Mapping[str, int] = field(default_factory=dict)
+    declared_heap_bytes: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def python_heap_bytes(self) -> int | None:
@@ -236,6 +241,8 @@ class Growth(JsonRecord):
     leak_trace: LeakTrace | None = None
     #: The known library leak this leak is (core/known_leaks.py), with its upstream issue (None: the team's own).
     known_leak: KnownLeakMatch | None = None
+    #: The holders declared by design (expected_growth): each one's growth against its declaration (core/setaside.py).
+    declared: tuple[DeclaredGrowth, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

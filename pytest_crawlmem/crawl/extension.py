@@ -28,6 +28,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from ..core import stops
+from ..core.declared import parse_expected_growth
 from ..core.defaults import CrawlMemConfig, name_of
 from ..core.distribution import Histogram
 from ..core.drain import holders_phrase
@@ -43,6 +44,7 @@ from .browser import is_playwright_crawl
 from .browserslots import page_slots
 from .browsertree import TreeReading
 from .danger import DangerWatch
+from .declared import DeclaredMeter
 from .escalation import OVERDUE_STEP_SECONDS, STEP_SECONDS, StopEscalation
 from .jobdir import JobdirMeter, jobdir_meter
 from .leakwatch import LeakWatch
@@ -108,7 +110,11 @@ class CrawlMemExtension:
         self.interval_seconds = interval_seconds
         self.stopped_because = ""  # why the harness stopped the crawl, if it did
         self.escalation: StopEscalation | None = None  # the stop under way, carried through until the crawl ends
-        self.leaks = LeakWatch(logger, leak_per_response=leak_per_response, min_interval=checkpoint_min_responses)
+        # holders declared by design (expected_growth): measured at each drained checkpoint, set aside by the verdict
+        declared = parse_expected_growth(config.expected_growth or "", source=name_of("expected_growth"))
+        self.declared = DeclaredMeter(declared) if declared else None
+        self.leaks = LeakWatch(logger, leak_per_response=leak_per_response, min_interval=checkpoint_min_responses,
+                               expected_growth=declared)
         self.undrained_checkpoints = 0
         self.last_browser_pss_bytes: int | None = None  # the tree's last PSS reading (status line, metrics)
         self._timeout_call: Any = None
@@ -543,7 +549,8 @@ class CrawlMemExtension:
         checkpoint = drained_checkpoint(
             self.responses, started_at=self.started_at, cost_started=cost_started, drained=drained,
             scheduled=queues.scheduled or 0, disk_scheduled=queues.disk_scheduled or 0,
-            plugin_bytes=self.attribution.plugin_bytes, read=lambda: {"live_refs": probes.live_ref_counts(self.epoch)},
+            plugin_bytes=self.attribution.plugin_bytes, read=lambda: {"live_refs": probes.live_ref_counts(self.epoch),
+                                                                      **self._declared_fields()},
         )
         if self.jobdir is not None:  # read here: the sampler's last reading can be older than the previous checkpoint
             self.jobdir.expire()
@@ -561,6 +568,15 @@ class CrawlMemExtension:
         if previous is not None and judge_now:  # the opening checkpoint has nothing to judge
             self._judge_so_far()
         return previous is not None
+
+    def _declared_fields(self) -> dict[str, Any]:
+        """The declared holders' sizes now (checkpoint fields; none without ``expected_growth``)."""
+        if self.declared is None:
+            return {}
+        fields = dict(self.declared.read(self.crawler))
+        while self.declared.errors:
+            self.recording.add_error(self.declared.errors.pop(0))
+        return fields
 
     def _after_attribution(self, checkpoint: Checkpoint) -> int:
         """Let the attribution window open or close here; return the next checkpoint.

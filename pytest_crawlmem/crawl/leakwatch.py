@@ -12,8 +12,10 @@ import logging
 from collections.abc import Sequence
 
 from ..core import verdicts
-from ..core.growth import analyze, decided_by
+from ..core.declared import Declared
+from ..core.growth import DEFAULT_LEAK_PER_RESPONSE, analyze, decided_by
 from ..core.models import Checkpoint
+from ..core.setaside import judge_declared
 
 #: The verdicts that are the leak signature: memory the queues do not explain.
 LEAK_VERDICTS = verdicts.LEAKS
@@ -22,8 +24,10 @@ LEAK_VERDICTS = verdicts.LEAKS
 class LeakWatch:
     """Judges the checkpoints as they come (reactor thread); read by the status line and the metrics."""
 
-    def __init__(self, logger: logging.Logger, *, leak_per_response: int | None = None, min_interval: int = 100) -> None:
+    def __init__(self, logger: logging.Logger, *, leak_per_response: int | None = None, min_interval: int = 100,
+                 expected_growth: Declared = ()) -> None:
         self.logger = logger
+        self.expected_growth = expected_growth  # holders declared by design: set aside (core/setaside.py)
         self.leak_per_response = leak_per_response
         self.min_interval = min_interval
         self.verdict = ""  # "" until a checkpoint was judged
@@ -39,11 +43,9 @@ class LeakWatch:
         if len(drained) < 3:
             return
         try:
-            if self.leak_per_response:
-                growth = analyze(drained, min_interval=self.min_interval, leak_per_response=self.leak_per_response,
-                                 running=True)
-            else:
-                growth = analyze(drained, min_interval=self.min_interval, running=True)
+            threshold = self.leak_per_response or DEFAULT_LEAK_PER_RESPONSE
+            growth = judge_declared(drained, self.expected_growth, lambda points: analyze(
+                points, min_interval=self.min_interval, leak_per_response=threshold, running=True))
         except Exception as exc:  # a verdict engine that fails must not stop the crawl
             self.reason = f"could not judge: {exc!r}"
             return

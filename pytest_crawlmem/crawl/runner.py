@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.assemble import crawl_result
 from ..core.budgets import BudgetLimits, Budgets
+from ..core.declared import setting_text
 from ..core.defaults import name_of, settings_of
 from ..core.models import CrawlResult
 from ..core.replay import ReplayTarget, replay_settings
@@ -103,6 +104,7 @@ def measuring_settings(options: CrawlOptions) -> dict[str, Any]:
         tracemalloc_frames=options.tracemalloc_frames,
         checkpoints=options.checkpoints,
         leak_per_response=options.leak_per_response,  # None: the default (defaults.py)
+        expected_growth=setting_text(options.budgets.expected_growth) if options.budgets.expected_growth else None,
         jsonl=str(options.report_dir / "samples.jsonl") if options.report_dir else None,
         kill_at_bytes=options.kill_at_bytes or 0,
         timeout_seconds=options.timeout_seconds or 0.0,
@@ -237,6 +239,7 @@ def collect_result(crawler: Any, spider_cls: type, duration: float, options: Cra
         interval_seconds=options.interval_seconds, stats=stats, leak_per_response=options.leak_per_response,
         max_active_size_limit=max_active_size, replay_copies=options.replay.copies if options.replay else 0,
         report_dir=options.report_dir, read_code=read_keeping_code, version_of=installed_version,
+        expected_growth=options.budgets.expected_growth or (),
     )
 
 

@@ -169,7 +169,8 @@ def result_from_stream(
     stream = read_samples_jsonl(stream_path) if stream_path is not None and stream_path.exists() else None
     samples = tuple(Sample.from_json(s) for s in stream.samples) if stream else ()
     checkpoints = [Checkpoint.from_json(c) for c in stream.checkpoints] if stream else []
-    growth = judge(checkpoints, samples, leak_per_response=spec.options.leak_per_response) if checkpoints else (
+    growth = judge(checkpoints, samples, leak_per_response=spec.options.leak_per_response,
+                   expected_growth=spec.options.budgets.expected_growth or ()) if checkpoints else (
         Growth(verdicts.INCONCLUSIVE, why))
     streamed = read_stop(stream_path) if stream is not None and stream_path is not None else None
     if reason and streamed and streamed.get("message") and streamed["message"] not in why:

@@ -25,7 +25,8 @@ BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!--
 
 
 #: How the docs say a budget's value is written, by the kind of its row (``budgets.KINDS``); other kinds: "text".
-KIND_WORDS = {"size": "size (`25 MB`, `1.5 GiB`, bytes)", "count": "count", "seconds": "seconds (`30`, `\"2 min\"`)"}
+KIND_WORDS = {"size": "size (`25 MB`, `1.5 GiB`, bytes)", "count": "count", "seconds": "seconds (`30`, `\"2 min\"`)",
+              "declared": "holder: size per response (`{\"spider.seen_ids\": \"600 B\"}`; ini `spider.seen_ids=600 B, ...`)"}
 
 
 def _cell(text: str) -> str:
