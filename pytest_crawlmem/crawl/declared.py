@@ -9,7 +9,7 @@ mypkg.spiders.Shop.seen`` (a class attribute). What follows the root is read as 
 containers and objects' attributes, counted once each: as tracemalloc counts it (``sys.getsizeof``), and as the heap
 estimate counts it (an object of 512 B or less at pymalloc's mean block, ``growth.BLOCK_BYTES``). A container of more
 than SAMPLE_ENTRIES entries is measured from SAMPLE_ENTRIES of them spread over it, times its length: a checkpoint
-stays cheap on a large set (a 100,000-entry set of strings: about 2 ms).
+stays cheap on a large set (a 100,000-entry set of strings: 3.4 ms; a dict of 100,000 small dicts: 4.8 ms).
 """
 
 from __future__ import annotations
