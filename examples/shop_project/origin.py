@@ -2,7 +2,7 @@
 
 The real https://www.acme-shop.example is not on this machine, so this server plays it:
 deterministic pages for ``--products N`` products, gzip when asked, cookies, a redirect,
-robots.txt. It answers requests of the form ``GET /https://www.acme-shop.example/path``,
+robots.txt, a sitemap. It answers requests of the form ``GET /https://www.acme-shop.example/path``,
 which is what the replay download handler sends, so the shop spider runs unchanged against
 it with ``-s CRAWLMEM_REPLAY_URL=<this server>``. ``record_origin.py`` uses it to write the
 committed recording. Run: ``python origin.py --products 40`` (prints its URL).
@@ -87,6 +87,14 @@ def product(product_id: int, category: str, currency: str) -> str:
     return page(f"Item {product_id}", body, crumbs)
 
 
+def sitemap(products: int) -> str:
+    """The shop's sitemap: the home page, the categories and every product (a sitemap spider keeps the products)."""
+    urls = [f"{BASE}/", *(f"{BASE}/c/{c}/" for c in CATEGORIES),
+            *(f"{BASE}/p/{i}-{CATEGORIES[(i - 1) % len(CATEGORIES)]}-item.html" for i in range(1, products + 1))]
+    entries = "".join(f"<url><loc>{url}</loc></url>" for url in urls)
+    return f'<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>'
+
+
 class Origin(BaseHTTPRequestHandler):
     """Serves the shop for ``GET /https://www.acme-shop.example/...``."""
 
@@ -111,6 +119,8 @@ class Origin(BaseHTTPRequestHandler):
             self._send(200, "text/html; charset=utf-8", home().encode(),
                        [("Set-Cookie", "session=s3cr3t; Domain=.acme-shop.example; Path=/; HttpOnly"),
                         ("Set-Cookie", "currency=EUR; Path=/")])
+        elif path == "/sitemap.xml":
+            self._send(200, "application/xml", sitemap(self.products).encode())
         elif path == "/sale":
             self._send(301, "text/html", b"", [("Location", f"{BASE}/c/garden/?promo=sale")])
         elif (match := re.fullmatch(r"/c/([a-z]+)/", path)) and match[1] in CATEGORIES:

@@ -1,4 +1,4 @@
-"""The shop's pipelines: parse prices, drop incomplete products (crawl process)."""
+"""The shop's pipelines: parse prices, drop incomplete products, drop products seen before (crawl process)."""
 
 from __future__ import annotations
 
@@ -39,4 +39,18 @@ class RequiredFieldsPipeline:
         missing = [name for name in ("sku", "price") if adapter.get(name) in (None, "")]
         if missing:
             raise DropItem(f"missing {', '.join(missing)} on {adapter.get('url')}")
+        return item
+
+
+class DuplicatesPipeline:
+    """Drop a product whose SKU was seen before in this crawl (a product listed in two categories, or twice)."""
+
+    def __init__(self) -> None:
+        self.ids_seen: set[str] = set()
+
+    def process_item(self, item: Any) -> Any:
+        sku = ItemAdapter(item).get("sku")
+        if sku in self.ids_seen:
+            raise DropItem(f"duplicate product {sku}")
+        self.ids_seen.add(sku)
         return item

@@ -14,6 +14,7 @@ DOWNLOAD_DELAY = 0
 ITEM_PIPELINES = {
     "shop.pipelines.PricePipeline": 300,
     "shop.pipelines.RequiredFieldsPipeline": 400,
+    "shop.pipelines.DuplicatesPipeline": 500,
 }
 
 FEED_EXPORT_ENCODING = "utf-8"
