@@ -457,6 +457,9 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
                             if key.startswith("crawlmem/governor/undone/")},
         "governor_download_gate_waits": stats.get("crawlmem/governor/download_gate_waits"),
         "governor_item_holds": stats.get("crawlmem/governor/item_holds"),
+        "governor_cost_holds": stats.get("crawlmem/governor/cost_holds"),
+        "governor_parse_amplification": stats.get("crawlmem/governor/parse_amplification"),
+        "governor_unmeetable": stats.get("crawlmem/governor/unmeetable", 0),
         "governor_decision_kinds": {key.rsplit("/", 1)[1]: value for key, value in stats.items()
                                     if key.startswith("crawlmem/governor/decisions/")},
     }))

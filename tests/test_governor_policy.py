@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -328,3 +329,54 @@ def test_over_the_close_share_new_downloads_pause_and_items_draining_do_not_clos
     for k in range(40):  # 10 s over the close share, with the items' payload explaining the excess
         decisions += policy.step(replace(held, t_seconds=100.0 + 0.25 * k))
     assert not any(d.close for d in decisions)
+
+
+# -- admission by cost, before the parse ------------------------------------------------
+
+def test_the_parse_amplification_takes_a_higher_reading_at_once_and_a_lower_one_slowly() -> None:
+    from pytest_crawlmem.core.governor_policy import PARSE_PRIOR, ParseCost
+
+    parse = ParseCost()
+    assert parse.amplification == PARSE_PRIOR
+    parse.observe(100_000, 10_000_000)  # a small body teaches nothing
+    assert parse.readings == 0
+    parse.observe(10 * MIB, 68 * MIB)
+    assert parse.amplification == pytest.approx(6.8)
+    parse.observe(10 * MIB, 0)  # the allocator reused freed memory: a lower bound, taken slowly
+    assert 5.0 < parse.amplification < 6.8
+    parse.observe(10 * MIB, 90 * MIB)
+    assert parse.amplification == pytest.approx(9.0)
+    assert parse.cost(MIB) == pytest.approx(10 * MIB)
+
+
+def test_a_download_is_held_back_while_the_bodies_under_way_and_one_parse_would_pass_the_limit() -> None:
+    from pytest_crawlmem.core.governor_policy import Outstanding, ParseCost, admits_by_cost, projected_bytes
+
+    parse = ParseCost(amplification=6.0, readings=1)
+    quiet = Outstanding(downloading=1, announced_count=1, announced_bytes=10 * MIB, mean_body_bytes=10 * MIB,
+                        largest_body_bytes=10 * MIB)
+    # 60 MiB + two bodies of 10 MiB twice + one parse of 10 MiB at 6x = 160 MiB
+    assert projected_bytes(60 * MIB, quiet, parse, one_more=True) == pytest.approx(160 * MIB)
+    assert admits_by_cost(60 * MIB, quiet, parse, 255 * MIB)
+    busy = Outstanding(downloading=6, announced_count=2, announced_bytes=40 * MIB, mean_body_bytes=10 * MIB,
+                       largest_body_bytes=20 * MIB)
+    # 60 + 2 x (40 + 5 x 10) + 6 x 20 = 360 MiB
+    assert projected_bytes(60 * MIB, busy, parse, one_more=True) == pytest.approx(360 * MIB)
+    assert not admits_by_cost(60 * MIB, busy, parse, 255 * MIB)
+    unseen = Outstanding(downloading=30, announced_count=0, announced_bytes=0, mean_body_bytes=0.0,
+                         largest_body_bytes=0.0)
+    assert admits_by_cost(60 * MIB, unseen, parse, 255 * MIB)  # no size shown yet: the cautious start governs
+
+
+def test_a_request_whose_cost_alone_passes_the_headroom_is_unmeetable_and_names_the_budget_that_fits() -> None:
+    from pytest_crawlmem.core.governor_policy import ParseCost, unmeetable
+
+    parse = ParseCost(amplification=6.0, readings=1)
+    assert unmeetable("http://x/a", 10 * MIB, "announced", 60 * MIB, 300 * MIB, parse) is None  # 70 MiB fits 240
+    found = unmeetable("http://x/big", 40 * MIB, "announced", 60 * MIB, 300 * MIB, parse)
+    assert found is not None and found.cost_bytes == 280 * MIB and found.fits_bytes == 340 * MIB
+    assert "http://x/big alone costs 280.0 MiB" in found.sentence()
+    assert "a budget of at least 340.0 MiB would fit it" in found.sentence()
+    measured = unmeetable("http://x/big", 40 * MIB, "measured", 100 * MIB, 300 * MIB, parse)  # the body is in RSS
+    assert measured is not None and measured.cost_bytes == 240 * MIB and measured.basis == "measured"
+    assert unmeetable("http://x/none", 0, "announced", 60 * MIB, 300 * MIB, parse) is None

@@ -487,3 +487,103 @@ def undone_sentence(undone: dict[str, int]) -> str:
     if downloads or items:
         sentence += f"; {downloads:,} downloads under way and {items:,} items inside the item pipelines finish first"
     return sentence
+
+
+# -- admission by cost, before the parse ------------------------------------------------
+
+#: The parse amplification assumed until a parse was measured: the body and its decoded text.
+PARSE_PRIOR = 1.0
+#: A parse of a body smaller than this teaches nothing (allocator noise outweighs it).
+PARSE_MIN_BODY_BYTES = 256 * 1024
+#: Weight of a lower amplification reading (a higher one is taken at once: the admission must not under-count).
+PARSE_WEIGHT = 0.2
+
+
+@dataclass
+class ParseCost:
+    """The parse amplification the governor has seen: RSS a callback added, over its response's body (pure).
+
+    A reading above the estimate is taken at once, a lower one pulls it down slowly (the allocator may reuse memory a
+    parse freed, so a reading is a lower bound)."""
+
+    amplification: float = PARSE_PRIOR
+    readings: int = 0
+
+    def observe(self, body_bytes: int, rise_bytes: int) -> None:
+        """Learn from one callback: its response's body and what RSS rose by while it ran."""
+        if body_bytes < PARSE_MIN_BODY_BYTES:
+            return
+        reading = max(0.0, rise_bytes / body_bytes)
+        if self.readings == 0 or reading >= self.amplification:
+            self.amplification = max(reading, PARSE_PRIOR) if self.readings == 0 else reading
+        else:
+            self.amplification = max(PARSE_PRIOR, (1 - PARSE_WEIGHT) * self.amplification + PARSE_WEIGHT * reading)
+        self.readings += 1
+
+    def cost(self, body_bytes: float) -> float:
+        """What a response of ``body_bytes`` will cost once downloaded and parsed: its body and the parse."""
+        return body_bytes * (1.0 + self.amplification)
+
+
+@dataclass(frozen=True)
+class Outstanding:
+    """What the downloads let through will add to RSS: bodies on their way, and the largest parse still to come."""
+
+    downloading: int  # downloads let through and not yet received
+    announced_count: int  # ... of which the headers announced a size
+    announced_bytes: int  # ... the sizes they announced
+    mean_body_bytes: float  # the mean body seen (0: none yet)
+    largest_body_bytes: float  # the largest body announced or held that is not parsed yet
+
+
+def projected_bytes(rss_bytes: int, out: Outstanding, parse: ParseCost, *, one_more: bool) -> float:
+    """RSS once the downloads under way (and ``one_more``) have arrived and the largest of them is being parsed.
+
+    Bodies on their way count twice (the download's buffer and the response's bytes); parses run one at a time in the
+    reactor thread, so one parse is reserved: the largest body still to be parsed, times the amplification seen."""
+    unknown = max(0, out.downloading - out.announced_count) + (1 if one_more else 0)
+    bodies = BODY_COPIES * (out.announced_bytes + unknown * out.mean_body_bytes)
+    largest = max(out.largest_body_bytes, out.mean_body_bytes if one_more else 0.0)
+    return rss_bytes + bodies + parse.amplification * largest
+
+
+def admits_by_cost(rss_bytes: int, out: Outstanding, parse: ParseCost, limit_bytes: float) -> bool:
+    """Whether one more download fits ``limit_bytes`` by what it and those under way will cost (True before any
+    response showed its size: the concurrency lever's cautious start governs then)."""
+    if out.mean_body_bytes <= 0:
+        return True
+    return projected_bytes(rss_bytes, out, parse, one_more=True) <= limit_bytes
+
+
+@dataclass(frozen=True)
+class Unmeetable:
+    """A request that alone costs more than the headroom under the budget."""
+
+    url: str
+    cost_bytes: int  # what it will add to RSS: announced, its body and its parse; measured, its parse
+    rss_bytes: int  # RSS when it was seen
+    budget_bytes: int
+    fits_bytes: int  # the least budget that would fit it: RSS now plus its cost
+    basis: str  # "announced" (Content-Length) or "measured" (the body received)
+
+    def sentence(self) -> str:
+        """One sentence with both numbers and the cause."""
+        return (f"{self.url} alone costs {_mib(self.cost_bytes)} ({self.basis} body"
+                f" and its parse) against {_mib(max(0, self.budget_bytes - self.rss_bytes))} of headroom"
+                f" (RSS {_mib(self.rss_bytes)}): the {_mib(self.budget_bytes)} budget cannot be met;"
+                f" a budget of at least {_mib(self.fits_bytes)} would fit it")
+
+
+def unmeetable(url: str, body_bytes: int, basis: str, rss_bytes: int, budget_bytes: int,
+               parse: ParseCost) -> Unmeetable | None:
+    """The statement that one request alone passes the budget, or None when it fits the headroom.
+
+    ``basis`` "announced": the body is not in RSS yet (its cost is the body and its parse); "measured": it is (the
+    parse alone is still to come)."""
+    if body_bytes <= 0:
+        return None
+    cost = int(parse.cost(body_bytes) if basis == "announced" else parse.amplification * body_bytes)
+    if cost <= budget_bytes - rss_bytes:
+        return None
+    fits = -(-(rss_bytes + cost) // _MIB) * _MIB  # rounded up to a MiB
+    return Unmeetable(url, cost, rss_bytes, budget_bytes, fits, basis)

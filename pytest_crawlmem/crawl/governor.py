@@ -48,6 +48,7 @@ from ..core.models import DangerSnapshot
 from . import probes
 from .contextlever import ContextLever, LeverEvent
 from .danger import write_danger
+from .governor_admit import CostAdmission
 from .governor_gates import DownloadGate, PullHold, is_spilling
 from .governor_setup import (
     ADDON_PATH,
@@ -156,6 +157,7 @@ class MemoryGovernor:
         self.danger: DangerSnapshot | None = None  # the evidence of a close without JOBDIR
         self.lever: ContextLever | None = None  # the browser lever, once a scrapy-playwright handler is loaded
         self.download_gate: DownloadGate | None = None  # every download waits at it while the limit is reached
+        self.admission: CostAdmission | None = None  # downloads admitted by their cost before the parse
         self.pull_hold: PullHold | None = None  # the engine pulls no request while the pipelines hold the item cap
         self._status = _Status()  # VmHWM
         self._high_bytes = 0  # the last VmHWM read
@@ -238,6 +240,7 @@ class MemoryGovernor:
         if engine is not None:
             self.download_gate = DownloadGate(engine.downloader)
             self.pull_hold = PullHold(engine.downloader, engine, self._items_in_pipelines)
+            self._admit(self.download_gate, gate)
             levers += ["download gate", "items in pipelines"]
         levers += ["browser contexts"] if probes._attempt(probes.playwright_handlers, self.crawler) else []
         missing = ([] if gate is not None else ["its start gate (SPIDER_MIDDLEWARES)"]) + (
@@ -288,6 +291,9 @@ class MemoryGovernor:
             stats.set_value("crawlmem/governor/download_gate_peak", self.download_gate.peak_passed)
         if self.pull_hold is not None:
             stats.set_value("crawlmem/governor/item_holds", self.pull_hold.holds)
+        if self.admission is not None:
+            stats.set_value("crawlmem/governor/cost_holds", self.admission.holds)
+            stats.set_value("crawlmem/governor/parse_amplification", round(self.admission.parse.amplification, 2))
         stats.set_value("crawlmem/governor/peak_rss_bytes", self.peak_rss_bytes)
         stats.set_value("crawlmem/governor/ticks", self.ticks)
         stats.set_value("crawlmem/governor/cpu_seconds", round(self.cpu_seconds, 6))
@@ -315,6 +321,10 @@ class MemoryGovernor:
             record["danger"] = self.danger.to_json()
         if self.undone:
             record["undone"] = self.undone
+        if self.admission is not None:
+            record["parse_amplification"] = self.admission.parse.amplification
+            record["unmeetable"] = self.admission.records()
+            record["unmeetable_count"] = self.admission.unmet_count
         try:
             self.record_path.parent.mkdir(parents=True, exist_ok=True)
             self.record_path.write_text(json.dumps(record, indent=1), encoding="utf-8")
@@ -328,11 +338,11 @@ class MemoryGovernor:
 
     def headers_received(self, headers: Any, body_length: int, request: Any, spider: Any) -> None:
         """A download's headers arrived: learn its announced size before its body is in memory."""
-        self._signal(self._on_headers, body_length)
+        self._signal(self._on_headers, body_length, request)
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
         """A response arrived: learn its size; tick out of turn when RSS is past the act share."""
-        self._signal(self._on_response, len(getattr(response, "body", b"")))
+        self._signal(self._on_response, len(getattr(response, "body", b"")), request, response)
 
     def item_scraped(self) -> None:
         """An item was scraped: tick if the LoopingCall is late (the scraper can hold the reactor through a burst)."""
@@ -353,19 +363,23 @@ class MemoryGovernor:
         self.signal_sampled_seconds += max(0.0, spent)
         self.signal_sampled += 1
 
-    def _on_headers(self, body_length: int) -> None:
+    def _on_headers(self, body_length: int, request: Any = None) -> None:
         first = self._body_bytes <= 0
         if body_length and body_length > 0:
             self._learn_body(body_length)
+            if self.admission is not None:
+                self.admission.headers(request, body_length)
         if first and self._body_bytes > 0:  # the first size shown: decide from it before more downloads start
             self.tick()
             self._sync_gate()
         else:
             self._signal_tick()
 
-    def _on_response(self, body_length: int) -> None:
+    def _on_response(self, body_length: int, request: Any = None, response: Any = None) -> None:
         first = self._body_bytes <= 0
         self._learn_body(body_length)
+        if self.admission is not None:
+            self.admission.response(request, response, body_length)
         if first:
             self.tick()
             self._sync_gate()
@@ -424,6 +438,24 @@ class MemoryGovernor:
     def _learn_body(self, body_bytes: int) -> None:
         self._body_bytes = body_bytes if self._body_bytes <= 0 else (
             BODY_WEIGHT * body_bytes + (1 - BODY_WEIGHT) * self._body_bytes)
+        if self.admission is not None:
+            self.admission.mean_body_bytes = self._body_bytes
+
+    def _admit(self, download_gate: DownloadGate, gate: StartGate | None) -> None:
+        """Admit downloads by their cost (``governor_admit``): the download gate asks it, the start gate tells it what
+        each parse cost."""
+        admission = self.admission = CostAdmission(self.config.budget_bytes, self.config.high_share
+                                                   * self.config.budget_bytes, self._statm.rss_bytes, self.crawler.stats)
+        admission.downloading = lambda: download_gate.passed
+        download_gate.fits = admission.fits
+        if gate is not None:
+            gate.on_parse = self._on_parse
+
+    def _on_parse(self, response: Any, phase: int) -> None:
+        if self.admission is not None:
+            self.admission.parse_phase(response, phase)
+        if phase == 2 and self.download_gate is not None:
+            self.download_gate.wake()  # the parse's memory is free: what now fits may start
 
     def _signal_tick(self) -> None:
         """Tick now when the LoopingCall is late, or when RSS (a 2 us read) is past the act share.

@@ -4,7 +4,9 @@
   ``Downloader.fetch`` looks up on each call) while the transfers it let through reach the governor's limit. Media
   pipelines download through ``engine.download_async`` -> ``downloader.fetch``, past the scheduler and past
   ``total_concurrency`` (read only by ``needs_backout()``, before the engine pulls from the scheduler): the gate is
-  the one place every download goes through. It also makes the limit hold per slot: under the asyncio reactor a
+  the one place every download goes through. Its ``fits`` (the governor's admission by cost, ``governor_admit``) holds
+  a download back while what those under way will cost, with a parse, would pass the act share. It also makes the
+  limit hold per slot: under the asyncio reactor a
   slot starts every queued download before any joins ``transferring`` (DESIGN.md), so a slot's own concurrency
   does not hold. Open (limit 0), it only counts.
 - :class:`PullHold` stops the engine from pulling requests out of the scheduler while the items inside the item
@@ -15,6 +17,7 @@
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -37,6 +40,7 @@ class DownloadGate:
         self.passed = 0  # let through and not finished (in a slot's queue or transferring)
         self.waits = 0  # requests that had to wait
         self.peak_passed = 0
+        self.fits: Callable[[], bool] | None = None  # one more fits by cost (asked while something downloads)
         self._waiting: deque[Deferred[None]] = deque()
         self._original = downloader._enqueue_request
         downloader._enqueue_request = self._enqueue_request
@@ -58,7 +62,14 @@ class DownloadGate:
             self._wake()
 
     def _admits(self) -> bool:
-        return not self.paused and (self.limit <= 0 or self.passed < self.limit)
+        if self.paused or 0 < self.limit <= self.passed:
+            return False
+        return self.passed == 0 or self.fits is None or self.fits()  # nothing downloading: one goes, never a stall
+
+    def wake(self) -> None:
+        """Let through what now fits (a parse ended: its memory is free)."""
+        if self._waiting:
+            self._wake()
 
     async def _enqueue_request(self, request: Any) -> Any:
         if self._waiting or not self._admits():

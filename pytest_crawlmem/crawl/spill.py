@@ -113,6 +113,9 @@ class StartGate:
         #: Called with each item or request a callback yields, and with None when its output ends (the governor
         #: learns what an item carries and how many a response yields).
         self.on_output: Callable[[Any], None] | None = None
+        #: Called with a response as its callback begins (0), gives an output (1) and ends (2): the governor measures
+        #: what a parse costs (governor_admit).
+        self.on_parse: Callable[[Any, int], None] | None = None
         self.exhausted = False  # start() came to its end
         self._start: AsyncIterator[Any] | None = None
         self._reading = False  # the engine is inside start()'s __anext__ (nobody else may read it then)
@@ -199,27 +202,39 @@ class StartGate:
     def process_spider_output(self, response: Any, result: Iterable[Any]) -> Iterator[Any]:
         """Pass a callback's output through; when it is done, release the response's parse tree."""
         try:
+            if self.on_parse is not None:
+                self.on_parse(response, 0)
             if self.on_output is None:
                 yield from result
             else:
                 for item in result:
+                    if self.on_parse is not None:
+                        self.on_parse(response, 1)  # the callback ran up to its first output: what it parsed is alive
                     self.on_output(item)
                     yield item
         finally:
             if self.on_output is not None:
                 self.on_output(None)
+            if self.on_parse is not None:
+                self.on_parse(response, 2)
             release_parse_tree(response)
 
     async def process_spider_output_async(self, response: Any, result: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """Pass a callback's output through (async); when it is done, release the response's parse tree."""
         try:
+            if self.on_parse is not None:
+                self.on_parse(response, 0)
             async for item in result:
+                if self.on_parse is not None:
+                    self.on_parse(response, 1)
                 if self.on_output is not None:
                     self.on_output(item)
                 yield item
         finally:
             if self.on_output is not None:
                 self.on_output(None)
+            if self.on_parse is not None:
+                self.on_parse(response, 2)
             release_parse_tree(response)
 
 
