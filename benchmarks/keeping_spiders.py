@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import functools
 import io
+import logging
+import queue
+import threading
+import time
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -204,6 +209,123 @@ class Arrays(Catalog):
         yield from super().parse_product(response)
 
 
+class AuditStart:
+    """A downloader middleware stamping when each request started: another key of the same meta dicts."""
+
+    def process_request(self, request: Any, spider: Any = None) -> None:
+        """Stamp the request."""
+        request.meta["audit_started"] = time.monotonic()
+
+
+class MetaRows(Catalog):
+    """Every row so far handed on from page to page in ``request.meta["rows"]``."""
+
+    name = "meta_rows"
+
+    def parse(self, response: Any) -> Iterator[Any]:
+        """Hand the rows on to the products and the next listing page."""
+        meta = {"rows": response.meta.get("rows", [])}
+        yield from response.follow_all(css="a.product", callback=self.parse_product, meta=meta)
+        yield from response.follow_all(css="a.next", meta=meta)
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """Add this product's row."""
+        row = response.css("div.description").get() * 8  # ALLOCATES meta_rows
+        rows = response.meta["rows"]
+        rows.append(row)  # KEEPS meta_rows
+        yield {"name": response.css("h1.name::text").get()}
+
+
+class FinishedGroups(Catalog):
+    """Products filed by group two levels below the spider, the group made on one line and filled on another."""
+
+    name = "finished_groups"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.groups: dict[str, dict[str, Any]] = {}
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """File the product in its group."""
+        product = {"name": response.css("h1.name::text").get(),
+                   "text": response.css("div.description").get() * 8}  # ALLOCATES finished_groups
+        key = response.url[-1]
+        group = self.groups.get(key)
+        if group is None:
+            group = self.groups[key] = {"products": [], "opened": response.url}
+        group["products"].append(product)  # KEEPS finished_groups
+        yield {"name": product["name"]}
+
+
+class Described(Catalog):
+    """Items carrying the product's description (what the pipelines below keep)."""
+
+    name = "described"
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """One item with its description."""
+        yield {"name": response.url.rsplit("/", 1)[1],
+               "description": response.css("div.description").get() * 8}  # ALLOCATES items
+
+
+class QueueWriter:
+    """A pipeline handing rows to a writer thread, which died on its first row: nobody drains the queue."""
+
+    def open_spider(self, spider: Any = None) -> None:
+        """Start the writer."""
+        self.rows: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.writer = threading.Thread(target=self.write_rows, daemon=True)
+        self.writer.start()
+
+    def write_rows(self) -> None:
+        """Fail on the first row."""
+        row = self.rows.get()
+        raise RuntimeError(f"cannot write {row['name']}: no such table")
+
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        """Queue the row for the writer."""
+        self.rows.put(dict(item))  # KEEPS queue_writer
+        return item
+
+
+class ProductFilter(logging.Filter):
+    """A logging filter holding the product it was made for."""
+
+    def __init__(self, item: dict[str, Any]) -> None:
+        super().__init__()
+        self.item = item
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Let every record through."""
+        return True
+
+
+class LoggerPerProduct(Catalog):
+    """A logger per product: the logging module keeps every one, with its filter and the item it holds."""
+
+    name = "logger_per_product"
+
+    def parse_product(self, response: Any) -> Iterator[Any]:
+        """Log through the product's own logger."""
+        item = {"name": response.css("h1.name::text").get(),
+                "text": response.css("div.description").get() * 8}  # ALLOCATES logger_per_product
+        logger = logging.getLogger(f"shop.product.{response.url.rsplit('/', 1)[1]}")  # KEEPS logger_per_product
+        logger.addFilter(ProductFilter(item))
+        yield {"name": item["name"]}
+
+
+class PriceHistoryPipeline:
+    """Every description seen, per product, in a ``defaultdict(list)``."""
+
+    def __init__(self) -> None:
+        self.history: defaultdict[str, list[str]] = defaultdict(list)
+
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        """Keep the description under the product."""
+        self.history[item["name"]].append(item["description"])  # KEEPS defaultdict_history
+        return item
+
+
 def marked(shape: str, what: str) -> str:
     """``keeping_spiders.py:N``: the line ending with ``# KEEPS shape`` (or ``# ALLOCATES shape``)."""
     lines = Path(__file__).read_text().splitlines()
@@ -223,6 +345,11 @@ SHAPES: dict[str, tuple[type, dict[str, Any]]] = {
     "lxml": (LxmlElements, {}),
     "pillow": (Catalog, {"ITEM_PIPELINES": {"keeping_spiders.Thumbnails": 300}}),
     "numpy": (Arrays, {}),
+    "meta_rows": (MetaRows, {"DOWNLOADER_MIDDLEWARES": {"keeping_spiders.AuditStart": 950}}),
+    "finished_groups": (FinishedGroups, {}),
+    "queue_writer": (Described, {"ITEM_PIPELINES": {"keeping_spiders.QueueWriter": 300}}),
+    "logger_per_product": (LoggerPerProduct, {}),
+    "defaultdict_history": (Described, {"ITEM_PIPELINES": {"keeping_spiders.PriceHistoryPipeline": 300}}),
 }
 #: Shapes whose growth is mostly native memory (the reason must say so).
 NATIVE = frozenset({"lxml", "pillow"})

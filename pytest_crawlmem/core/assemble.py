@@ -41,7 +41,7 @@ from .models import (
 )
 from .replay_copies import CopyCount, HostPattern
 from .setaside import judge_declared, leak_evidence_of, ordered_holders
-from .sites import KeptEvidence, leak_native_share, native_sentence
+from .sites import KeptEvidence, is_request_creation, leak_native_share, native_sentence
 from .tracebuild import build_trace
 
 if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations only (the package supports 3.10)
@@ -327,6 +327,14 @@ def leak_evidence(
         reason += f"; held by {holder.describe()}"
     named = [s for s in sites[:1] if s.size_diff_bytes > 0 or s.location != line]  # the keeping line's site leads
     allocated = [s for s in sites[1:] if line is not None and s.location != line][:1]
+    held_per = holder.entries_bytes_per_response if holder is not None and line is not None else None
+    own_per = sites[0].bytes_per_response if sites and sites[0].location == line else 0.0
+    if holder is not None and held_per is not None and held_per > own_per:
+        # the storing line's own growth is the container's (a list's slots); what it keeps was allocated elsewhere
+        allocator = next((s for s in sites[1:] if s.location != line and not is_request_creation(s)), None)
+        at = f" allocated at {allocator.location}" if allocator is not None else ""
+        reason += f"; top growth {line}: the {_kind_of(holder)} entries keep {held_per / 1024:,.1f} KiB/response{at}"
+        named, allocated = [], []
     for label, site in [("top growth", s) for s in named] + [("allocated at", s) for s in allocated]:
         where = "" if site.in_user_code else " (no frame of your code on the allocating stack)"
         reason += (f"; {label} {site.location}{where} +{site.size_diff_bytes / 1024:,.1f} KiB"
@@ -335,6 +343,13 @@ def leak_evidence(
     if held is not None:
         reason += f"; {held.describe()}"
     return reason + media_evidence(media)
+
+
+def _kind_of(holder: Holder) -> str:
+    """``list's`` of ``spider.kept -> list[907]``, ``lists'`` of ``spider.groups[…]['items'] -> 14 lists[101]``."""
+    shown = holder.path.rpartition(" -> ")[2].partition("[")[0].split()
+    kind = shown[-1] if shown else "container"
+    return f"{kind}'" if kind.endswith("s") and len(shown) > 1 else f"{kind}'s"
 
 
 def media_evidence(summary: MediaSummary | None) -> str:

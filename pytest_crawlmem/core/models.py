@@ -193,6 +193,8 @@ class Holder(JsonRecord):
     gained: int  # entries added over ``responses``
     responses: int
     line: str | None = None  # the line of the user's code that stores into it
+    #: what the entries it gained hold, per response (their deep size, wherever they were allocated)
+    entries_bytes_per_response: float | None = None
 
     def describe(self) -> str:
         """``spider.kept -> list[907] gained 480 entries in 500 responses, stored at spiders/x.py:31``."""

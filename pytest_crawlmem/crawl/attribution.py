@@ -26,7 +26,15 @@ from ..core.growth import BLOCK_BYTES, short_of_strong_points, suspicious, windo
 from ..core.models import Checkpoint, GrowthSite, Holder
 from ..core.sites import KeptEvidence, keeping_first, net_of_queue
 from . import probes
-from .holders import Lengths, QueuedRequests, container_lengths, find_keepers, user_classes, user_modules
+from .holders import (
+    Lengths,
+    QueuedRequests,
+    container_lengths,
+    find_keepers,
+    python_roots,
+    user_classes,
+    user_modules,
+)
 from .keeping import Store, same_function
 from .meter import settle
 from .recording import Recording
@@ -241,6 +249,11 @@ class AttributionWindow:
             self.growth_sites = list(keeping_first(self.growth_sites, self.holders, self.kept, _source_of(line)))
             if line is not None and self.growth_sites and self.growth_sites[0].location == line:
                 self.kept = replace(self.kept, kept_per_response=self.growth_sites[0].bytes_per_response)
+            held = next((h.entries_bytes_per_response for h in self.holders if h.line == line), None)
+            if line is not None and held is not None and held > (self.kept.kept_per_response or 0.0):
+                # what the entries hold, deep: Python-level memory even where the window's sites were the scheduler's
+                # (a list handed on in request.meta), so it is not taken for native growth
+                self.kept = replace(self.kept, kept_per_response=held)
         except Exception as exc:  # evidence, never a reason to break the crawl
             self.recording.add_error(f"finding holders failed: {exc!r}")
         self._lengths, self._lengths_at = {}, None
@@ -282,6 +295,7 @@ def _holder_roots(crawler: Any) -> tuple[dict[str, Any], list[str]]:
     modules = modules_in_scope(user_modules(packages), roots.values(), packages)
     roots.update((f"module {name}", module) for name, module in modules.items())
     roots.update(user_classes(modules))
+    roots.update(python_roots())  # the logging module's registry, what live threads were handed
     library = []
     stats = getattr(crawler, "stats", None)
     if stats is not None:

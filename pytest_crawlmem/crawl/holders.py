@@ -14,7 +14,10 @@ tracebacks of what the holder gained).
 
 from __future__ import annotations
 
+import logging
+import queue
 import sys
+import threading
 import types
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -127,7 +130,41 @@ def cache_size(value: Any) -> int | None:
 def _length(value: Any) -> int | None:
     if isinstance(value, _CONTAINERS):
         return len(value)
+    if isinstance(value, queue.Queue):  # its rows wait in ``.queue`` (a deque; a list for a PriorityQueue)
+        return len(value.queue)
     return cache_size(value)
+
+
+def _contents(value: Any) -> Any:
+    """What a container's entries are read from: a ``queue.Queue``'s ``.queue``, else the container itself."""
+    return value.queue if isinstance(value, queue.Queue) else value
+
+
+class ThreadArguments:
+    """A live thread's container arguments, as a root of the walk: ``thread writer.arg0`` is the queue a writer
+    thread was started with (what it should have drained)."""
+
+    def __init__(self, thread: threading.Thread) -> None:
+        for i, value in enumerate(tuple(getattr(thread, "_args", ()) or ())):
+            if _length(value) is not None:
+                setattr(self, f"arg{i}", value)
+        for key, value in dict(getattr(thread, "_kwargs", {}) or {}).items():
+            if isinstance(key, str) and key.isidentifier() and _length(value) is not None:
+                setattr(self, key, value)
+
+
+def python_roots() -> dict[str, Any]:
+    """Where Python itself keeps what a crawl hands it: the logging module's registry of loggers (one per
+    ``logging.getLogger(name)``, for good) and the container arguments of the live threads but this one."""
+    roots: dict[str, Any] = {"logging.Logger.manager": logging.Logger.manager}
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        owner = getattr(getattr(thread, "_target", None), "__module__", None) or ""
+        if thread is not current and not owner.startswith("pytest_crawlmem"):  # the plugin's own sampler is no holder
+            arguments = ThreadArguments(thread)
+            if vars(arguments):
+                roots[f"thread {thread.name}"] = arguments
+    return roots
 
 
 class _Walk:
@@ -158,6 +195,7 @@ class _Walk:
         self._count((root_name, pattern[:160]), value, length)
         if general != pattern:  # the same container under the pattern that names no key: GENERAL marks it
             self._count((root_name, GENERAL + general[:160]), value, length)
+        value = _contents(value)
         if depth >= MAX_DEPTH or not isinstance(value, (list, dict, deque)):
             return
         for child_pattern, child_general, child in _children(pattern, general, value):
@@ -243,7 +281,7 @@ def resolve(root: Any, pattern: str, limit: int = 64) -> list[Any]:
     current: list[Any] = [root]
     for step in _steps(pattern):
         nxt: list[Any] = []
-        for obj in current:
+        for obj in map(_contents, current):
             if step == ANY:
                 values = list(obj.values()) if isinstance(obj, dict) else list(obj) if isinstance(obj, (list, deque)) else []
                 nxt.extend(reversed(values))
@@ -313,6 +351,33 @@ def describe_path(root_name: str, pattern: str, kind: str, entries: int, contain
     return f"{root_name}{pattern} -> {many}[{entries:,}]"
 
 
+def entries_bytes(containers: Sequence[Any], limit: int = 32) -> float | None:
+    """What one entry of ``containers`` holds on average (bytes, deep, as tracemalloc counts them), from their newest
+    ``limit`` entries (``None`` when they have none): what the holder keeps, wherever it was allocated."""
+    sampled: list[Any] = []
+    entries = 0
+    for container in containers:
+        contents = _contents(container)
+        if isinstance(contents, dict):
+            pairs = list(contents.items())[-limit:]
+            sampled += [part for pair in pairs for part in pair]
+            entries += len(pairs)
+        elif isinstance(contents, (list, deque)):
+            newest = list(contents)[-limit:]
+            sampled += newest
+            entries += len(newest)
+        if entries >= limit:
+            break
+    if not entries:
+        return None
+    from .declared import deep_size  # declared.py reads holders through this module's ``resolve``
+
+    stop = [logging.Logger.manager, logging.root, *containers]  # a logger's parent chain is not what it keeps
+    traced, _ = deep_size(sampled, stop=stop)
+    del sampled
+    return traced / entries
+
+
 def find_keepers(
     roots: Mapping[str, Any], before: Lengths, responses: int, *, prefer: Sequence[str] = (), limit: int = 3,
     library: Sequence[str] = (), files: Iterable[str] | None = None, parsed: dict[str, list[Store]] | None = None,
@@ -338,8 +403,10 @@ def find_keepers(
         evidence = entry_evidence(targets)
         kind = type(targets[0]).__name__ if targets else "container"
         line = keeping_line(root, pattern, targets[0] if targets else None, prefer, evidence, searched, parsed)
+        each = entries_bytes(targets)
         holder = Holder(path=describe_path(root_name, pattern, kind, entries, containers), gained=gained,
-                        responses=responses, line=line)
+                        responses=responses, line=line,
+                        entries_bytes_per_response=None if each is None else round(each * gained / responses, 1))
         keepers.append((holder, evidence))
         del targets
     return keepers

@@ -17,6 +17,7 @@ import ast
 import functools
 import gc
 import os
+import queue
 import sys
 import sysconfig
 import tokenize
@@ -40,6 +41,8 @@ COMPONENT_STORES: dict[str, frozenset[str]] = {
 }
 #: A subscript of a call on the holder goes one level down (``self.groups.setdefault(k, {})["items"]``).
 _DESCENDING = frozenset({"setdefault", "get", "__getitem__"})
+#: Calls that keep an object per argument in a registry of the standard library: the call -> the registry's attribute.
+_REGISTERING_CALLS = {"getLogger": "loggerDict"}
 _HEAPTYPE = 1 << 9
 
 
@@ -53,6 +56,8 @@ class Store:
     kind: str  # "attr" (self.x / Class.x), "name" (a global), "method" (a component's storing method)
     function: tuple[int, int]  # the enclosing function's first and last line (0, 0 at module level)
     line: int
+    #: the constant key of each subscript below ``name`` (``None``: computed), ``("rows",)`` for ``meta["rows"]``
+    keys: tuple[str | None, ...] = ()
 
 
 @dataclass
@@ -69,44 +74,79 @@ def _display(filename: str) -> str:
     return filename if relative.startswith("..") else relative
 
 
-def _target(expr: ast.AST) -> tuple[str, int, str] | None:
-    """(name, subscripts, kind) of the container an expression denotes: ``self.a["b"][k]`` -> ("a", 2, "attr")."""
-    depth = 0
+#: What a local name stands for: (name, depth, kind, keys) of the container it was bound to in its function.
+Aliases = dict[str, tuple[str, int, str, tuple[str | None, ...]]]
+
+
+def _key(node: ast.AST) -> str | None:
+    """A subscript's key when it is a constant string (``["rows"]``), else ``None`` (computed: ``[key]``)."""
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _target(expr: ast.AST, aliases: Aliases | None = None) -> tuple[str, int, str, tuple[str | None, ...]] | None:
+    """(name, subscripts, kind, keys) of the container an expression denotes: ``self.a["b"][k]`` ->
+    ("a", 2, "attr", ("b", None)); a local bound to one (``rows = response.meta.get("rows", [])``) stands for it."""
+    keys: list[str | None] = []
     while True:
         if isinstance(expr, ast.Subscript):
-            depth += 1
+            keys.append(_key(expr.slice))
             expr = expr.value
         elif (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute)
               and expr.func.attr in _DESCENDING):
-            depth += 1
+            keys.append(_key(expr.args[0]) if expr.args else None)
             expr = expr.func.value
         else:
             break
+    keys.reverse()
     if isinstance(expr, ast.Attribute):
-        return expr.attr, depth, "attr"
+        return expr.attr, len(keys), "attr", tuple(keys)
     if isinstance(expr, ast.Name):
-        return expr.id, depth, "name"
+        if aliases and expr.id in aliases:
+            name, depth, kind, base = aliases[expr.id]
+            return name, depth + len(keys), kind, base + tuple(keys)
+        return expr.id, len(keys), "name", tuple(keys)
     return None
 
 
-def _stores_of(node: ast.AST) -> Iterable[tuple[str, int, str]]:
+def _aliases(function: ast.AST) -> Aliases:
+    """The locals of a function bound to a container below an attribute: ``group = self.groups[key] = {...}``,
+    ``rows = response.meta.get("rows", [])`` (a store through the local is a store into that container)."""
+    found: Aliases = {}
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Assign):
+            continue
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        if not names:
+            continue
+        places: list[ast.expr] = [t for t in node.targets if isinstance(t, (ast.Subscript, ast.Attribute))]
+        target = _target(places[0] if places else node.value, found)
+        if target is None or (target[2] == "name" and target[1] == 0) or target[0] in names:
+            continue  # ``x = y``, ``rows = []``: no container of an attribute
+        for name in names:
+            found.setdefault(name, target)
+    return found
+
+
+def _stores_of(node: ast.AST, aliases: Aliases | None = None) -> Iterable[tuple[str, int, str, tuple[str | None, ...]]]:
     """What ``node`` stores into (nothing when it stores nowhere)."""
     if isinstance(node, ast.Call):
         func = node.func
         if isinstance(func, ast.Attribute):
-            if func.attr in _MUTATORS and (found := _target(func.value)) is not None:
+            if func.attr in _MUTATORS and (found := _target(func.value, aliases)) is not None:
                 yield found
             if any(func.attr in methods for methods in COMPONENT_STORES.values()):
-                yield func.attr, 0, "method"
+                yield func.attr, 0, "method", ()
         called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if called in _STORING_CALLS and node.args and (found := _target(node.args[0])) is not None:
+        if called in _STORING_CALLS and node.args and (found := _target(node.args[0], aliases)) is not None:
             yield found
+        if called in _REGISTERING_CALLS and node.args and not isinstance(node.args[0], ast.Constant):
+            yield _REGISTERING_CALLS[called], 0, "attr", ()  # logging.getLogger(name): a logger kept per name
     elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for target in targets:
-            if isinstance(target, ast.Subscript) and (found := _target(target.value)) is not None:
+            if isinstance(target, ast.Subscript) and (found := _target(target.value, aliases)) is not None:
                 yield found
-            elif isinstance(node, ast.AugAssign) and (found := _target(target)) is not None:
+            elif isinstance(node, ast.AugAssign) and (found := _target(target, aliases)) is not None:
                 yield found  # self.kept += [item]
 
 
@@ -123,16 +163,19 @@ def stores_in(filename: str) -> list[Store]:
     tree = _parse(filename)
     if tree is None:
         return []
-    functions = sorted(((n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree)
-                        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), key=lambda r: r[1] - r[0])
+    defs = sorted((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))),
+                  key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
+    functions = [(n.lineno, n.end_lineno or n.lineno) for n in defs]
+    aliases = [_aliases(n) for n in defs]
     found = []
     for node in ast.walk(tree):
         lineno = getattr(node, "lineno", None)
         if lineno is None:
             continue
-        for name, depth, kind in _stores_of(node):
-            function = next((r for r in functions if r[0] <= lineno <= r[1]), (0, 0))
-            found.append(Store(f"{_display(filename)}:{lineno}", name, depth, kind, function, lineno))
+        inner = next((i for i, r in enumerate(functions) if r[0] <= lineno <= r[1]), None)
+        for name, depth, kind, keys in _stores_of(node, aliases[inner] if inner is not None else None):
+            function = functions[inner] if inner is not None else (0, 0)
+            found.append(Store(f"{_display(filename)}:{lineno}", name, depth, kind, function, lineno, keys))
     return sorted(set(found), key=lambda s: s.line)
 
 
@@ -185,16 +228,42 @@ def component_methods(root: Any) -> frozenset[str] | None:
 
 def holder_name(pattern: str) -> tuple[str, int]:
     """The attribute a pattern ends on and the subscripts below it: ``.shop['groups'][…]['items']`` -> ("shop", 3)."""
-    from .holders import _steps  # the one parser of patterns
+    name, keys = holder_keys(pattern)
+    return name, len(keys)
 
-    steps = _steps(pattern)
-    name, depth = "", 0
-    for step in steps:
+
+def holder_keys(pattern: str) -> tuple[str, tuple[str | None, ...]]:
+    """The attribute a pattern ends on and the key of each subscript below it (``None``: any key):
+    ``.shop['groups'][…]['items']`` -> ("shop", ("groups", None, "items"))."""
+    from .holders import ANY, _steps  # the one parser of patterns
+
+    name, keys = "", list[str | None]()
+    for step in _steps(pattern):
         if step.startswith("."):
-            name, depth = step[1:], 0
+            name, keys = step[1:], []
+        elif step == ANY:
+            keys.append(None)
         else:
-            depth += 1
-    return name, depth
+            try:
+                key = ast.literal_eval(step[1:-1])
+            except (ValueError, SyntaxError):
+                key = None
+            keys.append(key if isinstance(key, str) else None)
+    return name, tuple(keys)
+
+
+def _fits(store: Store, keys: tuple[str | None, ...], filled_on_access: bool) -> int | None:
+    """How a store fits a holder ``keys`` deep (0: stores into it, 1: into an entry a ``defaultdict`` made on access,
+    ``None``: into another container, a parent creating an entry or a sibling key)."""
+    if store.depth == len(keys):
+        exact = 0
+    elif filled_on_access and store.depth == len(keys) + 1:
+        exact = 1  # self.history[name].append(price): the subscript itself adds the key to the defaultdict
+    else:
+        return None
+    if any(a is not None and b is not None and a != b for a, b in zip(store.keys, keys, strict=False)):
+        return None  # request.meta["audit_started"] = ... is no store into meta["rows"]
+    return exact
 
 
 def keeping_line(
@@ -214,21 +283,26 @@ def keeping_line(
     methods = component_methods(root)
     own = _own_files(root)
     ordered = own + [f for f in (user_files() if files is None else files) if f not in own]
-    name, depth = holder_name(pattern)
-    candidates: list[Store] = []
+    name, keys = holder_keys(pattern)
+    filled_on_access = getattr(type(target), "__missing__", None) is not None  # a defaultdict, a Counter
+    candidates: list[tuple[int, Store]] = []
     parsed = {} if parsed is None else parsed
     for filename in ordered:
         if filename not in parsed:
             parsed[filename] = stores_in(filename)
         for store in parsed[filename]:
             if methods is not None and store.kind == "method" and store.name in methods:
-                candidates.append(store)  # stats.set_value(...), signals.connect(...)
+                candidates.append((0, store))  # stats.set_value(...), signals.connect(...)
             elif store.name == name and store.kind != "method" and (
                     store.kind == "attr" or isinstance(root, types.ModuleType)):
-                candidates.append(store)  # self.groups[key]["items"].append(...), or into a component's own attribute
+                # self.groups[key]["items"].append(...), or into a component's own attribute; a store at another depth
+                # or under another key (creating the group dict, meta["audit_started"]) is not one into this holder
+                fit = _fits(store, keys, filled_on_access)
+                if fit is not None:
+                    candidates.append((fit, store))
     if not candidates:
         return None
-    return min(candidates, key=lambda s: _rank(s, depth, prefer, evidence, own)).location
+    return min(candidates, key=lambda c: (c[0], *_rank(c[1], len(keys), prefer, evidence, own)))[1].location
 
 
 def _rank(store: Store, depth: int, prefer: Sequence[str], evidence: Evidence | None, own: Sequence[str]) -> tuple[Any, ...]:
@@ -316,6 +390,8 @@ def _mapped_file(address: int) -> str | None:
 
 def _newest(container: Any, limit: int) -> list[Any]:
     """The newest entries of a container (keys and values of a dict), an ``lru_cache``'s cached keys and results."""
+    if isinstance(container, queue.Queue):
+        container = container.queue
     if isinstance(container, dict):
         items = []
         for key, value in reversed(list(container.items())[-limit:]):
