@@ -75,7 +75,8 @@ WORKLOADS: dict[str, dict[str, Any]] = {
 NEW_WORKLOADS = ("json", "media", "pipeline", "mix", "leak", "fits")
 #: Plain Scrapy at CONCURRENT_REQUESTS=N (``static-N``), and with only the governor's parse-tree release (``release-N``:
 #: the StartGate middleware, no budget): the static settings a crawl_sweep would choose among.
-STATIC = {"large": (8,), "slow": (8,), "catalog": (), "browser": (), **{name: () for name in NEW_WORKLOADS}}
+STATIC = {"large": (8,), "slow": (8,), "catalog": (), "browser": (), "json": (4, 8, 16), "media": (4, 8, 16),
+          "pipeline": (2, 4, 8), "mix": (8, 16, 24), "leak": (), "fits": ()}
 RELEASE = {"large": (16, 32, 48), "slow": (16, 32, 48), "catalog": (), "browser": (), **{name: () for name in NEW_WORKLOADS}}
 #: The environment variable through which ``--browser-budget-mib`` reaches the crawl processes.
 BROWSER_BUDGET_ENV = "GOVERNOR_BENCH_BROWSER_BUDGET_MIB"
@@ -504,24 +505,28 @@ def table(rows: list[dict[str, Any]]) -> str:
         share = "-"
         if row.get("governor_cpu_seconds") and row.get("crawl_cpu_seconds"):
             share = (f"{row['governor_cpu_seconds']:.3f} s ({100 * row['governor_cpu_seconds'] / row['crawl_cpu_seconds']:.1f}%)")
-        peak = row.get("tree_peak_pss_bytes", row.get("peak_rss_outside_bytes") or row["peak_rss_bytes"])
-        lines.append(f"| {row['workload']} | {row['mode']} | {peak / 2**20:,.0f} MiB |"
+        lines.append(f"| {row['workload']} | {row['mode']} | {peak(row) / 2**20:,.0f} MiB |"
                      f" {row['items']:,} | {row['expected'] - row['items']:,} | {rate(row):,.1f} |"
                      f" {row['finish_reason']} | {row.get('crawl_cpu_seconds', 0):,.1f} s | {share} |")
     for workload in dict.fromkeys(row["workload"] for row in rows):
         static = [row for row in rows if row["workload"] == workload
                   and (row["mode"] == "ungoverned" or row["mode"].startswith(("static-", "release-")))]
-        fits = [row for row in static if row.get("tree_peak_pss_bytes", row["peak_rss_bytes"]) <= budget_mib(workload) * 2**20
-                and row["items"] == row["expected"]]
+        fits = [row for row in static if peak(row) <= budget_mib(workload) * 2**20 and row["items"] == row["expected"]]
         best = max(fits, key=rate, default=None)
-        governed = next((row for row in rows if row["workload"] == workload and row["mode"] == "governed"), None)
+        governed = [row for row in rows if row["workload"] == workload and row["mode"] == "governed"]
         versus = ""
-        if best is not None and governed is not None and rate(best):
-            versus = f"; governed {rate(governed):,.1f} items/s, {100 * rate(governed) / rate(best):.0f}% of it"
+        if best is not None and governed and rate(best):
+            shares = ", ".join(f"{100 * rate(row) / rate(best):.0f}%" for row in governed)
+            versus = f"; governed {', '.join(f'{rate(row):,.1f}' for row in governed)} items/s: {shares} of it"
         lines.append("")
         lines.append(f"- `{workload}`: best static setting within {budget_mib(workload)} MiB: "
                      + (f"{best['mode']} at {rate(best):,.1f} items/s{versus}" if best else "none fits"))
     return "\n".join(lines)
+
+
+def peak(row: dict[str, Any]) -> int:
+    """A run's peak: the browser tree's PSS, else ru_maxrss read from outside the crawl (else its own VmHWM)."""
+    return int(row.get("tree_peak_pss_bytes") or row.get("peak_rss_outside_bytes") or row["peak_rss_bytes"])
 
 
 def rate(row: dict[str, Any]) -> float:
@@ -537,6 +542,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900, help="seconds a crawl may take (a loaded machine)")
     parser.add_argument("--browser-budget-mib", type=int, help="the browser workload's budget (default 768)")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each mode")
+    parser.add_argument("--governed-repeat", type=int, default=0, help="runs of the governed mode (default: --repeat)")
     parser.add_argument("--modes", default="", help="run only these modes (comma-separated), e.g. governed,crawlee")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "governor.json")
     parser.add_argument("--table", action="store_true", help="print the table of a saved --out file and exit")
@@ -564,7 +570,7 @@ def main() -> None:
             if args.modes:
                 modes = [mode for mode in modes if mode in args.modes.split(",")]
             for mode in modes:
-                for _ in range(args.repeat):
+                for _ in range(args.governed_repeat if mode == "governed" and args.governed_repeat else args.repeat):
                     row = run_one(workload, mode, site.base_url, scratch, args.timeout)
                     row["load_average"] = round(os.getloadavg()[0], 1)
                     row["budget_mib"] = budget_mib(workload)

@@ -380,3 +380,15 @@ def test_a_request_whose_cost_alone_passes_the_headroom_is_unmeetable_and_names_
     measured = unmeetable("http://x/big", 40 * MIB, "measured", 100 * MIB, 300 * MIB, parse)  # the body is in RSS
     assert measured is not None and measured.cost_bytes == 240 * MIB and measured.basis == "measured"
     assert unmeetable("http://x/none", 0, "announced", 60 * MIB, 300 * MIB, parse) is None
+
+
+def test_what_a_download_will_yield_as_items_counts_in_its_cost() -> None:
+    from pytest_crawlmem.core.governor_policy import Outstanding, ParseCost, admits_by_cost, projected_bytes
+
+    parse = ParseCost()
+    pages = Outstanding(downloading=15, announced_count=15, announced_bytes=15 * 30_000, mean_body_bytes=30_000,
+                        largest_body_bytes=30_000, yield_bytes=50 * 128 * 1024)  # 50 items of 128 KiB a page
+    # 16 pages yield 100 MiB of items: over the act share from 200 MiB, though their bodies are 0.5 MiB
+    assert projected_bytes(200 * MIB, pages, parse, one_more=True) > 300 * MIB
+    assert not admits_by_cost(200 * MIB, pages, parse, 255 * MIB)
+    assert admits_by_cost(200 * MIB, replace(pages, yield_bytes=0.0), parse, 255 * MIB)

@@ -134,9 +134,11 @@ class CostModel:
     _b: list[float] = field(default_factory=lambda: [0.0] * 3)
     _body: float = 0.0  # weighted mean body held by the scraper
     _body_weight: float = 0.0
+    _costs: tuple[float, float] | None = None  # costs() since the last sample (a tick asks up to four times)
 
     def update(self, sample: Sample) -> None:
         """Add one sample."""
+        self._costs = None
         x = (1.0, float(sample.in_flight), float(sample.queued))
         for i in range(3):
             self._b[i] = self.forget * self._b[i] + x[i] * sample.rss_bytes
@@ -156,6 +158,11 @@ class CostModel:
 
     def costs(self) -> tuple[float, float]:
         """(bytes per in-flight request, bytes per queued request), both >= 0; the in-flight one >= two bodies."""
+        if self._costs is None:
+            self._costs = self._solve()
+        return self._costs
+
+    def _solve(self) -> tuple[float, float]:
         weight = self._s[0][0]
         if weight <= 0:
             return max(self.prior_in_flight, BODY_COPIES * self.body_bytes), self.prior_queued
@@ -534,15 +541,19 @@ class Outstanding:
     announced_bytes: int  # ... the sizes they announced
     mean_body_bytes: float  # the mean body seen (0: none yet)
     largest_body_bytes: float  # the largest body announced or held that is not parsed yet
+    yield_bytes: float = 0.0  # what the items a response yields carry, on average (0: none seen)
 
 
 def projected_bytes(rss_bytes: int, out: Outstanding, parse: ParseCost, *, one_more: bool) -> float:
-    """RSS once the downloads under way (and ``one_more``) have arrived and the largest of them is being parsed.
+    """RSS once the downloads under way (and ``one_more``) have arrived, yielded their items, and the largest of them
+    is being parsed.
 
-    Bodies on their way count twice (the download's buffer and the response's bytes); parses run one at a time in the
-    reactor thread, so one parse is reserved: the largest body still to be parsed, times the amplification seen."""
+    Bodies on their way count twice (the download's buffer and the response's bytes), and each download the items a
+    response yields; parses run one at a time in the reactor thread, so one parse is reserved: the largest body still
+    to be parsed, times the amplification seen."""
     unknown = max(0, out.downloading - out.announced_count) + (1 if one_more else 0)
-    bodies = BODY_COPIES * (out.announced_bytes + unknown * out.mean_body_bytes)
+    coming = out.downloading + (1 if one_more else 0)
+    bodies = BODY_COPIES * (out.announced_bytes + unknown * out.mean_body_bytes) + coming * out.yield_bytes
     largest = max(out.largest_body_bytes, out.mean_body_bytes if one_more else 0.0)
     return rss_bytes + bodies + parse.amplification * largest
 

@@ -48,8 +48,9 @@ from ..core.models import DangerSnapshot
 from . import probes
 from .contextlever import ContextLever, LeverEvent
 from .danger import write_danger
-from .governor_admit import CostAdmission
+from .governor_admit import CostAdmission, payload_bytes
 from .governor_gates import DownloadGate, PullHold, is_spilling
+from .governor_metrics import register_metrics
 from .governor_setup import (
     ADDON_PATH,
     BUDGET,
@@ -232,7 +233,7 @@ class MemoryGovernor:
         gate = self._gate()
         if gate is not None:
             gate.on_item = self._signal_tick  # RSS read every 20 ms: start() can yield 400 MB of requests in one 0.25 s tick
-            gate.on_output = self._on_output
+            gate.on_output = lambda output: self._signal(self._on_output, output)  # timed as the signals are
         levers += ["start gate"] if gate is not None else []
         spilling = is_spilling(self._scheduler(), SpillingScheduler)
         levers += ["spill to disk"] if spilling else []
@@ -254,8 +255,7 @@ class MemoryGovernor:
                     " levers: %s", self.config.budget_bytes / 2**20, 100 * self.config.high_share,
                     100 * self.config.low_share, 100 * self.config.hard_share, ", ".join(levers))
         if gc.get_freeze_count() == 0:  # what exists before the crawl leaves the collector: reclaims walk the crawl's
-            gc.collect()
-            gc.freeze()
+            gc.freeze()  # without a collection first (20-40 ms of a short crawl's CPU): the open's garbage is small
             self._froze_gc = True
         rss = self._statm.rss_bytes()
         opening = self.policy.open(rss)
@@ -267,7 +267,7 @@ class MemoryGovernor:
                 stats.set_value("crawlmem/governor/concurrency", self.policy.levers.concurrency)
                 if self.download_gate is not None:  # until a response shows its size, two at a time
                     self.download_gate.set_limit(min(2, self.policy.levers.concurrency))
-        self.tick_seconds += time.thread_time() - began  # the collection before gc.freeze() is the governor's too
+        self.tick_seconds += time.thread_time() - began
         self._task = task.LoopingCall(self.tick)
         self._task.start(self.interval_seconds, now=True)
 
@@ -390,6 +390,8 @@ class MemoryGovernor:
         """The start gate saw a callback's output (an item or a request): learn what an item carries (1 in 16)."""
         if output is None:  # the end of one response's output
             self._responses_out += 1
+            if self.admission is not None:
+                self.admission.yield_bytes = self._item_bytes * self._items_out / self._responses_out
             return
         if isinstance(output, Request):
             return
@@ -449,7 +451,7 @@ class MemoryGovernor:
         admission.downloading = lambda: download_gate.passed
         download_gate.fits = admission.fits
         if gate is not None:
-            gate.on_parse = self._on_parse
+            gate.on_parse = lambda response, phase: self._signal(self._on_parse, response, phase)
 
     def _on_parse(self, response: Any, phase: int) -> None:
         if self.admission is not None:
@@ -747,14 +749,9 @@ class MemoryGovernor:
             probes.malloc_trim()
 
     def _register_metrics(self) -> None:
-        """Add the governor's gauges to the measuring extension's Prometheus endpoint, when it serves one."""
-        for extension in getattr(getattr(self.crawler, "extensions", None), "middlewares", ()):
-            registry = getattr(getattr(extension, "metrics", None), "registry", None)
-            if registry is not None and not self._metrics_registered:
-                from .governor_metrics import GovernorCollector
-
-                registry.register(GovernorCollector(self, getattr(self.crawler.spider, "name", "?")))
-                self._metrics_registered = True
+        """Add the governor's gauges to the measuring extension's Prometheus endpoint, once, when it serves one."""
+        if not self._metrics_registered:
+            self._metrics_registered = register_metrics(self)
 
     # -- where the levers are -----------------------------------------------------------
 
@@ -773,19 +770,6 @@ class MemoryGovernor:
     def records(self) -> list[dict[str, Any]]:
         """The decisions as plain dicts (report.json, the timeline's bands)."""
         return [asdict(record) for record in self.decisions]
-
-
-def payload_bytes(item: Any, depth: int = 2) -> int:
-    """The bytes an item carries: its str and bytes values, one container deep (a cheap lower bound)."""
-    if isinstance(item, (bytes, bytearray, str)):
-        return len(item)
-    if depth <= 0:
-        return 0
-    values = item.values() if hasattr(item, "values") else item if isinstance(item, (list, tuple)) else ()
-    try:
-        return sum(payload_bytes(value, depth - 1) for value in values)
-    except TypeError:
-        return 0
 
 
 def governor_danger(crawler: Any) -> DangerSnapshot | None:

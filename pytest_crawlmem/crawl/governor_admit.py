@@ -35,6 +35,7 @@ class CostAdmission:
         self.stats = stats
         self.parse = ParseCost()
         self.mean_body_bytes = 0.0  # the governor's mean body (headers and responses)
+        self.yield_bytes = 0.0  # what a response's items carry (the governor's items a response x item payload)
         self.downloading: Callable[[], int] = lambda: 0  # downloads let through the gate, not yet received
         self._announced: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # request -> Content-Length
         self._received: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # response -> body, unparsed
@@ -48,7 +49,8 @@ class CostAdmission:
         """The downloads under way and the largest body still to be parsed."""
         announced = list(self._announced.values())
         largest = max([*announced, *self._received.values()], default=0)
-        return Outstanding(self.downloading(), len(announced), sum(announced), self.mean_body_bytes, float(largest))
+        return Outstanding(self.downloading(), len(announced), sum(announced), self.mean_body_bytes, float(largest),
+                           self.yield_bytes)
 
     def fits(self) -> bool:
         """Whether one more download fits by cost (the gate asks while something is downloading)."""
@@ -104,3 +106,16 @@ class CostAdmission:
     def records(self) -> list[dict[str, Any]]:
         """The requests that could not fit, as governor.json keeps them."""
         return [vars(found) | {"sentence": found.sentence()} for found in self.unmet]
+
+
+def payload_bytes(item: Any, depth: int = 2) -> int:
+    """The bytes an item carries: its str and bytes values, one container deep (a cheap lower bound)."""
+    if isinstance(item, (bytes, bytearray, str)):
+        return len(item)
+    if depth <= 0:
+        return 0
+    values = item.values() if hasattr(item, "values") else item if isinstance(item, (list, tuple)) else ()
+    try:
+        return sum(payload_bytes(value, depth - 1) for value in values)
+    except TypeError:
+        return 0

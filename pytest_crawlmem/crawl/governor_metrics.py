@@ -50,3 +50,12 @@ class GovernorCollector:
             family.add_metric([self.spider], float(read(self.governor)))
             yield family
 
+
+def register_metrics(governor: MemoryGovernor) -> bool:
+    """Add the governor's gauges to the measuring extension's Prometheus endpoint, when it serves one; whether it did."""
+    for extension in getattr(getattr(governor.crawler, "extensions", None), "middlewares", ()):
+        registry = getattr(getattr(extension, "metrics", None), "registry", None)
+        if registry is not None:
+            registry.register(GovernorCollector(governor, getattr(governor.crawler.spider, "name", "?")))
+            return True
+    return False

@@ -207,9 +207,11 @@ class StartGate:
             if self.on_output is None:
                 yield from result
             else:
+                first = self.on_parse is not None
                 for item in result:
-                    if self.on_parse is not None:
+                    if first and self.on_parse is not None:
                         self.on_parse(response, 1)  # the callback ran up to its first output: what it parsed is alive
+                        first = False
                     self.on_output(item)
                     yield item
         finally:
@@ -224,9 +226,11 @@ class StartGate:
         try:
             if self.on_parse is not None:
                 self.on_parse(response, 0)
+            first = self.on_parse is not None
             async for item in result:
-                if self.on_parse is not None:
+                if first and self.on_parse is not None:
                     self.on_parse(response, 1)
+                    first = False
                 if self.on_output is not None:
                     self.on_output(item)
                 yield item
