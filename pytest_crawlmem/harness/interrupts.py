@@ -50,13 +50,15 @@ class Guard:
 
 
 @contextlib.contextmanager
-def graceful_interrupts(on_first: Callable[[int], None]) -> Iterator[Guard]:
-    """Call ``on_first(signum)`` on the first SIGINT or SIGTERM; raise KeyboardInterrupt on the next (main thread only)."""
+def graceful_interrupts(
+    on_first: Callable[[int], None], signals: tuple[int, ...] = INTERRUPT_SIGNALS
+) -> Iterator[Guard]:
+    """Call ``on_first(signum)`` on the first of ``signals``; raise KeyboardInterrupt on the next (main thread only)."""
     guard = Guard()
     if threading.current_thread() is not threading.main_thread():
         yield guard
         return
-    previous = {signum: signal.getsignal(signum) for signum in INTERRUPT_SIGNALS}
+    previous = {signum: signal.getsignal(signum) for signum in signals}
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if guard.signum is not None:
@@ -68,7 +70,7 @@ def graceful_interrupts(on_first: Callable[[int], None]) -> Iterator[Guard]:
 
     def install() -> None:
         if installed:
-            for signum in INTERRUPT_SIGNALS:
+            for signum in signals:
                 signal.signal(signum, handler)
 
     install()

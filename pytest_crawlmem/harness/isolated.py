@@ -27,12 +27,13 @@ import psutil
 
 from ..core import stops, verdicts
 from ..core.assemble import assemble, judge, stream_facts
+from ..core.defaults import name_of
 from ..core.models import Checkpoint, CrawlResult, Growth, Sample
 from ..crawl.danger import load_danger
 from ..crawl.extension import interrupt_running_crawls
 from ..crawl.runner import CrawlOptions, run_crawl
 from ..reports.jsonl import read_samples_jsonl, read_stop
-from .interrupts import graceful_interrupts, interrupted_message
+from .interrupts import INTERRUPT_SIGNALS, graceful_interrupts, interrupted_message
 
 KILL_GRACE_SECONDS = 2.0
 _POLL_SECONDS = 0.05
@@ -214,7 +215,10 @@ def main(argv: list[str]) -> int:
     spider_cls: Any = module
     for part in spec.spider_qualname.split("."):
         spider_cls = getattr(spider_cls, part)
-    with graceful_interrupts(lambda signum: interrupt_running_crawls(interrupted_message(signum))):
+    # A cluster worker closes on SIGTERM as `scrapy crawl` does (reason shutdown, its own handler): Ctrl-C only here.
+    worker = name_of("cluster_worker") in (spec.settings or {})
+    signals = (signal.SIGINT,) if worker else INTERRUPT_SIGNALS
+    with graceful_interrupts(lambda signum: interrupt_running_crawls(interrupted_message(signum)), signals):
         result = run_crawl(
             spider_cls, wait=_reactor_wait, start_urls=spec.start_urls, settings=spec.settings,
             spider_kwargs=spec.spider_kwargs, options=spec.options,
