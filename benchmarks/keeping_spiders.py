@@ -301,7 +301,8 @@ class ProductFilter(logging.Filter):
 
 
 class LoggerPerProduct(Catalog):
-    """A logger per product: the logging module keeps every one, with its filter and the item it holds."""
+    """A logger per product: the logging module keeps every one, with its filter and the item it holds (named per crawl:
+    a later crawl of the benchmark's process makes loggers of its own, as the first does)."""
 
     name = "logger_per_product"
 
@@ -309,7 +310,7 @@ class LoggerPerProduct(Catalog):
         """Log through the product's own logger."""
         item = {"name": response.css("h1.name::text").get(),
                 "text": response.css("div.description").get() * 8}  # ALLOCATES logger_per_product
-        logger = logging.getLogger(f"shop.product.{response.url.rsplit('/', 1)[1]}")  # KEEPS logger_per_product
+        logger = logging.getLogger(f"shop.{id(self)}.{response.url.rsplit('/', 1)[1]}")  # KEEPS logger_per_product
         logger.addFilter(ProductFilter(item))
         yield {"name": item["name"]}
 

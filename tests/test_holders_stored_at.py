@@ -154,8 +154,8 @@ def test_a_queue_a_live_thread_was_handed_is_a_holder():
 
 class Loggers:
     def add(self, key: str, product: dict[str, Any]) -> None:
-        logger = logging.getLogger(f"shop.product.{id(self)}.{product['name']}.{len(product)}")  # KEEPS logger
-        logger.addFilter(lambda record, product=product: bool(product))
+        logger = logging.getLogger(f"shop.product.{id(self)}.{product['name']}")  # KEEPS logger
+        logger.addFilter(lambda record, product=product: bool(product))  # STORES filter
 
 
 def test_a_logger_per_product_is_held_by_the_logging_registry_and_stored_at_get_logger():
@@ -166,3 +166,16 @@ def test_a_logger_per_product_is_held_by_the_logging_registry_and_stored_at_get_
     holders = [h for h, _ in find_keepers(python_roots(), before, 100)]
     assert holders and holders[0].path.startswith("logging.Logger.manager.loggerDict -> dict["), holders
     assert holders[0].line is not None and holders[0].line.endswith(line_of("KEEPS logger")), holders[0].line
+
+
+def test_a_logger_made_before_keeps_its_filters_and_they_are_stored_at_add_filter():
+    """A second crawl in the same process: the loggers exist already, their filters grow."""
+    loggers = Loggers()
+    for i in range(100):
+        loggers.add("", {"name": f"p{i}"})
+    before = container_lengths(python_roots())
+    for i in range(100):
+        loggers.add("", {"name": f"p{i}", "text": f"{i}" + "d" * 1024})
+    holders = [h for h, _ in find_keepers(python_roots(), before, 100)]
+    assert holders and holders[0].path.startswith("logging.Logger.manager.loggerDict[…].filters -> "), holders
+    assert holders[0].line is not None and holders[0].line.endswith(line_of("STORES filter")), holders[0].line

@@ -99,6 +99,8 @@ def _is_user_object(value: Any) -> bool:
     """An instance of a class from the user's code (walked through its ``__dict__``), not a class or module."""
     if isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType)):
         return False
+    if isinstance(value, logging.Filterer):  # a logger (or handler) kept by the registry: its filters and handlers
+        return True
     module = sys.modules.get(type(value).__module__)
     return hasattr(value, "__dict__") and is_user_file(getattr(module, "__file__", "") or "")
 

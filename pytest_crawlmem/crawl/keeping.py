@@ -43,6 +43,8 @@ COMPONENT_STORES: dict[str, frozenset[str]] = {
 _DESCENDING = frozenset({"setdefault", "get", "__getitem__"})
 #: Calls that keep an object per argument in a registry of the standard library: the call -> the registry's attribute.
 _REGISTERING_CALLS = {"getLogger": "loggerDict"}
+#: Methods that store their argument into a list of the object they are called on: the method -> that list.
+_ADDING_METHODS = {"addFilter": "filters", "addHandler": "handlers"}
 _HEAPTYPE = 1 << 9
 
 
@@ -134,6 +136,8 @@ def _stores_of(node: ast.AST, aliases: Aliases | None = None) -> Iterable[tuple[
         if isinstance(func, ast.Attribute):
             if func.attr in _MUTATORS and (found := _target(func.value, aliases)) is not None:
                 yield found
+            if func.attr in _ADDING_METHODS:  # logger.addFilter(f): into the logger's filters
+                yield _ADDING_METHODS[func.attr], 0, "attr", ()
             if any(func.attr in methods for methods in COMPONENT_STORES.values()):
                 yield func.attr, 0, "method", ()
         called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
