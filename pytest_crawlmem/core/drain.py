@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+
+
+def media_phrase(downloads: Sequence[tuple[str, str, int]], shown: int = 3) -> str:
+    """The media pipelines' downloads in flight, ``(pipeline, url, retries)`` each: ``"5 downloads of FilesPipeline
+    (http://x/media/missing/1.jpg retried 2 times, ...)"``; ``""`` when none."""
+    if not downloads:
+        return ""
+    by: dict[str, list[tuple[str, int]]] = {}
+    for pipeline, url, retries in downloads:
+        by.setdefault(pipeline, []).append((url, retries))
+    parts = []
+    for pipeline, found in sorted(by.items(), key=lambda kv: -len(kv[1])):
+        found.sort(key=lambda f: -f[1])
+        urls = ", ".join(f"{url}{f' retried {n} time' + ('s' if n != 1 else '') if n else ''}" for url, n in found[:shown])
+        more = f", {len(found) - shown:,} more" if len(found) > shown else ""
+        parts.append(f"{len(found):,} download{'s' if len(found) != 1 else ''} of {pipeline} ({urls}{more})")
+    return " and ".join(parts)
 
 
 def holders_phrase(downloading: int, callbacks: Mapping[str, int]) -> str:

@@ -809,6 +809,9 @@ def _too_few_checkpoints(ev: Evidence) -> Growth | None:
                   f" or callbacks were still in progress when the pause timed out, {name_of('drain_timeout_seconds')}) and"
                   " are not judged: let in-flight work finish (failing or slow downloads, DOWNLOAD_TIMEOUT) or raise"
                   " the drain timeout")
+        held = next((c.held_by for c in reversed(ev.checkpoints) if c.held_by), "")
+        if held:
+            advice += f"; the last was held by the media pipelines' {held}"
     else:
         advice = f": crawl at least {needed:,} responses{_replay_note(ev, needed)}"
         if undrained:

@@ -101,6 +101,7 @@ class Checkpoint(JsonRecord):
     tracer_bytes: int = 0
     live_refs: Mapping[str, int] = field(default_factory=dict)
     drained: bool = True
+    held_by: str = ""  # an undrained checkpoint's downloads still in flight when its pause timed out, in words
     cost_seconds: float = 0.0
     browser_pss_bytes: int | None = None  # browser tree, read after a renderer GC on every open page
     browser_uss_bytes: int | None = None

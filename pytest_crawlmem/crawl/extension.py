@@ -31,7 +31,7 @@ from ..core import stops
 from ..core.declared import parse_expected_growth
 from ..core.defaults import CrawlMemConfig, name_of
 from ..core.distribution import Histogram
-from ..core.drain import holders_phrase
+from ..core.drain import holders_phrase, media_phrase
 from ..core.dropped import DropLedger, suggest_maxsize
 from ..core.growth import POST_WINDOW_DENSE_RESPONSES, POST_WINDOW_STEPS, next_checkpoint_at
 from ..core.measurement import Measurement, latency_distribution, size_distribution
@@ -151,6 +151,7 @@ class CrawlMemExtension:
         self._next_checkpoint = checkpoint_min_responses
         self._dense_until = 0  # checkpoints come closer until here after an attribution window (growth.next_checkpoint_at)
         self._checkpointing = False
+        self._held_by = ""  # the media downloads the last undrained checkpoint waited for, in words
         self.refill = PauseRefill(interval_seconds)  # the checkpoints' pauses, left out of the scraper's figures
         self._froze_gc = False
         self.jobdir: JobdirMeter | None = None  # JOBDIR's disk use, when the crawl has one
@@ -490,6 +491,9 @@ class CrawlMemExtension:
         waiting = f", {parked:,} of them parked (waiting for a page or to start)" if parked else ""
         inflight = queues.inflight or 0
         holders = holders_phrase(max(0, inflight - parked), probes.callbacks_running(self.crawler))
+        self._held_by = media_phrase(probes.media_downloads(self.crawler, self.media_pipelines))
+        if self._held_by:
+            holders += f"{'; ' if holders else ''}the media pipelines' {self._held_by}"
         browser = " (or PLAYWRIGHT_MAX_PAGES_PER_CONTEXT)" if self.pages is not None else ""
         message = (
             f"the checkpoint at {self.responses:,} responses did not drain within {name_of('drain_timeout_seconds')}"
@@ -557,7 +561,7 @@ class CrawlMemExtension:
         drop_cancelled_timers(_reactor())  # not the sawtooth of cancelled timers the reactor purges now and then
         checkpoint = drained_checkpoint(
             self.responses, started_at=self.started_at, cost_started=cost_started, drained=drained,
-            scheduled=queues.scheduled or 0, disk_scheduled=queues.disk_scheduled or 0,
+            held_by="" if drained else self._held_by, scheduled=queues.scheduled or 0, disk_scheduled=queues.disk_scheduled or 0,
             plugin_bytes=self.attribution.plugin_bytes, read=lambda: {"live_refs": probes.live_ref_counts(self.epoch),
                                                                       **self._declared_fields()},
         )

@@ -633,6 +633,30 @@ def _media_cache(pipeline: Any) -> Any:
     return getattr(getattr(pipeline, "spiderinfo", None), "downloaded", None)
 
 
+def media_downloads(crawler: Any, pipelines: list[Any]) -> list[tuple[str, str, int]]:
+    """The media pipelines' downloads in flight or waiting in a download slot: (pipeline class, URL, retries so far),
+    told by their fingerprints in each pipeline's ``spiderinfo.downloading`` (reactor thread; [] if Scrapy moved it)."""
+    engine = _engine(crawler)
+    if engine is None or not pipelines:
+        return []
+
+    def read() -> list[tuple[str, str, int]]:
+        downloader = engine.downloader
+        requests = list(downloader.active) + [r for s in list(downloader.slots.values()) for r, _ in list(s.queue)]
+        found = []
+        for pipeline in pipelines:
+            downloading = getattr(getattr(pipeline, "spiderinfo", None), "downloading", None) or set()
+            fingerprint = getattr(pipeline, "_fingerprinter", None)
+            if not downloading or fingerprint is None:
+                continue
+            for request in requests:
+                if fingerprint.fingerprint(request) in downloading:
+                    found.append((type(pipeline).__name__, request.url, int(request.meta.get("retry_times", 0))))
+        return found
+
+    return _attempt(read) or []
+
+
 def read_media_cached(pipelines: list[Any]) -> int | None:
     """Entries in the media pipelines' caches (``len`` only: safe from the sampler thread); ``None`` without one."""
     if not pipelines:
