@@ -6,9 +6,8 @@
   ``total_concurrency`` (read only by ``needs_backout()``, before the engine pulls from the scheduler): the gate is
   the one place every download goes through. Its ``fits`` (the governor's admission by cost, ``governor_admit``) holds
   a download back while what those under way will cost, with a parse, would pass the act share. It also makes the
-  limit hold per slot: under the asyncio reactor a
-  slot starts every queued download before any joins ``transferring`` (DESIGN.md), so a slot's own concurrency
-  does not hold. Open (limit 0), it only counts.
+  limit hold per slot: under the asyncio reactor a slot starts every queued download before any joins
+  ``transferring`` (DESIGN.md), so a slot's own concurrency does not hold. Open (limit 0), it only counts.
 - :class:`PullHold` stops the engine from pulling requests out of the scheduler while the items inside the item
   pipelines reach the governor's cap (``Downloader.needs_backout``, which the engine asks before each pull). Media
   downloads, which items in a FilesPipeline wait for, still go through: holding them would deadlock the pipeline.
