@@ -65,4 +65,4 @@ def test_without_item_keys_the_duplicates_pipeline_drops_the_copies_items_and_sa
     # one copy's worth of items went through, whichever copy reached each SKU first; the rest were dropped as duplicates
     assert sum(c.items_scraped for c in per_copy) == PRODUCTS, per_copy
     assert sum(c.items_dropped for c in per_copy) == 2 * PRODUCTS, per_copy
-    assert not agree(per_copy)
+    # (how the 40 split between the copies varies from run to run, e.g. 11, 11 and 18: `agree` may hold or not)
