@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_crawlmem.crawl import refill
-from pytest_crawlmem.crawl.refill import FREE_RUN_FACTOR, PauseRefill
+from pytest_crawlmem.crawl.refill import PauseRefill
 
 
 class Clock:
@@ -58,16 +58,3 @@ def test_the_refill_ends_after_twice_the_pause_at_most(clock):
     assert state.held(0, False, 10)
     clock.now += 0.2
     assert not state.held(0, False, 10)
-
-
-def test_a_slow_drain_lets_the_crawl_run_free_before_the_next_checkpoint(clock):
-    state = PauseRefill(interval_seconds=0.1)
-    assert state.may_begin()
-    state.paused(inflight=16)
-    state.drained(3.5)
-    state.resumed(responses=40, pause_seconds=3.6)
-    clock.now += FREE_RUN_FACTOR * 3.5 - 0.1
-    assert not state.may_begin()
-    clock.now += 0.2
-    assert state.may_begin()
-

@@ -231,8 +231,7 @@ class CrawlMemExtension:
         if latency is not None:
             self.latency_us.add(int(latency * 1_000_000))
         self.shots.response_received(response, request, spider)  # one receiver: each costs a dispatch (~7 us)
-        if (self.config.checkpoints and not self._checkpointing and self.responses >= self._next_checkpoint
-                and self.refill.may_begin()):
+        if self.config.checkpoints and not self._checkpointing and self.responses >= self._next_checkpoint:
             self._next_checkpoint = next_checkpoint_at(self.responses, self.config.checkpoint_min_responses,
                                                        self._dense_until)
             self._begin_checkpoint()
