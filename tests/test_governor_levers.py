@@ -178,7 +178,9 @@ def test_a_close_counts_every_request_it_leaves_uncrawled_start_requests_too(cra
     assert result.finish_reason == "memory_budget"
     stats = result.stats
     unread, queued = stats["crawlmem/governor/undone/unread_start_requests"], stats["crawlmem/governor/undone/queued_requests"]
-    assert stats["crawlmem/governor/undone/start_counted"] == 1 and unread > 0
+    # unread is > 0 when the gate closed before start() ran out (most runs); on a loaded machine start() can run out
+    # first (a fresh-clone CI run): then the queue holds the rest, and the sum below still has to add up
+    assert stats["crawlmem/governor/undone/start_counted"] == 1 and unread >= 0
     assert 0 < result.items_scraped < 600
     assert result.items_scraped + queued + unread == 600  # every product: crawled, or counted as not crawled
     record = json.loads((result.report_dir / "governor.json").read_text())
