@@ -24,8 +24,8 @@ from bench_spiders import Catalog, catalog_path
 from harness import Crawl, machine_info, measured, median, progress, rounds, run_mode, stop_reactor, timed
 
 from pytest_crawlmem.core.models import CrawlResult
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.site import RunningSite, start_site
+from pytest_crawlmem.measure.runner import CrawlOptions
 
 #: The overhead target of the default mode against a bare crawl (benchmarks/overhead.py's TARGETS).
 DEFAULT_TARGET = 1.35
@@ -99,8 +99,8 @@ def step_cost(steps: int = 200_000) -> dict[str, float]:
     """Microseconds the meter adds to one step of a callback's output (a pass-through of the same generator without it)."""
     import time
 
-    from pytest_crawlmem.crawl.amplification import StepClock
-    from pytest_crawlmem.crawl.probes import read_malloc_in_use_bytes
+    from pytest_crawlmem.probes.amplification import StepClock
+    from pytest_crawlmem.probes.readings import read_malloc_in_use_bytes
 
     async def callback() -> Any:
         for i in range(steps):

@@ -24,9 +24,9 @@ from bench_spiders import Catalog, Leaky
 from harness import Crawl, machine_info, measured, median, progress, rounds, stop_reactor, timed
 
 from pytest_crawlmem.core.defaults import name_of
-from pytest_crawlmem.crawl.probes import read_malloc_in_use_bytes
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.site import start_site
+from pytest_crawlmem.measure.runner import CrawlOptions
+from pytest_crawlmem.probes.readings import read_malloc_in_use_bytes
 
 #: mode -> the crawl's extra settings.
 MODES: dict[str, dict[str, Any]] = {

@@ -22,8 +22,8 @@ from typing import Any
 from bench_spiders import Catalog, Leaky
 from harness import Crawl, bare, machine_info, measured, median, progress, rounds, stop_reactor
 
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.site import start_site
+from pytest_crawlmem.measure.runner import CrawlOptions
 
 CATALOG = "/catalog/?pages=30&per_page=20"  # 630 responses
 

@@ -20,8 +20,8 @@ from typing import Any
 from backpressure_spiders import READINGS, LargePages
 from harness import Crawl, bare, machine_info, measured, progress, stop_reactor
 
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.site import start_site
+from pytest_crawlmem.measure.runner import CrawlOptions
 
 #: 16 downloads at once, each page trickling in over ``--ms``: pages arrive about as fast as the pipeline writes them
 PIPELINE = {"ITEM_PIPELINES": {"backpressure_spiders.SerializedWrites": 300}, "CONCURRENT_REQUESTS": 16,

@@ -38,10 +38,10 @@ def child(pages: int, code: str | None = None) -> dict[str, Any]:
     import harness
     from playwright_books import BooksSpider, books_settings
 
-    from pytest_crawlmem.crawl.extension import CrawlMemExtension
-    from pytest_crawlmem.crawl.pages import CrawlBrowser
-    from pytest_crawlmem.crawl.runner import CrawlOptions
+    from pytest_crawlmem.browser.pages import CrawlBrowser
     from pytest_crawlmem.harness.site import start_site
+    from pytest_crawlmem.measure.extension import CrawlMemExtension
+    from pytest_crawlmem.measure.runner import CrawlOptions
 
     begun: list[float] = []
     drained_at: list[float] = []
@@ -53,7 +53,7 @@ def child(pages: int, code: str | None = None) -> dict[str, Any]:
 
     def state(self: Any) -> dict[str, Any]:
         """What the crawl holds now: in flight, parked, pages, contexts, and what waits for a context."""
-        from pytest_crawlmem.crawl import probes
+        from pytest_crawlmem.probes import readings as probes
 
         handlers = probes.playwright_handlers(self.crawler)
         lock = getattr(handlers[0], "context_launch_lock", None) if handlers else None

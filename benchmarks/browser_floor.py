@@ -3,7 +3,7 @@
     nice -n 10 python benchmarks/browser_floor.py [--pages 1,4,8] [--repeats 3] [--json out.json]
 
 Launches the installed Chromium through Playwright with the options a crawl gets
-(``pytest_crawlmem.crawl.browser.launch_options``: headless, ``--disable-gpu``, ``--disable-dev-shm-usage``), in
+(``pytest_crawlmem.browser.settings.launch_options``: headless, ``--disable-gpu``, ``--disable-dev-shm-usage``), in
 one context as scrapy-playwright's default, opens N pages of the fixture site (``/js/<id>?mode=render``: 20
 products rendered by script, the browser workload's page without its IndexedDB store), waits for each to render,
 lets the tree settle for 2 s and reads every process's ``smaps_rollup``. The same with ``--renderer-process-limit=1``
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from pytest_crawlmem.crawl.browser import launch_options
-from pytest_crawlmem.crawl.browsertree import TreeSampler
+from pytest_crawlmem.browser.settings import launch_options
+from pytest_crawlmem.browser.tree import TreeSampler
 from pytest_crawlmem.harness.site import start_site
 
 MiB = 2**20
@@ -69,7 +69,7 @@ async def estimate_error(base: str, rounds: int, window: int, kb: int) -> list[d
     """
     from playwright.async_api import async_playwright
 
-    from pytest_crawlmem.crawl.browsertree import read_tree
+    from pytest_crawlmem.browser.tree import read_tree
 
     rows: list[dict[str, Any]] = []
     async with async_playwright() as playwright:

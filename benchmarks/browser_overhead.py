@@ -47,8 +47,8 @@ def _profiled(profile_path: str) -> Any:
     """Profile the extension's own work (samples, status lines) with cProfile; return what writes the profile."""
     import cProfile
 
-    from pytest_crawlmem.crawl.meter import Sampler
-    from pytest_crawlmem.crawl.status import StatusTicker
+    from pytest_crawlmem.measure.status import StatusTicker
+    from pytest_crawlmem.probes.meter import Sampler
 
     profiles = {name: cProfile.Profile(time.thread_time) for name in ("sampler", "status")}  # CPU, not wall time
     run_sample, emit = Sampler.run, StatusTicker.emit
@@ -92,7 +92,7 @@ def _watch_tree_parts() -> dict[str, Any]:
     one), RSS-only readings, rediscoveries; and readings put off past the tree's CPU share."""
     import threading
 
-    from pytest_crawlmem.crawl import browsertree
+    from pytest_crawlmem.browser import tree as browsertree
 
     parts: dict[str, Any] = {}
     read_tree, discover = browsertree.read_tree, browsertree.TreeSampler.rescan
@@ -121,7 +121,7 @@ def _watch_tree_parts() -> dict[str, Any]:
     parts["_started"] = time.monotonic()
     browsertree.read_tree = counted_read_tree  # type: ignore[assignment]
     browsertree.TreeSampler.rescan = counted_rescan  # type: ignore[method-assign]
-    pages = importlib.import_module("pytest_crawlmem.crawl.pages")
+    pages = importlib.import_module("pytest_crawlmem.browser.pages")
     init = pages.CrawlBrowser.__init__
 
     def kept_init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -145,13 +145,13 @@ def child(mode: str, pages: int, code: str | None, profile_path: str | None = No
 
     import pytest_crawlmem
     from pytest_crawlmem.core.budgets import Budgets
-    from pytest_crawlmem.crawl.runner import CrawlOptions
     from pytest_crawlmem.harness.site import start_site
+    from pytest_crawlmem.measure.runner import CrawlOptions
 
     assert not code or pytest_crawlmem.__file__.startswith(code), pytest_crawlmem.__file__
     write_profile = _profiled(profile_path) if profile_path else None
     collectors: list[Any] = []  # the sampler's and the status line's CollectorTime (code that has one)
-    meter = importlib.import_module("pytest_crawlmem.crawl.meter")
+    meter = importlib.import_module("pytest_crawlmem.probes.meter")
     if hasattr(meter, "CollectorTime"):
         collector_init = meter.CollectorTime.__init__
 

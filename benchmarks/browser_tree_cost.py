@@ -33,7 +33,7 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from pytest_crawlmem.crawl.browsertree import TreeReading, TreeSampler, classify, discover_browser_tree, read_tree
+from pytest_crawlmem.browser.tree import TreeReading, TreeSampler, classify, discover_browser_tree, read_tree
 
 MiB = 2**20
 PSS_INTERVAL_SECONDS = 1.0

@@ -19,8 +19,8 @@ from bench_spiders import Catalog, catalog_path, clean_scenarios
 from harness import Crawl, machine_info, measured, progress, stop_reactor
 
 from pytest_crawlmem.core.growth import heap_estimate, intervals
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.site import start_site
+from pytest_crawlmem.measure.runner import CrawlOptions
 
 
 def interval_noise(checkpoints: list[Any], after: int) -> float:

@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_spiders import BASE_SETTINGS, Catalog, catalog_path  # noqa: E402
 
+from pytest_crawlmem.cluster.redisserver import start_redis  # noqa: E402
+from pytest_crawlmem.cluster.run import REDIS_DUPEFILTER, REDIS_SCHEDULER, WORKER_EXTENSION, ClusterOptions, run_cluster  # noqa: E402
 from pytest_crawlmem.core.ledger import LedgerKeys  # noqa: E402
-from pytest_crawlmem.harness.cluster_run import REDIS_DUPEFILTER, REDIS_SCHEDULER, WORKER_EXTENSION, ClusterOptions, run_cluster  # noqa: E402
-from pytest_crawlmem.harness.redisserver import start_redis  # noqa: E402
 from pytest_crawlmem.harness.site import start_site  # noqa: E402
 
 MODES = ("bare", "ledger", "cluster")
@@ -113,7 +113,7 @@ def micro(requests: int) -> dict[str, Any]:
     import scrapy
     from scrapy_redis.queue import PriorityQueue
 
-    from pytest_crawlmem.crawl.cluster_worker import LedgerQueue, LedgerRecorder
+    from pytest_crawlmem.cluster.worker import LedgerQueue, LedgerRecorder
 
     spider = scrapy.Spider(name="bench")
     made = [scrapy.Request(f"http://127.0.0.1/catalog/product/{i}") for i in range(requests)]

@@ -41,8 +41,8 @@ from harness import Crawl, bare, machine_info, measured, progress, stop_reactor
 from plateau_spiders import LocalCachePlateau, SqlitePlateau
 
 from pytest_crawlmem.core.growth import heap_estimate
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.site import RunningSite, start_site
+from pytest_crawlmem.measure.runner import CrawlOptions
 
 LEAKS = [512, 1024, 2048, 5120, 10240]
 SIZES = [500, 1000, 2000]

@@ -258,7 +258,7 @@ class TreeWatch:
     def __init__(self) -> None:
         import threading
 
-        from pytest_crawlmem.crawl.browsertree import TreeSampler
+        from pytest_crawlmem.browser.tree import TreeSampler
 
         self.sampler = TreeSampler(None, detail_seconds=1.0)
         self.peak_read = 0  # the highest PSS read
@@ -374,7 +374,7 @@ def mode_settings(workload: str, mode: str) -> dict[str, Any]:
     if workload == "mix":
         settings["ITEM_PIPELINES"] = {"__main__.SlowStore": 100}
     if workload == "browser":
-        from pytest_crawlmem.crawl.browser import playwright_settings
+        from pytest_crawlmem.browser.settings import playwright_settings
 
         settings = playwright_settings(settings)
     if mode in ("governed", "governed-rotate"):
@@ -398,7 +398,7 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
     spider = {"large": Large, "catalog": Catalog, "slow": Large, "browser": Stores, "json": Documents, "media": Files,
               "pipeline": Attachments, "mix": Carried, "leak": Keeper, "fits": Fits}[workload]
     if mode == "governed-rotate":  # the browser lever rotates contexts only: no cap on concurrency (before session 10)
-        from pytest_crawlmem.crawl import governor
+        from pytest_crawlmem.governor import extension as governor
 
         class RotateOnly(governor.ContextLever):
             def __init__(self, *args: Any, **kwargs: Any) -> None:

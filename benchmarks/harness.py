@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench_spiders import BASE_SETTINGS  # noqa: E402
 
 from pytest_crawlmem.core.models import CrawlResult  # noqa: E402
-from pytest_crawlmem.crawl.runner import CrawlOptions, run_crawl  # noqa: E402
 from pytest_crawlmem.harness.isolated import run_isolated, spec_for  # noqa: E402
+from pytest_crawlmem.measure.runner import CrawlOptions, run_crawl  # noqa: E402
 from pytest_crawlmem.reports.report import write_reports  # noqa: E402
 
 reactor: Any = _installed_reactor

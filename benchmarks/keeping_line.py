@@ -30,8 +30,8 @@ from keeping_spiders import NATIVE, NEEDS, SHAPES, marked
 from pytest_crawlmem.core.growth import heap_estimate
 from pytest_crawlmem.core.models import CrawlResult
 from pytest_crawlmem.core.sites import is_request_creation, named_line
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.site import start_site
+from pytest_crawlmem.measure.runner import CrawlOptions
 
 NATIVE_STATED = re.compile(r"(\d+)% of the growth is native")
 REQUEST_LINE = re.compile(r"\.(follow|follow_all)\s*\(|\bRequest\s*\(")

@@ -39,7 +39,7 @@ def child(args: argparse.Namespace) -> None:
     from scrapy.spiderloader import SpiderLoader
     from twisted.internet.task import LoopingCall
 
-    from pytest_crawlmem.crawl.runner import CrawlOptions
+    from pytest_crawlmem.measure.runner import CrawlOptions
 
     sys.path.insert(0, str(args.project))
     modules = [f"{PACKAGE}.spiders"]

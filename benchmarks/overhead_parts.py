@@ -22,8 +22,8 @@ from bench_spiders import Catalog
 from harness import Crawl, machine_info, measured, median, progress, rounds, run_mode, stop_reactor, timed
 
 from pytest_crawlmem.core.defaults import name_of
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.site import start_site
+from pytest_crawlmem.measure.runner import CrawlOptions
 
 #: name -> (CrawlOptions fields, extra settings); "bare-frozen" is Scrapy alone.
 PARTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {

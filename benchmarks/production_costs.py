@@ -27,8 +27,8 @@ from typing import Any
 
 from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS, CrawlMemConfig
 from pytest_crawlmem.core.models import Sample
-from pytest_crawlmem.crawl.extension import CrawlMemExtension
-from pytest_crawlmem.crawl.status import read_status
+from pytest_crawlmem.measure.extension import CrawlMemExtension
+from pytest_crawlmem.measure.status import read_status
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = int(CRAWLMEM_DEFAULTS["CRAWLMEM_TIMELINE_SAMPLES"])

@@ -30,9 +30,9 @@ from bench_spiders import Catalog, catalog_path
 from harness import Crawl, block_on, measured, stop_reactor  # installs the asyncio reactor first
 
 from pytest_crawlmem.core.replay import ReplayTarget
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.replay_site import running_replay
 from pytest_crawlmem.harness.site import start_site
+from pytest_crawlmem.measure.runner import CrawlOptions
 
 
 @dataclass

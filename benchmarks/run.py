@@ -52,8 +52,8 @@ from harness import (
     timed,
 )
 
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.site import RunningSite, start_site
+from pytest_crawlmem.measure.runner import CrawlOptions
 
 PARTS = ("overhead", "detection", "site", "fixed")
 FULL: dict[str, Any] = {"pairs": 7, "pages": 50, "runs": 10, "clean_runs": 20, "sizes": detection.SIZES, "leaks": detection.LEAKS,

@@ -44,7 +44,7 @@ from scrapy import signals
 from scrapy.crawler import CrawlerProcess
 from twisted.internet import task
 from bench_spiders import BASE_SETTINGS, Catalog, catalog_path
-from pytest_crawlmem.crawl.extension import CrawlMemExtension
+from pytest_crawlmem.measure.extension import CrawlMemExtension
 
 
 def heap_bytes(roots):

@@ -7,13 +7,13 @@ imports neither pytest nor Scrapy.
 
 from __future__ import annotations
 
-from .core.budgets import Budgets, Violation
-from .core.cluster import ClusterResult, RedisSample
-from .core.ledger import Ledger, LostRequest
-from .core.models import Checkpoint, CrawlResult, DroppedResponse, Growth, GrowthSite, Sample
-from .core.protocols import BrowserJobFunction, ClusterFunction, CrawlFunction, FixtureSite, SweepFunction
-from .core.stops import HARNESS_STOPS
-from .core.sweep import SweepResult, SweepRow
+from pytest_crawlmem.core.budgets import Budgets, Violation
+from pytest_crawlmem.core.cluster import ClusterResult, RedisSample
+from pytest_crawlmem.core.ledger import Ledger, LostRequest
+from pytest_crawlmem.core.models import Checkpoint, CrawlResult, DroppedResponse, Growth, GrowthSite, Sample
+from pytest_crawlmem.core.protocols import BrowserJobFunction, ClusterFunction, CrawlFunction, FixtureSite, SweepFunction
+from pytest_crawlmem.core.stops import HARNESS_STOPS
+from pytest_crawlmem.core.sweep import SweepResult, SweepRow
 
 __all__ = [
     "HARNESS_STOPS",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from .reports.cli import main
+from pytest_crawlmem.reports.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -5,7 +5,7 @@ The code lives in :mod:`pytest_crawlmem.reports.docgen`.
 
 import sys
 
-from .reports.docgen import main
+from pytest_crawlmem.reports.docgen import main
 
 __all__ = ["main"]
 

@@ -10,15 +10,15 @@ from typing import Any
 
 import pytest
 
-from .core.budgets import SPECS, BudgetError, Budgets, resolve_budgets
-from .core.settings import OPTIONS, resolve_settings
-from .harness.baseline import BaselineError
-from .harness.cluster_fixture import crawl_cluster  # noqa: F401 - registered with pytest through this module
-from .harness.fixtures import browser_job, crawl, fixture_site  # noqa: F401 - registered with pytest through this module
-from .harness.loopstate import follow_reactor_greenlet
-from .harness.project import nearest_scrapy_cfg
-from .harness.reactor_tests import LOOP_STATE_KEY, foreign_reactor, runs_on_reactor, wait_if_deferred
-from .harness.session import (
+from pytest_crawlmem.cluster.fixture import crawl_cluster  # noqa: F401 - registered with pytest through this module
+from pytest_crawlmem.core.budgets import SPECS, BudgetError, Budgets, resolve_budgets
+from pytest_crawlmem.core.settings import OPTIONS, resolve_settings
+from pytest_crawlmem.harness.baseline import BaselineError
+from pytest_crawlmem.harness.fixtures import browser_job, crawl, fixture_site  # noqa: F401 - registered with pytest through this module
+from pytest_crawlmem.harness.loopstate import follow_reactor_greenlet
+from pytest_crawlmem.harness.project import nearest_scrapy_cfg
+from pytest_crawlmem.harness.reactor_tests import LOOP_STATE_KEY, foreign_reactor, runs_on_reactor, wait_if_deferred
+from pytest_crawlmem.harness.session import (
     BUDGETS_KEY,
     MARKER_ERROR_KEY,
     RECORDS_KEY,
@@ -27,7 +27,7 @@ from .harness.session import (
     CrawlMemWarning,
     CrawlRecord,
 )
-from .harness.sweep_fixture import crawl_sweep  # noqa: F401 - registered with pytest through this module
+from pytest_crawlmem.harness.sweep_fixture import crawl_sweep  # noqa: F401 - registered with pytest through this module
 
 #: Fixtures whose tests get their budgets enforced in the call phase.
 MEASURING_FIXTURES = frozenset({"crawl", "browser_job", "crawl_cluster"})

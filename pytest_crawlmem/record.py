@@ -3,6 +3,6 @@
 The code lives in :mod:`pytest_crawlmem.reports.record`.
 """
 
-from .reports.record import describe, record_command, summarize
+from pytest_crawlmem.reports.record import describe, record_command, summarize
 
 __all__ = ["describe", "record_command", "summarize"]

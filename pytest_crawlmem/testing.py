@@ -1,8 +1,8 @@
 """The stable path of the test helpers: ``ITEM_PIPELINES = {"pytest_crawlmem.testing.SlowPipeline": 300}``.
 
-The code lives in :mod:`pytest_crawlmem.crawl.testing`.
+The code lives in :mod:`pytest_crawlmem.measure.testing`.
 """
 
-from .crawl.testing import SlowPipeline, burn_cpu
+from pytest_crawlmem.measure.testing import SlowPipeline, burn_cpu
 
 __all__ = ["SlowPipeline", "burn_cpu"]

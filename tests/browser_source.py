@@ -3,7 +3,7 @@
 BROWSER_SPIDERS = '''
 import scrapy
 
-from pytest_crawlmem.crawl.browser import playwright_settings
+from pytest_crawlmem.browser.settings import playwright_settings
 
 SETTINGS = playwright_settings({"CONCURRENT_REQUESTS": 4, "LOG_LEVEL": "INFO"})
 
@@ -61,7 +61,7 @@ class ClosesPages(KeepsPages):
 FORGETFUL_SPIDERS = '''
 import scrapy
 
-from pytest_crawlmem.crawl.browser import playwright_settings
+from pytest_crawlmem.browser.settings import playwright_settings
 
 
 def forgetful_settings(concurrency):
@@ -91,7 +91,7 @@ STORE_SPIDERS = '''
 import scrapy
 from scrapy_playwright.page import PageMethod
 
-from pytest_crawlmem.crawl.browser import playwright_settings
+from pytest_crawlmem.browser.settings import playwright_settings
 
 SETTINGS = playwright_settings({"CONCURRENT_REQUESTS": 2, "LOG_LEVEL": "INFO"})
 

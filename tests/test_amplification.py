@@ -15,7 +15,7 @@ from fixture_sites.nested import nested_chunks
 from pytest_crawlmem.core.budgets import BudgetError, Budgets, check_budgets, parse_budget
 from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
 from pytest_crawlmem.core.settings import ini_budgets
-from pytest_crawlmem.crawl.amplification import AmplificationMeter, StepClock, amplification_ratio
+from pytest_crawlmem.probes.amplification import AmplificationMeter, StepClock, amplification_ratio
 
 PARSE_SPIDER = '''
 import scrapy

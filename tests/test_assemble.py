@@ -38,10 +38,10 @@ from pytest_crawlmem.core.models import (
     SizeDistribution,
 )
 from pytest_crawlmem.core.replay_copies import CopyCount, HostPattern
-from pytest_crawlmem.crawl import runner
-from pytest_crawlmem.crawl.recording import Recording
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.isolated import IsolatedSpec, result_from_stream
+from pytest_crawlmem.measure import runner
+from pytest_crawlmem.measure.runner import CrawlOptions
+from pytest_crawlmem.probes.recording import Recording
 
 BASE = 50 * 2**20
 

@@ -15,7 +15,7 @@ import pytest
 from browser_source import BROWSER_SPIDERS
 from inner_session import inner_session
 
-from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
+from pytest_crawlmem.browser.settings import BrowserNotFound, chromium_path
 
 pytest.importorskip("scrapy_playwright", reason="the browser extra is not installed: pip install -e '.[browser]'")
 try:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
+from pytest_crawlmem.browser.settings import BrowserNotFound, chromium_path
 
 pytest.importorskip("scrapy_playwright", reason="the browser extra is not installed: pip install -e '.[browser]'")
 try:

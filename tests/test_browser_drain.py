@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
+from pytest_crawlmem.browser.settings import BrowserNotFound, chromium_path
 
 pytest.importorskip("scrapy_playwright", reason="the browser extra is not installed: pip install -e '.[browser]'")
 try:
@@ -28,7 +28,7 @@ DRAIN_TIMEOUT_SECONDS = 20
 COUNTING_CONFTEST = """
 from scrapy_playwright.handler import ScrapyPlaywrightDownloadHandler as Handler
 
-from pytest_crawlmem.crawl.browserslots import PageGate
+from pytest_crawlmem.browser.slots import PageGate
 
 COUNTS = {"closes": 0, "pages": 0, "navigations": 0, "pages_while_closed": 0, "navigations_while_closed": 0}
 CLOSED = [False]

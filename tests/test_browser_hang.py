@@ -14,8 +14,8 @@ import pytest
 from browser_source import FORGETFUL_SPIDERS
 from inner_session import side_by_side
 
+from pytest_crawlmem.browser.settings import BrowserNotFound, chromium_path
 from pytest_crawlmem.core.budgets import Budgets
-from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
 
 pytest.importorskip("scrapy_playwright", reason="the browser extra is not installed: pip install -e '.[browser]'")
 try:
@@ -125,9 +125,9 @@ def test_an_isolated_crawl_that_never_closes_its_pages_ends_by_its_timeout_and_n
 
 def test_a_killed_isolated_crawl_names_the_stop_it_was_carrying_out(tmp_path):
     from pytest_crawlmem.core import stops
-    from pytest_crawlmem.crawl.recording import Recording
-    from pytest_crawlmem.crawl.runner import CrawlOptions
     from pytest_crawlmem.harness.isolated import IsolatedSpec, result_from_stream
+    from pytest_crawlmem.measure.runner import CrawlOptions
+    from pytest_crawlmem.probes.recording import Recording
 
     recording = Recording(tmp_path / "samples.jsonl")
     recording.header(spider="forgets_pages", interval_seconds=0.1, crawl_id="x", started_at=0.0)

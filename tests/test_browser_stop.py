@@ -7,8 +7,8 @@ import logging
 import pytest
 
 from pytest_crawlmem.core.models import Checkpoint
-from pytest_crawlmem.crawl.escalation import StopEscalation
-from pytest_crawlmem.crawl.leakwatch import LeakWatch
+from pytest_crawlmem.measure.escalation import StopEscalation
+from pytest_crawlmem.measure.leakwatch import LeakWatch
 
 MIB = 2**20
 
@@ -97,7 +97,7 @@ def test_a_steady_crawl_never_warns(caplog):
 
 
 def test_the_ceiling_counts_the_browser_tree_with_the_crawl():
-    from pytest_crawlmem.crawl.meter import Ceiling
+    from pytest_crawlmem.probes.meter import Ceiling
 
     stops: list[tuple[str, str]] = []
     ceiling = Ceiling(500 * MIB, lambda reason, message: stops.append((reason, message)))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_crawlmem.browser import settings as browser
 from pytest_crawlmem.core.growth import DEFAULT_BROWSER_PER_PAGE, analyze, browser_growth
 from pytest_crawlmem.core.models import Checkpoint
-from pytest_crawlmem.crawl import browser
 
 MIB = 2**20
 
@@ -99,8 +99,8 @@ def test_playwright_settings_route_downloads_through_scrapy_playwright(monkeypat
 
 
 def test_the_tree_is_read_within_its_share_of_the_crawl_process_cpu(monkeypatch, tmp_path):
-    from pytest_crawlmem.crawl import pages
-    from pytest_crawlmem.crawl.recording import Recording
+    from pytest_crawlmem.browser import pages
+    from pytest_crawlmem.probes.recording import Recording
 
     cpu = [100.0]
     monkeypatch.setattr(pages, "_process_cpu_seconds", lambda: cpu[0])
@@ -118,8 +118,9 @@ def test_the_tree_is_read_within_its_share_of_the_crawl_process_cpu(monkeypatch,
 
 
 def test_a_pss_reading_is_taken_only_if_its_expected_cost_still_fits_in_the_trees_share(monkeypatch):
-    from pytest_crawlmem.crawl import browsertree, pages
-    from pytest_crawlmem.crawl.recording import Recording
+    from pytest_crawlmem.browser import pages
+    from pytest_crawlmem.browser import tree as browsertree
+    from pytest_crawlmem.probes.recording import Recording
 
     cpu = [100.0]  # the process's CPU since the browser was first watched: 1 s, so the share is 10 ms
     monkeypatch.setattr(pages, "_process_cpu_seconds", lambda: cpu[0])
@@ -138,9 +139,9 @@ def test_a_pss_reading_is_taken_only_if_its_expected_cost_still_fits_in_the_tree
 
 
 def test_with_kill_at_the_browsers_pss_is_read_once_whatever_it_costs(monkeypatch):
-    from pytest_crawlmem.crawl import pages
-    from pytest_crawlmem.crawl.browsertree import BrowserProcess
-    from pytest_crawlmem.crawl.recording import Recording
+    from pytest_crawlmem.browser import pages
+    from pytest_crawlmem.browser.tree import BrowserProcess
+    from pytest_crawlmem.probes.recording import Recording
 
     monkeypatch.setattr(pages, "_process_cpu_seconds", lambda: 100.0)  # no CPU share at all
     browser_pages = pages.CrawlBrowser(Recording(None), detail_seconds=2.0, stall_seconds=5.0)
@@ -189,7 +190,7 @@ def _run(main):  # type: ignore[no-untyped-def]
 def test_a_download_that_waited_on_a_free_slot_while_the_gate_held_it_gets_it_when_the_gate_opens():
     import asyncio
 
-    from pytest_crawlmem.crawl.browserslots import PageGate
+    from pytest_crawlmem.browser.slots import PageGate
 
     async def scenario() -> bool:
         semaphore = asyncio.Semaphore(4)
@@ -210,7 +211,7 @@ def test_a_download_that_waited_on_a_free_slot_while_the_gate_held_it_gets_it_wh
 def test_a_slot_freed_while_the_gate_is_closed_is_held_then_goes_to_the_waiting_download():
     import asyncio
 
-    from pytest_crawlmem.crawl.browserslots import PageGate
+    from pytest_crawlmem.browser.slots import PageGate
 
     async def scenario() -> tuple[bool, int, bool, int]:
         semaphore = asyncio.Semaphore(1)
@@ -232,7 +233,7 @@ def test_a_slot_freed_while_the_gate_is_closed_is_held_then_goes_to_the_waiting_
 def test_page_creation_waits_at_the_closed_gate_and_is_counted_parked():
     import asyncio
 
-    from pytest_crawlmem.crawl.browserslots import PageGate
+    from pytest_crawlmem.browser.slots import PageGate
 
     async def scenario() -> tuple[int, int, int]:
         handler = _FakeHandler(asyncio.Semaphore(4), 4)
@@ -257,7 +258,7 @@ class _Page:
 def test_a_checkpoint_that_holds_the_page_slots_is_not_a_stall():
     # a checkpoint holds every page slot while it drains (contexts read full) and no response comes: under load it
     # outlasted CRAWLMEM_STALL_SECONDS and a crawl that closes its pages was stopped as one that never does
-    from pytest_crawlmem.crawl.pages import HandedPages
+    from pytest_crawlmem.browser.pages import HandedPages
 
     handed, page = HandedPages(stall_seconds=5.0), _Page()
     handed.add(page, "BooksSpider.parse_book")  # its callback is still taking the screenshot
@@ -277,7 +278,7 @@ class _ContextPage(_Page):
 def test_a_full_context_whose_pages_still_work_is_not_a_stall():
     # under load a crawl that closes its pages went 5 s without a response, its contexts full of pages still
     # navigating or in callbacks: only a context whose every slot a handed page holds can never progress
-    from pytest_crawlmem.crawl.pages import HandedPages
+    from pytest_crawlmem.browser.pages import HandedPages
 
     handed, context = HandedPages(stall_seconds=5.0), object()
     pages = [_ContextPage(context) for _ in range(4)]
@@ -334,7 +335,7 @@ def test_no_page_opens_in_a_context_created_while_the_gate_is_closed_and_its_wai
     # contexts were being created; two contexts were created during the drain and opened 3 pages: 5 s undrained
     import asyncio
 
-    from pytest_crawlmem.crawl.browserslots import PageGate
+    from pytest_crawlmem.browser.slots import PageGate
 
     async def scenario() -> tuple[int, int, int, int]:
         handler = _LaunchingHandler(slots=4)
@@ -364,7 +365,7 @@ def test_a_page_created_while_the_gate_is_closed_waits_blank_and_creating_it_is_
     # pages opened, 5 s undrained). Creating a page holds no response; a page created while closed waits blank.
     import asyncio
 
-    from pytest_crawlmem.crawl.browserslots import PageGate
+    from pytest_crawlmem.browser.slots import PageGate
 
     async def scenario() -> tuple[int, int, bool, bool]:
         handler = _LaunchingHandler(slots=4)
@@ -393,7 +394,7 @@ def test_a_page_creation_begun_before_the_gate_was_installed_still_counts_parked
     # behind the checkpoint's holds, and the first two checkpoints waited the whole 5 s drain timeout
     import asyncio
 
-    from pytest_crawlmem.crawl.browserslots import PageGate
+    from pytest_crawlmem.browser.slots import PageGate
 
     async def scenario() -> int:
         handler = _LaunchingHandler(slots=1)
@@ -437,7 +438,7 @@ def test_page_creations_begun_before_the_gate_was_installed_are_parked_and_navig
     # creation counted nowhere: 27 in flight, 26 parked, for the whole 5 s drain timeout (2 of 2 first checkpoints)
     import asyncio
 
-    from pytest_crawlmem.crawl.browserslots import PageGate
+    from pytest_crawlmem.browser.slots import PageGate
 
     async def scenario() -> tuple[int, int, int, int]:
         handler = _DownloadingHandler(slots=4)
@@ -461,7 +462,7 @@ def test_open_pages_are_counted_on_playwrights_implementation_object_a_dict_or_a
     # builds were a sixth of the sampler's CPU in production (cProfile)
     from types import SimpleNamespace
 
-    from pytest_crawlmem.crawl import probes
+    from pytest_crawlmem.probes import readings as probes
 
     class _Context:
         def __init__(self, pages) -> None:

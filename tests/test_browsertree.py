@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_crawlmem.crawl.browsertree import (
+from pytest_crawlmem.browser.tree import (
     BrowserProcess,
     TreeReading,
     TreeSampler,
@@ -224,7 +224,7 @@ def test_a_process_read_mid_exec_is_classified_again_once_its_command_line_is_th
     # Debian's /usr/bin/chromium is a shell script that execs /usr/lib/chromium/chromium: the name (comm) reads
     # "chromium" before and after, and between the two the kernel gives an empty command line. Kept as "not a
     # browser" under an unchanged name, the browser was read as "other" for the whole crawl (a CI run on Chromium 156).
-    from pytest_crawlmem.crawl import browsertree
+    from pytest_crawlmem.browser import tree as browsertree
 
     link = tmp_path / "chromium"
     link.symlink_to(shutil.which("sleep") or "/bin/sleep")

@@ -288,7 +288,7 @@ def test_killed(crawl_cluster, fixture_site):
 def test_a_spider_a_worker_cannot_import_is_a_clear_error_before_anything_starts():
     import scrapy
 
-    from pytest_crawlmem.harness.cluster_run import ClusterOptions, run_cluster
+    from pytest_crawlmem.cluster.run import ClusterOptions, run_cluster
 
     class Local(scrapy.Spider):
         name = "local"
@@ -298,8 +298,8 @@ def test_a_spider_a_worker_cannot_import_is_a_clear_error_before_anything_starts
 
 
 def test_the_cluster_deadline_is_the_tests_timeout_budget():
-    from pytest_crawlmem.crawl.runner import CrawlOptions
-    from pytest_crawlmem.harness.cluster_run import ClusterOptions
+    from pytest_crawlmem.cluster.run import ClusterOptions
+    from pytest_crawlmem.measure.runner import CrawlOptions
 
     assert ClusterOptions(worker_options=CrawlOptions(budgets=Budgets(timeout=7))).timeout_seconds == 7
     assert ClusterOptions().timeout_seconds is None  # no budget: the cluster's own default deadline
@@ -510,7 +510,7 @@ def test_the_cluster_summary_is_assembled_like_every_result_with_summed_rss_and_
 def test_a_long_tmpdir_still_gives_redis_a_socket_path_it_accepts(tmp_path, monkeypatch):
     import tempfile
 
-    from pytest_crawlmem.harness.redisserver import SOCKET_PATH_MAX, start_redis
+    from pytest_crawlmem.cluster.redisserver import SOCKET_PATH_MAX, start_redis
 
     long_tmp = tmp_path / ("d" * 60) / ("e" * 60)  # over the 108 bytes a Unix socket's path may have
     long_tmp.mkdir(parents=True)

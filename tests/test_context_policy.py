@@ -1,11 +1,11 @@
-"""The browser lever's choice of the context to rotate (pure: core/context_policy.py)."""
+"""The browser lever's choice of the context to rotate (pure: governor/context_policy.py)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_crawlmem.core.context_policy import MIN_SERVED_PAGES, ContextState, choose_rotation, closable
+from pytest_crawlmem.governor.context_policy import MIN_SERVED_PAGES, ContextState, choose_rotation, closable
 
 MIB = 2**20
 

@@ -13,7 +13,7 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
-from pytest_crawlmem.crawl.contextlever import ContextLever
+from pytest_crawlmem.governor.contextlever import ContextLever
 
 MIB = 2**20
 

@@ -124,20 +124,20 @@ def test_a_spider_declaring_its_own_components_is_measured_with_them(pytester: p
     outcome.assert_outcomes(passed=13)
 
 
-@pytest.mark.parametrize("named", ["pytest_crawlmem.crawl.extension.CrawlMemExtension", "class"])
+@pytest.mark.parametrize("named", ["pytest_crawlmem.measure.extension.CrawlMemExtension", "class"])
 def test_the_plugins_components_are_built_once_whichever_path_names_them(named):
     """Scrapy keys components by the written path: the internal path or the class beside the stable one builds two."""
     from scrapy.settings import Settings
     from scrapy.utils.conf import build_component_list
     from scrapy.utils.misc import load_object
 
-    from pytest_crawlmem.crawl.extension import CrawlMemExtension
-    from pytest_crawlmem.crawl.middleware import CrawlMemDownloaderMiddleware
-    from pytest_crawlmem.crawl.runner import CrawlOptions, add_measuring_components
+    from pytest_crawlmem.measure.extension import CrawlMemExtension
+    from pytest_crawlmem.measure.middleware import CrawlMemDownloaderMiddleware
+    from pytest_crawlmem.measure.runner import CrawlOptions, add_measuring_components
 
     extension = CrawlMemExtension if named == "class" else named
     settings = Settings({"EXTENSIONS": {extension: 500},
-                         "DOWNLOADER_MIDDLEWARES": {"pytest_crawlmem.crawl.middleware.CrawlMemDownloaderMiddleware": 940}})
+                         "DOWNLOADER_MIDDLEWARES": {"pytest_crawlmem.measure.middleware.CrawlMemDownloaderMiddleware": 940}})
     add_measuring_components(settings, CrawlOptions())
 
     def built(name: str) -> list[object]:

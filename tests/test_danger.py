@@ -10,7 +10,7 @@ from spiders_source import CATALOG_SPIDER
 
 from pytest_crawlmem.core.budgets import Budgets, Violation, _with_danger, snapshot_threshold
 from pytest_crawlmem.core.models import CrawlResult, DangerSnapshot, Growth, Peaks, Sample
-from pytest_crawlmem.crawl.danger import DangerWatch, danger_from_json, window_sites
+from pytest_crawlmem.probes.danger import DangerWatch, danger_from_json, window_sites
 
 DANGER_SPIDERS = '''
 import psutil
@@ -182,8 +182,8 @@ def test_the_window_names_the_line_that_allocated_in_it():
 def test_an_attribution_window_ending_first_hands_its_tracing_to_the_open_danger_window(tmp_path):
     """The order CI met: the attribution window starts tracing, the danger window opens on it, the attribution window
     ends first. Stopping tracing then left the danger window no sites; it now takes the tracing over and stops it."""
-    from pytest_crawlmem.crawl.attribution import AttributionWindow
-    from pytest_crawlmem.crawl.recording import Recording
+    from pytest_crawlmem.attribution.window import AttributionWindow
+    from pytest_crawlmem.probes.recording import Recording
 
     assert not tracemalloc.is_tracing()
     window = AttributionWindow(Recording(None), frames=4, max_responses=100, enabled=True, leak_per_response=1024)

@@ -10,6 +10,8 @@ import types
 
 import pytest
 
+from pytest_crawlmem.attribution.declared import DeclaredMeter, find_holder
+from pytest_crawlmem.attribution.deepsize import SAMPLE_ENTRIES, deep_size
 from pytest_crawlmem.core.assemble import judge
 from pytest_crawlmem.core.budgets import SPECS, BudgetError, parse_budget, resolve_budgets
 from pytest_crawlmem.core.declared import DeclaredGrowth, parse_expected_growth, setting_text
@@ -17,7 +19,6 @@ from pytest_crawlmem.core.growth import checkpoint_schedule, decided_by
 from pytest_crawlmem.core.models import Checkpoint, Growth, GrowthSite, Holder
 from pytest_crawlmem.core.setaside import leak_evidence_of, ordered_holders
 from pytest_crawlmem.core.units import UnitError
-from pytest_crawlmem.crawl.declared import SAMPLE_ENTRIES, DeclaredMeter, deep_size, find_holder
 
 BASE = 60 * 2**20
 MARKER = "crawl_memory marker of t.py::t"

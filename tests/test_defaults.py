@@ -68,7 +68,7 @@ def test_a_stream_budget_too_small_for_the_timeline_names_both_settings():
 
 
 def test_test_crawls_keep_the_gc_freeze_and_stay_quiet_unless_the_test_asks():
-    from pytest_crawlmem.crawl.runner import CrawlOptions, crawl_settings
+    from pytest_crawlmem.measure.runner import CrawlOptions, crawl_settings
 
     settings = crawl_settings(None, CrawlOptions())
     values = read_settings(settings)
@@ -81,7 +81,7 @@ def test_test_crawls_keep_the_gc_freeze_and_stay_quiet_unless_the_test_asks():
 def test_a_metrics_port_without_prometheus_client_is_an_error_naming_the_extra(monkeypatch):
     import sys
 
-    from pytest_crawlmem.crawl.metrics import MissingPrometheus, require_prometheus
+    from pytest_crawlmem.measure.metrics import MissingPrometheus, require_prometheus
 
     monkeypatch.setitem(sys.modules, "prometheus_client", None)  # what an environment without the extra sees
     with pytest.raises(MissingPrometheus, match=re.escape("pip install 'pytest-crawlmem[prometheus]'")):

@@ -18,7 +18,7 @@ from pytest_crawlmem.core.dropped import (
     suggest_maxsize,
 )
 from pytest_crawlmem.core.models import Checkpoint, CrawlResult, Growth, Peaks, Sample
-from pytest_crawlmem.crawl.runner import counting_middlewares
+from pytest_crawlmem.measure.runner import counting_middlewares
 
 SPIDERS = '''
 import scrapy

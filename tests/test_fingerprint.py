@@ -10,18 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_crawlmem.attribution.sourcecode import read_keeping_code
 from pytest_crawlmem.core import verdicts
 from pytest_crawlmem.core.assemble import RunFacts, assemble
-from pytest_crawlmem.core.fingerprint import (
-    KeepingCode,
-    fingerprint_of,
-    holder_shape,
-    keeping_code,
-    leak_basis,
-    normalized_code,
-)
+from pytest_crawlmem.core.fingerprint import KeepingCode, fingerprint_of, holder_shape, keeping_code, leak_basis, normalized_code
 from pytest_crawlmem.core.models import CrawlResult, Growth, GrowthSite, Holder, RetentionPath
-from pytest_crawlmem.crawl.sourcecode import read_keeping_code
 
 SPIDER = '''import functools
 

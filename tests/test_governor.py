@@ -188,7 +188,7 @@ def test_the_governors_constructor_defaults_are_the_settings_table_defaults():
 
 
 def test_a_budget_is_a_size_or_auto_and_a_bad_one_names_the_setting():
-    from pytest_crawlmem.crawl.governor import read_cgroup_limit, resolve_budget
+    from pytest_crawlmem.governor.extension import read_cgroup_limit, resolve_budget
 
     assert resolve_budget("300 MiB") == 300 * 2**20
     assert resolve_budget(2**30) == 2**30

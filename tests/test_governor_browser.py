@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from browser_source import STORE_SPIDERS
 
-from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
+from pytest_crawlmem.browser.settings import BrowserNotFound, chromium_path
 
 pytest.importorskip("scrapy_playwright", reason="the browser extra is not installed: pip install -e '.[browser]'")
 try:

@@ -1,6 +1,6 @@
 """The browser concurrency lever: once rotating contexts cannot free the tree's floor, cap the pages open.
 
-The sizing rule (:mod:`pytest_crawlmem.core.browser_concurrency`) is pure and seen alone first; then the browser
+The sizing rule (:mod:`pytest_crawlmem.governor.browser_concurrency`) is pure and seen alone first; then the browser
 lever on the stand-in of scrapy-playwright's handler of tests/test_contextlever.py: it lowers concurrency only in the
 floor case (a rotated context closed and the tree is still over the act share), on a PSS reading, and raises it
 again after readings under the restore share. The real crawl is tests/test_governor_browser.py.
@@ -14,9 +14,9 @@ import pytest
 from browser_source import STORE_SPIDERS
 from test_contextlever import Handler, request, run
 
-from pytest_crawlmem.core.browser_concurrency import RESTORE_READINGS, PageConcurrency, page_cost, pages_that_fit
-from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
-from pytest_crawlmem.crawl.contextlever import ContextLever
+from pytest_crawlmem.browser.settings import BrowserNotFound, chromium_path
+from pytest_crawlmem.governor.browser_concurrency import RESTORE_READINGS, PageConcurrency, page_cost, pages_that_fit
+from pytest_crawlmem.governor.contextlever import ContextLever
 
 MIB = 2**20
 

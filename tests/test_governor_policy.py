@@ -8,15 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_crawlmem.core.cgroup import (
-    CgroupPaths,
-    auto_budget,
-    limit_files,
-    parse_limit,
-    parse_proc_cgroup,
-    smallest_limit,
-)
-from pytest_crawlmem.core.governor_policy import (
+from pytest_crawlmem.core.cgroup import CgroupPaths, auto_budget, limit_files, parse_limit, parse_proc_cgroup, smallest_limit
+from pytest_crawlmem.governor.policy import (
     BACKLOG,
     CLOSE,
     IN_FLIGHT,
@@ -305,7 +298,7 @@ def test_a_spike_between_two_readings_counts_as_pressure_but_never_closes():
 
 
 def test_the_close_says_what_it_leaves_uncrawled_start_requests_included():
-    from pytest_crawlmem.core.governor_policy import undone_sentence
+    from pytest_crawlmem.governor.policy import undone_sentence
 
     assert undone_sentence({"queued_requests": 37, "spilled_requests": 12, "unread_start_requests": 400,
                             "start_counted": 1, "downloads": 2, "items_in_pipelines": 80}) == (
@@ -334,7 +327,7 @@ def test_over_the_close_share_new_downloads_pause_and_items_draining_do_not_clos
 # -- admission by cost, before the parse ------------------------------------------------
 
 def test_the_parse_amplification_takes_a_higher_reading_at_once_and_a_lower_one_slowly() -> None:
-    from pytest_crawlmem.core.governor_policy import PARSE_PRIOR, ParseCost
+    from pytest_crawlmem.governor.policy import PARSE_PRIOR, ParseCost
 
     parse = ParseCost()
     assert parse.amplification == PARSE_PRIOR
@@ -350,7 +343,7 @@ def test_the_parse_amplification_takes_a_higher_reading_at_once_and_a_lower_one_
 
 
 def test_a_download_is_held_back_while_the_bodies_under_way_and_one_parse_would_pass_the_limit() -> None:
-    from pytest_crawlmem.core.governor_policy import Outstanding, ParseCost, admits_by_cost, projected_bytes
+    from pytest_crawlmem.governor.policy import Outstanding, ParseCost, admits_by_cost, projected_bytes
 
     parse = ParseCost(amplification=6.0, readings=1)
     quiet = Outstanding(downloading=1, announced_count=1, announced_bytes=10 * MIB, mean_body_bytes=10 * MIB,
@@ -369,7 +362,7 @@ def test_a_download_is_held_back_while_the_bodies_under_way_and_one_parse_would_
 
 
 def test_a_request_whose_cost_alone_passes_the_headroom_is_unmeetable_and_names_the_budget_that_fits() -> None:
-    from pytest_crawlmem.core.governor_policy import ParseCost, unmeetable
+    from pytest_crawlmem.governor.policy import ParseCost, unmeetable
 
     parse = ParseCost(amplification=6.0, readings=1)
     assert unmeetable("http://x/a", 10 * MIB, "announced", 60 * MIB, 300 * MIB, parse) is None  # 70 MiB fits 240
@@ -383,7 +376,7 @@ def test_a_request_whose_cost_alone_passes_the_headroom_is_unmeetable_and_names_
 
 
 def test_what_a_download_will_yield_as_items_counts_in_its_cost() -> None:
-    from pytest_crawlmem.core.governor_policy import Outstanding, ParseCost, admits_by_cost, projected_bytes
+    from pytest_crawlmem.governor.policy import Outstanding, ParseCost, admits_by_cost, projected_bytes
 
     parse = ParseCost()
     pages = Outstanding(downloading=15, announced_count=15, announced_bytes=15 * 30_000, mean_body_bytes=30_000,

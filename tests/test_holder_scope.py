@@ -7,8 +7,8 @@ import sys
 import tracemalloc
 import types
 
-from pytest_crawlmem.crawl.scope import is_under, modules_in_scope
-from pytest_crawlmem.crawl.snapshots import traced_files
+from pytest_crawlmem.attribution.scope import is_under, modules_in_scope
+from pytest_crawlmem.probes.snapshots import traced_files
 
 
 def _module(name: str, **values: object) -> types.ModuleType:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from scrapy import Request
 
-from pytest_crawlmem.crawl.holders import QueuedRequests, container_lengths, find_keepers
+from pytest_crawlmem.attribution.holders import QueuedRequests, container_lengths, find_keepers
 
 
 class _Response:

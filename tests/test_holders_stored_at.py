@@ -14,9 +14,9 @@ from typing import Any
 
 from scrapy import Request
 
+from pytest_crawlmem.attribution.holders import QueuedRequests, container_lengths, find_keepers, python_roots
 from pytest_crawlmem.core.assemble import leak_evidence
 from pytest_crawlmem.core.models import GrowthSite
-from pytest_crawlmem.crawl.holders import QueuedRequests, container_lengths, find_keepers, python_roots
 
 
 def line_of(marker: str) -> str:

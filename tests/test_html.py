@@ -19,7 +19,7 @@ from spiders_source import SPIDERS
 from pytest_crawlmem.core.budgets import Budgets, Violation
 from pytest_crawlmem.core.growth import analyze
 from pytest_crawlmem.core.models import Checkpoint, CrawlResult, DroppedResponse, GrowthSite, Peaks, Sample
-from pytest_crawlmem.crawl.recording import Recording
+from pytest_crawlmem.probes.recording import Recording
 from pytest_crawlmem.reports import report as report_module
 from pytest_crawlmem.reports.cli import main
 from pytest_crawlmem.reports.document import ReportDocument
@@ -257,7 +257,7 @@ async def capture(job):
 @pytest.mark.crawl_memory(browser_pss="3 GiB", max_open_pages=2, leak="warn")
 def test_browser(browser_job, fixture_site):
     pytest.importorskip("playwright")
-    from pytest_crawlmem.crawl.browser import BrowserNotFound, chromium_path
+    from pytest_crawlmem.browser.settings import BrowserNotFound, chromium_path
     try:
         chromium_path()
     except BrowserNotFound as exc:

@@ -17,8 +17,8 @@ from spiders_source import CATALOG_SPIDER, PRODUCT_IDS_SPIDER
 
 from pytest_crawlmem.core.growth import analyze
 from pytest_crawlmem.core.models import Checkpoint
-from pytest_crawlmem.crawl.jobdir import JobdirMeter
-from pytest_crawlmem.crawl.probes import read_tree_bytes
+from pytest_crawlmem.probes.jobdir import JobdirMeter
+from pytest_crawlmem.probes.readings import read_tree_bytes
 
 SPIDERS = "import scrapy\n\n" + CATALOG_SPIDER + PRODUCT_IDS_SPIDER + '''
 
@@ -223,14 +223,14 @@ def test_jobdir_size_is_the_sum_of_its_file_sizes_and_a_missing_directory_reads_
 def test_a_costly_jobdir_walk_is_reused_until_its_cost_is_paid_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = iter([0.0, 0.0, 1.0, 2.5, 3.0])
     walks: list[int] = []
-    monkeypatch.setattr("pytest_crawlmem.crawl.jobdir.time.monotonic", lambda: next(clock))
-    monkeypatch.setattr("pytest_crawlmem.crawl.jobdir.time.thread_time", lambda: len(walks) * 0.02)  # each walk: 20 ms of CPU
+    monkeypatch.setattr("pytest_crawlmem.probes.jobdir.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("pytest_crawlmem.probes.jobdir.time.thread_time", lambda: len(walks) * 0.02)  # each walk: 20 ms of CPU
 
     def walk(path: str) -> int:
         walks.append(1)
         return 100 * len(walks)
 
-    monkeypatch.setattr("pytest_crawlmem.crawl.jobdir.probes.read_tree_bytes", walk)
+    monkeypatch.setattr("pytest_crawlmem.probes.jobdir.probes.read_tree_bytes", walk)
     meter = JobdirMeter(str(tmp_path))
     readings = [meter.read() for _ in range(4)]
     assert len(walks) == 2 and readings == [100, 100, 100, 200]  # 20 ms walks: at most one every 2 s

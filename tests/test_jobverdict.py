@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_crawlmem.browser.jobverdict import in_pages, job_batch, pages_to_judge
 from pytest_crawlmem.core.growth import analyze
-from pytest_crawlmem.core.jobverdict import in_pages, job_batch, pages_to_judge
 from pytest_crawlmem.core.models import Checkpoint
 
 MIB = 2**20

@@ -160,7 +160,7 @@ def test_well_formed_records_with_any_numbers_render(tmp_path_factory, records):
 
 
 def _rotated_recording(path, *, samples=6000, spike_at=1234, max_bytes=40_000):
-    from pytest_crawlmem.crawl.recording import Recording
+    from pytest_crawlmem.probes.recording import Recording
 
     recording = Recording(path, max_samples=64, max_checkpoints=16, max_bytes=max_bytes)
     recording.header(spider="catalog", interval_seconds=1.0, crawl_id="crawl-a")

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_crawlmem.attribution import holders, keeping
 from pytest_crawlmem.core.models import GrowthSite, Holder
 from pytest_crawlmem.core.sites import (
     KeptEvidence,
@@ -24,7 +25,6 @@ from pytest_crawlmem.core.sites import (
     rank_sites,
     source_line,
 )
-from pytest_crawlmem.crawl import holders, keeping
 
 SOURCE = '''
 import functools

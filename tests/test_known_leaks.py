@@ -17,7 +17,7 @@ from pytest_crawlmem.core.libleaks import applies, known_leak
 from pytest_crawlmem.core.models import GrowthSite, Holder, MediaSummary, RetentionPath
 from pytest_crawlmem.reports import cli
 
-#: The path crawl/media.py gives an object a media pipeline's cached failure keeps (tests/test_media.py, Scrapy 2.19).
+#: The path measure/media.py gives an object a media pipeline's cached failure keeps (tests/test_media.py, Scrapy 2.19).
 MEDIA_PATH = "FilesPipeline.spiderinfo.downloaded[fingerprint] -> Failure .value -> FileException -> frame -> HtmlResponse"
 MEDIA = MediaSummary(pipelines=("FilesPipeline",), cached_at_close=40, failed_at_close=20,
                      retained=(RetentionPath("HtmlResponse", 20, MEDIA_PATH), RetentionPath("Request", 20, MEDIA_PATH)))

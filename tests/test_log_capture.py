@@ -13,7 +13,7 @@ import logging
 import pytest
 from spiders_source import CATALOG_SPIDER
 
-from pytest_crawlmem.crawl.logcapture import detached, is_capture_handler, spilled_log_capture
+from pytest_crawlmem.measure.logcapture import detached, is_capture_handler, spilled_log_capture
 
 SPIDERS = '''
 import logging

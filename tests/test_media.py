@@ -12,7 +12,7 @@ import pytest
 from pytest_crawlmem.core.assemble import media_evidence
 from pytest_crawlmem.core.dropped import MEDIA_FAILED, DropLedger
 from pytest_crawlmem.core.models import MediaSummary, RetentionPath
-from pytest_crawlmem.crawl.media import media_failed_reason, watch_pipeline
+from pytest_crawlmem.measure.media import media_failed_reason, watch_pipeline
 
 SPIDERS = '''
 import scrapy

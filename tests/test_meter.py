@@ -14,7 +14,7 @@ import pytest
 
 CHECKPOINT_SCRIPT = '''
 import json, time, tracemalloc
-from pytest_crawlmem.crawl.meter import drained_checkpoint
+from pytest_crawlmem.probes.meter import drained_checkpoint
 
 started = time.monotonic()
 time.sleep(0.05)  # the caller's drain wait: it counts in the checkpoint's cost
@@ -31,8 +31,8 @@ WINDOW_SCRIPT = '''
 import json, tracemalloc
 from pytest_crawlmem.core.growth import next_checkpoint_at
 from pytest_crawlmem.core.models import Checkpoint
-from pytest_crawlmem.crawl.attribution import AttributionWindow
-from pytest_crawlmem.crawl.recording import Recording
+from pytest_crawlmem.attribution.window import AttributionWindow
+from pytest_crawlmem.probes.recording import Recording
 
 BASE = 100 * 2**20
 recording = Recording(None)
@@ -52,8 +52,8 @@ print(json.dumps({"steps": steps, "errors": recording.errors}))
 SHORT_WINDOW_SCRIPT = '''
 import json, tracemalloc
 from pytest_crawlmem.core.models import Checkpoint
-from pytest_crawlmem.crawl.attribution import AttributionWindow
-from pytest_crawlmem.crawl.recording import Recording
+from pytest_crawlmem.attribution.window import AttributionWindow
+from pytest_crawlmem.probes.recording import Recording
 
 BASE = 100 * 2**20
 recording = Recording(None)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pytest_crawlmem.crawl.status import Status
+from pytest_crawlmem.measure.status import Status
 
 MIB = 2**20
 
@@ -34,8 +34,8 @@ def test_unknown_figures_read_as_a_dash():
 
 def test_the_checkpoints_metric_counts_what_its_description_says():
     from pytest_crawlmem.core.models import Checkpoint
-    from pytest_crawlmem.crawl.metrics import FIGURES
-    from pytest_crawlmem.crawl.recording import Recording
+    from pytest_crawlmem.measure.metrics import FIGURES
+    from pytest_crawlmem.probes.recording import Recording
 
     recording = Recording(None)
     for responses, drained in ((0, True), (20, False), (40, True), (41, True)):  # opening, undrained, drained, closing
@@ -50,7 +50,7 @@ def test_the_metrics_carry_the_running_verdict_and_the_browser_figures():
     pytest.importorskip("prometheus_client", reason="the prometheus extra is not installed")
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from pytest_crawlmem.crawl.metrics import _Collector
+    from pytest_crawlmem.measure.metrics import _Collector
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(lambda: status(verdict="retained-objects", growth_per_response_bytes=8192.0,

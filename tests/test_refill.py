@@ -1,12 +1,12 @@
 """The scraper's backout is read outside the plugin's own pauses and refills, and the crawl runs free between
-checkpoints that drain slowly (crawl/refill.py; a clock of the test's own, no crawl)."""
+checkpoints that drain slowly (measure/refill.py; a clock of the test's own, no crawl)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_crawlmem.crawl import refill
-from pytest_crawlmem.crawl.refill import PauseRefill
+from pytest_crawlmem.measure import refill
+from pytest_crawlmem.measure.refill import PauseRefill
 
 
 class Clock:

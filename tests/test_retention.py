@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import ClassVar
 
-from pytest_crawlmem.crawl.retention import retention_path
+from pytest_crawlmem.attribution.retention import retention_path
 
 
 class Response:

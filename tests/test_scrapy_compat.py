@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from spiders_source import CATALOG_SPIDER, HOARDER_SPIDER
 
-from pytest_crawlmem.crawl import probes
+from pytest_crawlmem.probes import readings as probes
 
 SPIDERS = "import scrapy\n" + CATALOG_SPIDER + HOARDER_SPIDER
 

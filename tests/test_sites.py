@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_crawlmem.attribution import holders
 from pytest_crawlmem.core.models import GrowthSite
-from pytest_crawlmem.crawl import holders, snapshots
-from pytest_crawlmem.crawl.snapshots import _site_of
+from pytest_crawlmem.probes import snapshots
+from pytest_crawlmem.probes.snapshots import _site_of
 
 STDLIB = sysconfig.get_paths()["stdlib"]
 PURELIB = sysconfig.get_paths()["purelib"]

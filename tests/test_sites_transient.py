@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pytest_crawlmem.core.models import GrowthSite, Holder
 from pytest_crawlmem.core.sites import QUEUED_SITE_SHARE, is_queued_growth, keeping_first, net_of_queue
-from pytest_crawlmem.crawl import snapshots
+from pytest_crawlmem.probes import snapshots
 
 
 def site(location: str, size: int, source: str = "text = response.css('p').get()") -> GrowthSite:

@@ -6,7 +6,7 @@ import tracemalloc
 
 import pytest
 
-from pytest_crawlmem.crawl import snapshots
+from pytest_crawlmem.probes import snapshots
 
 
 def _raw(filename: str, size: int) -> tuple[int, int, tuple[tuple[str, int], ...], int]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_crawlmem.core.standin import StandIn, StandInError, parse_stand_in, read_stand_in_setting, stand_in_url
-from pytest_crawlmem.crawl.standin import _forms, restore_body
+from pytest_crawlmem.replay.standin import _forms, restore_body
 
 SPIDER = '''
 import scrapy

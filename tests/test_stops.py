@@ -8,9 +8,9 @@ from pathlib import Path
 from pytest_crawlmem.core import stops
 from pytest_crawlmem.core.models import Sample
 from pytest_crawlmem.core.sweep import SweepRow
-from pytest_crawlmem.crawl.recording import Recording
-from pytest_crawlmem.crawl.runner import CrawlOptions
 from pytest_crawlmem.harness.isolated import IsolatedSpec, result_from_stream
+from pytest_crawlmem.measure.runner import CrawlOptions
+from pytest_crawlmem.probes.recording import Recording
 from pytest_crawlmem.reports.jsonl import read_stop
 
 
@@ -51,7 +51,7 @@ def test_only_the_harness_reasons_mark_a_sweep_row_stopped():
 
 
 def test_the_ceiling_fires_once_and_a_failing_sample_does_not_stop_the_sampler(tmp_path):
-    from pytest_crawlmem.crawl.meter import Ceiling, Sampler
+    from pytest_crawlmem.probes.meter import Ceiling, Sampler
 
     fired: list[tuple[str, str]] = []
     ceiling = Ceiling(100, lambda reason, message: fired.append((reason, message)))
@@ -86,7 +86,7 @@ class FakePage:
 
 
 def test_unclosed_pages_that_fill_every_context_stall_the_crawl_after_stall_seconds_and_again_after_each_more():
-    from pytest_crawlmem.crawl.pages import HandedPages
+    from pytest_crawlmem.browser.pages import HandedPages
 
     pages = HandedPages(stall_seconds=5)
     page = FakePage()

@@ -1,4 +1,4 @@
-"""Cancelled timers dropped before a checkpoint is read (crawl/timers.py), on a real Twisted asyncio reactor object.
+"""Cancelled timers dropped before a checkpoint is read (probes/timers.py), on a real Twisted asyncio reactor object.
 
 The reactor is built on a private event loop and never installed; its loop runs briefly, in a thread, to fire timers.
 """
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from twisted.internet.asyncioreactor import AsyncioSelectorReactor
 
-from pytest_crawlmem.crawl.timers import drop_cancelled_timers
+from pytest_crawlmem.probes.timers import drop_cancelled_timers
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import threading
 import tracemalloc
 from pathlib import Path
 
-from pytest_crawlmem.crawl import snapshots
+from pytest_crawlmem.probes import snapshots
 
 PACKAGE = Path(snapshots.__file__).resolve().parents[1]
 GUARDED = {"start", "stop", "take_snapshot", "clear_traces"}

@@ -11,7 +11,7 @@ from test_plateau import SQLITE_1200
 
 from pytest_crawlmem.core import verdicts as V
 from pytest_crawlmem.core.growth import analyze, decided_by
-from pytest_crawlmem.crawl.status import Status
+from pytest_crawlmem.measure.status import Status
 from pytest_crawlmem.reports.html import glance
 
 

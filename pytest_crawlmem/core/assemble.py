@@ -13,14 +13,14 @@ from dataclasses import Field, dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from . import verdicts
-from .declared import Declared
-from .dropped import MEDIA_FAILED
-from .fingerprint import CodeReader, fingerprint_of, leak_basis
-from .growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, Analysis, analyze
-from .libleaks import VersionReader, known_leak
-from .measurement import Measurement
-from .models import (
+from pytest_crawlmem.core import verdicts
+from pytest_crawlmem.core.declared import Declared
+from pytest_crawlmem.core.dropped import MEDIA_FAILED
+from pytest_crawlmem.core.fingerprint import CodeReader, fingerprint_of, leak_basis
+from pytest_crawlmem.core.growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, Analysis, analyze
+from pytest_crawlmem.core.libleaks import VersionReader, known_leak
+from pytest_crawlmem.core.measurement import Measurement
+from pytest_crawlmem.core.models import (
     AmplificationSummary,
     BrowserSummary,
     Checkpoint,
@@ -39,10 +39,10 @@ from .models import (
     ShotSummary,
     SizeDistribution,
 )
-from .replay_copies import CopyCount, HostPattern
-from .setaside import judge_declared, leak_evidence_of, ordered_holders
-from .sites import KeptEvidence, is_request_creation, leak_native_share, native_sentence
-from .tracebuild import build_trace
+from pytest_crawlmem.core.replay_copies import CopyCount, HostPattern
+from pytest_crawlmem.core.setaside import judge_declared, leak_evidence_of, ordered_holders
+from pytest_crawlmem.core.sites import KeptEvidence, is_request_creation, leak_native_share, native_sentence
+from pytest_crawlmem.core.tracebuild import build_trace
 
 if TYPE_CHECKING:  # typing.Unpack is 3.11+; annotations only (the package supports 3.10)
     from typing_extensions import Unpack

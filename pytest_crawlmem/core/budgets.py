@@ -9,19 +9,51 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from . import stops, verdicts
-from .declared import describe_limit, parse_expected_growth
-from .defaults import DEFAULT_LEAK_PER_RESPONSE
-from .models import CrawlResult
-from .tolerances import parse_compare_fail
-from .units import UnitError, format_duration, format_size, parse_count, parse_ratio, parse_seconds, parse_size
+from pytest_crawlmem.core import stops, verdicts
+from pytest_crawlmem.core.declared import describe_limit, parse_expected_growth
+from pytest_crawlmem.core.defaults import DEFAULT_LEAK_PER_RESPONSE
+from pytest_crawlmem.core.models import CrawlResult
+from pytest_crawlmem.core.tolerances import parse_compare_fail
+from pytest_crawlmem.core.units import (
+    UnitError,
+    format_duration,
+    format_size,
+    parse_count,
+    parse_ratio,
+    parse_seconds,
+    parse_size,
+)
 
-if TYPE_CHECKING:
-    from .cluster import ClusterResult
+
+class _Ledger(Protocol):
+    def describe_lost(self) -> str: ...
+
+
+class ClusterResult(Protocol):
+    """What the cluster checks read of a crawl_cluster run (``core.cluster.ClusterResult``, which builds on this module)."""
+
+    @property
+    def lost(self) -> int: ...
+    @property
+    def ledger(self) -> _Ledger: ...
+    @property
+    def redis_peak_memory(self) -> int: ...
+    @property
+    def max_queue(self) -> int: ...
+    @property
+    def max_dupefilter(self) -> int: ...
+    @property
+    def cluster_rss(self) -> int: ...
+    @property
+    def workers(self) -> Sequence[CrawlResult]: ...
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
 
 LEAK_MODES = ("fail", "warn", "off")
 LEAK_VERDICTS = verdicts.LEAKS
@@ -211,7 +243,7 @@ def _growth_check(spec: BudgetSpec, budgets: Budgets, result: CrawlResult) -> Vi
              " module-level caches of its pipelines and middlewares) counts in its growth and in no later crawl's, so"
              " whichever test runs first pays it; use --crawlmem-isolate / crawl(isolate=True) to give every crawl the"
              " same start" if result.earlier_crawls == 0 else "")
-    from .warmup import result_warmup_note  # warmup builds on growth, which builds on these budgets' records
+    from pytest_crawlmem.core.warmup import result_warmup_note  # warmup builds on growth, which builds on these budgets' records
 
     warm = result_warmup_note(result)
     return replace(violation, message=f"{violation.message} (from {format_size(result.start_rss)} when the crawl"
@@ -259,7 +291,7 @@ def _billing_check(limit: int | None, result: CrawlResult) -> Violation | None:
     shots = result.shots
     if limit is None or shots is None or shots.billed_mismatch <= limit:
         return None
-    from .shots import describe_mismatch  # pure, reads only the summary
+    from pytest_crawlmem.core.shots import describe_mismatch  # pure, reads only the summary
 
     message = (f"{shots.billed_mismatch:,} of {shots.captures:,} screenshot captures were billed wrongly, over the budget"
                f" billed_mismatch={limit:,}: {describe_mismatch(shots)}")

@@ -1,6 +1,6 @@
 """The memory limit of this process's cgroup, from the texts of ``/proc/self/cgroup`` and its limit files (pure).
 
-The crawl process reads the files (``crawl/governor.py``); this module only parses what they say, so the
+The crawl process reads the files (``governor/extension.py``); this module only parses what they say, so the
 rules (v1 or v2, "no limit" spelled ``max`` or as a huge number) are tested without a cgroup.
 """
 

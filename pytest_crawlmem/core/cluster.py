@@ -10,12 +10,12 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from . import verdicts
-from .assemble import RunFacts, assemble
-from .budgets import LEAK_VERDICTS, SPECS, Budgets, Violation, check_budgets
-from .ledger import Ledger
-from .models import CrawlResult, Growth, Peaks
-from .units import format_size
+from pytest_crawlmem.core import verdicts
+from pytest_crawlmem.core.assemble import RunFacts, assemble
+from pytest_crawlmem.core.budgets import LEAK_VERDICTS, SPECS, Budgets, Violation, check_budgets
+from pytest_crawlmem.core.ledger import Ledger
+from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.core.units import format_size
 
 KILL_SIGNALS = ("KILL", "TERM")
 #: scheduler-backlog: the shared queue peaked at this many requests or more ...

@@ -3,7 +3,7 @@
 A dedup set or a first-seen index grows per item on purpose. The ``expected_growth`` budget (marker keyword, ini key
 ``crawlmem_expected_growth``, Scrapy setting ``CRAWLMEM_EXPECTED_GROWTH``) names each such holder as a leak verdict
 names it (``spider.seen_ids``, ``pipeline DuplicatesPipeline.ids_seen``, ``module mypkg.cache._MEMO``) with the growth
-per response it may have. The crawl measures each declared holder at every drained checkpoint (``crawl/declared.py``);
+per response it may have. The crawl measures each declared holder at every drained checkpoint (``attribution/declared.py``);
 ``core/setaside.py`` takes its growth out of the memory the verdict judges, up to the declared size, and names it as a
 leak past that. This module holds the vocabulary: parsing (``HOLDER=SIZE, ...``), the per-holder outcome record, and
 the sentences a verdict's reason says about them. A leaf: it imports only units and serial.
@@ -15,13 +15,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .serial import JsonRecord
-from .units import UnitError, format_size, parse_size
+from pytest_crawlmem.core.serial import JsonRecord
+from pytest_crawlmem.core.units import UnitError, format_size, parse_size
 
 #: ``((holder, bytes per response), ...)``: the declared holders of one test, in the order they were written.
 Declared = tuple[tuple[str, int], ...]
 
-#: The roots a holder is named from, as verdicts name them (crawl/probes.py's ``crawl_roots``, attribution's modules
+#: The roots a holder is named from, as verdicts name them (probes/readings.py's ``crawl_roots``, attribution's modules
 #: and classes): a component root takes its class name, a module or class root a dotted path.
 COMPONENT_ROOTS = ("pipeline", "spider middleware", "downloader middleware", "extension")
 DOTTED_ROOTS = ("module", "class")

@@ -1,15 +1,15 @@
 """The ledger of dropped data: responses a size limit cancelled or ignored, and size warnings (pure).
 
 Filled in the crawl process by the extension and the plugin's downloader middlewares
-(:mod:`pytest_crawlmem.crawl.middleware`); read by the runner into ``CrawlResult.dropped``.
+(:mod:`pytest_crawlmem.measure.middleware`); read by the runner into ``CrawlResult.dropped``.
 """
 
 from __future__ import annotations
 
 import re
 
-from .distribution import Histogram, next_power_of_two
-from .models import DroppedResponse, MaxsizeSuggestion
+from pytest_crawlmem.core.distribution import Histogram, next_power_of_two
+from pytest_crawlmem.core.models import DroppedResponse, MaxsizeSuggestion
 
 MAXSIZE_DECLARED = "download_maxsize (declared)"
 MAXSIZE_STREAMED = "download_maxsize (streamed)"

@@ -16,7 +16,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .models import Checkpoint, Sample
+from pytest_crawlmem.core.models import Checkpoint, Sample
 
 #: Width of the running aggregate's RSS buckets to start with (an excess is within one width of the exact one).
 EXCESS_BUCKET_BYTES = 64 * 1024

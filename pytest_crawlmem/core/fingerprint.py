@@ -13,7 +13,7 @@ fingerprint; another holder or another storing statement changes it. Without a h
 keeps Scrapy objects alive after the crawl) and the top growth site's code stand in; with nothing named at all, the
 verdict and the spider. :func:`leak_basis` returns those parts (report.json keeps them beside the id, so a reviewer sees
 what was hashed); :func:`fingerprint_of` hashes them. Runs in any process; the source files are read by the caller
-(``crawl/sourcecode.py`` in the crawl process, :func:`code_at` takes the reader).
+(``attribution/sourcecode.py`` in the crawl process, :func:`code_at` takes the reader).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TypeGuard
 
-from .models import GrowthSite, Holder, RetentionPath
+from pytest_crawlmem.core.models import GrowthSite, Holder, RetentionPath
 
 #: Bumped when what is hashed changes, so an id never means two different things.
 FINGERPRINT_VERSION = 1

@@ -27,12 +27,12 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import TypedDict
 
-from . import verdicts as V
-from .defaults import CHECKPOINT_MIN_RESPONSES as CHECKPOINT_MIN_RESPONSES  # the settings table's defaults
-from .defaults import DEFAULT_LEAK_PER_RESPONSE as DEFAULT_LEAK_PER_RESPONSE
-from .defaults import name_of
-from .excess import ExcessSummary, excess_of_samples
-from .leaktrend import (
+from pytest_crawlmem.core import verdicts as V
+from pytest_crawlmem.core.defaults import CHECKPOINT_MIN_RESPONSES as CHECKPOINT_MIN_RESPONSES  # the settings table's defaults
+from pytest_crawlmem.core.defaults import DEFAULT_LEAK_PER_RESPONSE as DEFAULT_LEAK_PER_RESPONSE
+from pytest_crawlmem.core.defaults import name_of
+from pytest_crawlmem.core.excess import ExcessSummary, excess_of_samples
+from pytest_crawlmem.core.leaktrend import (
     COST_MIN_QUEUED,
     LATER_SHARE,
     MAX_REQUEST_CREDIT,
@@ -45,9 +45,11 @@ from .leaktrend import (
     memory_queued,
     unit_power,
 )
-from .models import Checkpoint, Growth, MediaSummary, Sample, SizeDistribution
-from .plateau import Plateau, find_plateau
-from .trend import slope_only, t95
+from pytest_crawlmem.core.models import BLOCK_BYTES as BLOCK_BYTES  # pymalloc's mean block, for the untraced blocks
+from pytest_crawlmem.core.models import Checkpoint, Growth, MediaSummary, Sample, SizeDistribution
+from pytest_crawlmem.core.models import heap_estimate as heap_estimate
+from pytest_crawlmem.core.plateau import Plateau, find_plateau
+from pytest_crawlmem.core.trend import slope_only, t95
 
 #: Judged intervals the regular and the strong trend need at least (TREND_MIN_POINTS checkpoints).
 MIN_DELTAS = TREND_MIN_POINTS - 1
@@ -98,8 +100,6 @@ WINDOW_RESIDUE_CAP = 1024 * 1024
 #: came out too small; one of them, its window 45 responses before the end, read ``retained-objects``. Leaky crawls'
 #: windows left 129 KiB or more in 90% of 578, and none of them changes verdict at this floor (nor at 192 KiB).
 WINDOW_RESIDUE_FLOOR = 160 * 1024
-#: Mean size of a pymalloc block in a Scrapy process (sys._debugmallocstats: 95.7 B).
-BLOCK_BYTES = 96
 #: downloader-activity: sampled RSS this far (median) above the drained level around it. Measured: clean crawls
 #: 0.3-0.6 MiB (catalog and 500 ms pages at CONCURRENT_REQUESTS=32), 15 MiB for 8 trickled 2 MiB bodies in flight,
 #: 75-81 MiB for 32 x 2 MiB and 64 x 1 MiB (56-62 MiB for 64 x 1 MiB with three crawls sharing 2 cores).
@@ -234,14 +234,6 @@ class Interval:
     def raw_per_response(self) -> float:
         """Growth per response, scheduler included."""
         return self.raw_bytes / self.responses
-
-
-def heap_estimate(checkpoint: Checkpoint) -> int | None:
-    """malloc's bytes in use plus pymalloc's blocks at their mean size, less tracemalloc's tables and the plugin's residue."""
-    if checkpoint.heap_bytes is None:
-        return None
-    return (checkpoint.heap_bytes + BLOCK_BYTES * (checkpoint.allocated_blocks or 0) - checkpoint.tracer_bytes
-            - checkpoint.plugin_bytes)
 
 
 def window_residue(opening: Sequence[Checkpoint], after: int, traced: int | None, responses: int) -> int:

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import stops, verdicts
-from .defaults import name_of
-from .governor_policy import MEMORY_BUDGET
-from .units import format_size
+from pytest_crawlmem.core import stops, verdicts
+from pytest_crawlmem.core.defaults import name_of
+from pytest_crawlmem.core.stops import MEMORY_BUDGET
+from pytest_crawlmem.core.units import format_size
 
 #: The stops of a budget in a production crawl: the hard ceiling and the timeout (their finish reasons).
 BUDGET_STOPS = {stops.KILL_AT: f"kill_at ({name_of('kill_at_bytes')})", stops.TIMEOUT: f"timeout ({name_of('timeout_seconds')})",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pytest_crawlmem.core.serial import JsonRecord
+
 
 @dataclass(frozen=True, slots=True)
 class KnownLeak:
@@ -25,6 +27,25 @@ class KnownLeak:
     #: Files of the library, from its package folder (``scrapy/pipelines/media.py``), one of which a growth site of the
     #: leak outside the team's code must be in; empty: the path alone identifies it.
     files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class KnownLeakMatch(JsonRecord):
+    """A leak verdict that is a known leak of a library: the entry, the installed version it was checked against and
+    what matched (report.json's ``growth.known_leak``)."""
+
+    key: str
+    library: str
+    installed: str  # the library's version when the result was made
+    versions: str  # the entry's range, which ``installed`` is in
+    summary: str
+    issue: str
+    matched: str  # the path (or file) the entry's pattern matched
+
+    def describe(self) -> str:
+        """``known library leak scrapy-media-cache (scrapy 2.19.0, in >=2.13.4,<2.20): ...; upstream: URL``."""
+        return (f"known library leak {self.key} ({self.library} {self.installed}, in {self.versions}): {self.summary};"
+                f" upstream: {self.issue}")
 
 
 #: Scrapy's media pipelines (FilesPipeline, ImagesPipeline) cache every download's result in

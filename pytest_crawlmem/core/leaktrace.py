@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .serial import JsonRecord
+from pytest_crawlmem.core.serial import JsonRecord
 
 #: What marks a line whose reference or code the fingerprint is built from.
 FINGERPRINT_MARK = "<- fingerprint"

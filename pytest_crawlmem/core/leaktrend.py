@@ -17,8 +17,8 @@ from functools import lru_cache
 from itertools import pairwise
 from operator import mul
 
-from .models import Checkpoint
-from .trend import Slope, fit, slope_only, t95
+from pytest_crawlmem.core.models import Checkpoint
+from pytest_crawlmem.core.trend import Slope, fit, slope_only, t95
 
 #: The fewest drained checkpoints a trend is judged from (three intervals).
 TREND_MIN_POINTS = 4

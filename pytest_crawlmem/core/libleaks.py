@@ -11,40 +11,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from . import known_leaks
-from .known_leaks import KnownLeak
-from .serial import JsonRecord
+from pytest_crawlmem.core import known_leaks
+from pytest_crawlmem.core.known_leaks import KnownLeak, KnownLeakMatch
 
 if TYPE_CHECKING:
-    from .models import GrowthSite, Holder, MediaSummary, RetentionPath
+    from pytest_crawlmem.core.models import GrowthSite, Holder, MediaSummary, RetentionPath
 
 #: The installed version of a distribution (``None`` when it is not installed).
 VersionReader = Callable[[str], "str | None"]
-
-
-@dataclass(frozen=True, slots=True)
-class KnownLeakMatch(JsonRecord):
-    """A leak verdict that is a known leak of a library: the entry, the installed version it was checked against and
-    what matched (report.json's ``growth.known_leak``)."""
-
-    key: str
-    library: str
-    installed: str  # the library's version when the result was made
-    versions: str  # the entry's range, which ``installed`` is in
-    summary: str
-    issue: str
-    matched: str  # the path (or file) the entry's pattern matched
-
-    def describe(self) -> str:
-        """``known library leak scrapy-media-cache (scrapy 2.19.0, in >=2.13.4,<2.20): ...; upstream: URL``."""
-        return (f"known library leak {self.key} ({self.library} {self.installed}, in {self.versions}): {self.summary};"
-                f" upstream: {self.issue}")
 
 
 def applies(entry: KnownLeak, installed: str | None) -> bool:

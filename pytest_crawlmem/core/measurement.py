@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .distribution import Histogram
-from .excess import ExcessSummary
-from .models import (
+from pytest_crawlmem.core.distribution import Histogram
+from pytest_crawlmem.core.excess import ExcessSummary
+from pytest_crawlmem.core.models import (
     AmplificationSummary,
     BrowserSummary,
     Checkpoint,
@@ -27,8 +27,8 @@ from .models import (
     ShotSummary,
     SizeDistribution,
 )
-from .replay_copies import CopyCount, HostPattern
-from .sites import KeptEvidence
+from pytest_crawlmem.core.replay_copies import CopyCount, HostPattern
+from pytest_crawlmem.core.sites import KeptEvidence
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .declared import DeclaredGrowth
-from .leaktrace import LeakTrace
-from .libleaks import KnownLeakMatch
-from .replay_copies import CopyCount, HostPattern
-from .serial import COUNT_ONLY, NOT_WRITTEN, JsonRecord, record_json
-from .serial import from_json as record_from_json
-from .units import format_size
-from .verdicts import INCONCLUSIVE
+from pytest_crawlmem.core.declared import DeclaredGrowth
+from pytest_crawlmem.core.known_leaks import KnownLeakMatch
+from pytest_crawlmem.core.leaktrace import LeakTrace
+from pytest_crawlmem.core.replay_copies import CopyCount, HostPattern
+from pytest_crawlmem.core.serial import COUNT_ONLY, NOT_WRITTEN, JsonRecord, record_json
+from pytest_crawlmem.core.serial import from_json as record_from_json
+from pytest_crawlmem.core.units import format_size
+from pytest_crawlmem.core.verdicts import INCONCLUSIVE
 
 SCHEMA_VERSION = 1
 
@@ -120,10 +120,20 @@ class Checkpoint(JsonRecord):
     def python_heap_bytes(self) -> int | None:
         """The heap estimate report.html draws as "Python memory" (and verdicts judge when the crawl is not traced whole):
         ``heap_bytes`` (glibc's bytes in use) plus pymalloc's blocks at their mean size, less tracemalloc's own tables
-        and the plugin's residue (``growth.heap_estimate``); ``None`` without ``heap_bytes``."""
-        from .growth import heap_estimate  # growth builds on these records: imported when read
-
+        and the plugin's residue (``heap_estimate``); ``None`` without ``heap_bytes``."""
         return heap_estimate(self)
+
+
+#: Mean size of a pymalloc block in a Scrapy process (sys._debugmallocstats: 95.7 B).
+BLOCK_BYTES = 96
+
+
+def heap_estimate(checkpoint: Checkpoint) -> int | None:
+    """malloc's bytes in use plus pymalloc's blocks at their mean size, less tracemalloc's tables and the plugin's residue."""
+    if checkpoint.heap_bytes is None:
+        return None
+    return (checkpoint.heap_bytes + BLOCK_BYTES * (checkpoint.allocated_blocks or 0) - checkpoint.tracer_bytes
+            - checkpoint.plugin_bytes)
 
 
 @dataclass(frozen=True, slots=True)

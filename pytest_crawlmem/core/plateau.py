@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .leaktrend import NOISE_FLOOR_BYTES, TREND_MIN_POINTS
-from .trend import Slope, fit, slope_only
+from pytest_crawlmem.core.leaktrend import NOISE_FLOOR_BYTES, TREND_MIN_POINTS
+from pytest_crawlmem.core.trend import Slope, fit, slope_only
 
 #: The flat part spans at least this share of the judged window ("hundreds of responses" in a long crawl).
 PLATEAU_MIN_SHARE = 1 / 3

@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from .cluster import ClusterResult
-from .models import CrawlResult
-from .sweep import DEFAULT_ISOLATE, SweepResult, Variants
+from pytest_crawlmem.core.cluster import ClusterResult
+from pytest_crawlmem.core.models import CrawlResult
+from pytest_crawlmem.core.sweep import DEFAULT_ISOLATE, SweepResult, Variants
 
 
 class FixtureSite(Protocol):

@@ -1,7 +1,7 @@
 """Replay of a recorded crawl, the pure part: its knobs, the crawl's settings, the checks of its outcome (pure).
 
 The replay site is started by :mod:`pytest_crawlmem.harness.replay_site`; the Scrapy side (download handler,
-copies middleware) lives in :mod:`pytest_crawlmem.crawl.replay_scrapy`.
+copies middleware) lives in :mod:`pytest_crawlmem.replay.handler`.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from .defaults import settings_of
-from .units import UnitError, parse_seconds, parse_size
+from pytest_crawlmem.core.defaults import settings_of
+from pytest_crawlmem.core.units import UnitError, parse_seconds, parse_size
 
 REPLAY_MODULE = "fixture_sites.replay"
 HANDLER_PATH = "pytest_crawlmem.replay_scrapy.ReplayDownloadHandler"

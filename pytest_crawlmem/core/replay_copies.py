@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .replay import COPY_PREFIX
-from .serial import JsonRecord
+from pytest_crawlmem.core.replay import COPY_PREFIX
+from pytest_crawlmem.core.serial import JsonRecord
 
 #: A copy agrees with the original when its responses and items are at least this share of the original's.
 AGREEMENT = 0.9

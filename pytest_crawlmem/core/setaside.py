@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from . import verdicts
-from .declared import Declared, DeclaredGrowth, declared_of, set_aside_sentence
-from .growth import DECLARED_RULE, WARMUP_RESPONSES, judged_checkpoints
-from .models import Checkpoint, Growth, GrowthSite, Holder
-from .trend import slope_only
-from .units import format_size
+from pytest_crawlmem.core import verdicts
+from pytest_crawlmem.core.declared import Declared, DeclaredGrowth, declared_of, set_aside_sentence
+from pytest_crawlmem.core.growth import DECLARED_RULE, WARMUP_RESPONSES, judged_checkpoints
+from pytest_crawlmem.core.models import Checkpoint, Growth, GrowthSite, Holder
+from pytest_crawlmem.core.trend import slope_only
+from pytest_crawlmem.core.units import format_size
 
 #: A holder's rate is judged over drained checkpoints spanning at least this many responses.
 MIN_SPAN_RESPONSES = WARMUP_RESPONSES

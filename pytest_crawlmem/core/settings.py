@@ -6,9 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .budgets import SPECS, BudgetError, parse_budget
-from .tolerances import DEFAULT_TOLERANCES, parse_compare_fail
-from .units import UnitError, parse_count, parse_seconds
+from pytest_crawlmem.core.budgets import SPECS, BudgetError, parse_budget
+from pytest_crawlmem.core.tolerances import DEFAULT_TOLERANCES, parse_compare_fail
+from pytest_crawlmem.core.units import UnitError, parse_count, parse_seconds
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .models import ShotMismatch, ShotSummary
+from pytest_crawlmem.core.models import ShotMismatch, ShotSummary
 
 VERDICT_HEADER = "X-Page-Verdict"
 BILLED_HEADER = "X-Billed"

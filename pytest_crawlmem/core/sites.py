@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from .models import GrowthSite, Holder
+from pytest_crawlmem.core.models import GrowthSite, Holder
 
 #: A line that builds requests: its growth is the scheduler's queue (and what hangs on queued requests), not a leak.
 REQUEST_CREATION = re.compile(r"\.(follow|follow_all)\s*\(|\b(Request|FormRequest|JsonRequest|XmlRpcRequest)\s*\(")

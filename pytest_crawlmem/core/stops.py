@@ -22,6 +22,8 @@ KILLED: Final = "crawlmem_killed"
 ERROR: Final = "error"
 #: A browser job that ran to its end (Scrapy's own reason for a crawl that did).
 FINISHED: Final = "finished"
+#: The memory governor closed the crawl to keep it inside its budget (the close is the governor's, not the harness's).
+MEMORY_BUDGET: Final = "memory_budget"
 
 #: The reasons the harness gives a crawl it stopped (never Scrapy's own).
 HARNESS_STOPS: Final = frozenset({KILL_AT, TIMEOUT, UNCLOSED_PAGES, INTERRUPTED, KILLED})

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .models import SCHEMA_VERSION, CrawlResult, json_value
-from .stops import is_harness_stop
-from .units import format_size, parse_size
+from pytest_crawlmem.core.models import SCHEMA_VERSION, CrawlResult, json_value
+from pytest_crawlmem.core.stops import is_harness_stop
+from pytest_crawlmem.core.units import format_size, parse_size
 
 #: Figures ``best(key=...)`` can rank by, and whether higher is better.
 RANK_KEYS: dict[str, bool] = {

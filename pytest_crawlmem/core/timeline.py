@@ -20,9 +20,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from .excess import DrainedExcess, ExcessSummary
-from .models import PEAK_FIELDS as PEAK_FIELDS  # merged by taking the larger of two readings (None when neither had one)
-from .models import Checkpoint, Sample
+from pytest_crawlmem.core.excess import DrainedExcess, ExcessSummary
+from pytest_crawlmem.core.models import (
+    PEAK_FIELDS as PEAK_FIELDS,  # merged by taking the larger of two readings (None when neither had one)
+)
+from pytest_crawlmem.core.models import Checkpoint, Sample
 
 MIN_SAMPLES = 16
 MIN_CHECKPOINTS = 8
@@ -51,7 +53,7 @@ def merge(a: Sample, b: Sample) -> Sample:
 class Timeline:
     """The crawl's samples, at most ``max_samples`` of them (0: unbounded), thinned by pairwise merging.
 
-    Not thread-safe by itself: :class:`pytest_crawlmem.crawl.recording.Recording` holds a lock around it.
+    Not thread-safe by itself: :class:`pytest_crawlmem.probes.recording.Recording` holds a lock around it.
     """
 
     def __init__(self, max_samples: int = 0, max_checkpoints: int = 0) -> None:

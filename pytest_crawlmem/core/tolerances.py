@@ -10,7 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .units import UnitError, format_size, parse_count, parse_seconds, parse_size
+from pytest_crawlmem.core.units import UnitError, format_size, parse_count, parse_seconds, parse_size
 
 # figure -> how its absolute tolerance is written ("size", "seconds" or "count")
 FIGURES: dict[str, str] = {

@@ -14,10 +14,10 @@ import re
 from collections.abc import Sequence
 from pathlib import PurePath
 
-from .leaktrace import FINGERPRINT_MARK, LeakTrace, TraceHop, trace_lines
-from .models import CrawlResult, GrowthSite, Holder, RetentionPath
-from .sites import source_line
-from .units import format_size
+from pytest_crawlmem.core.leaktrace import FINGERPRINT_MARK, LeakTrace, TraceHop, trace_lines
+from pytest_crawlmem.core.models import CrawlResult, GrowthSite, Holder, RetentionPath
+from pytest_crawlmem.core.sites import source_line
+from pytest_crawlmem.core.units import format_size
 
 #: One step of a holder's pattern: an attribute, any key (``[…]``), a named key or an index.
 _STEP = re.compile(r"""\.[A-Za-z_]\w*|\[…\]|\[(?:'[^']*'|"[^"]*"|[^\]]*)\]""")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .growth import warmup_responses
-from .models import Checkpoint, CrawlResult
-from .units import format_size
+from pytest_crawlmem.core.growth import warmup_responses
+from pytest_crawlmem.core.models import Checkpoint, CrawlResult
+from pytest_crawlmem.core.units import format_size
 
 
 def warmup_growth(start_rss: int, end_rss: int, checkpoints: Sequence[Checkpoint], responses: int) -> tuple[int, int] | None:

@@ -1,1 +1,4 @@
-"""The pytest side: options, budgets at collection, fixtures, child processes, the summary (pytest process)."""
+"""The pytest side: options, budgets at collection, fixtures, child processes, the summary (pytest process).
+
+May import every room; only this room (and ``cluster``'s fixture) imports pytest.
+"""

@@ -25,17 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.models import CrawlResult, json_value
-from ..core.sites import named_line
-from ..core.tolerances import DEFAULT_TOLERANCES as DEFAULT_TOLERANCES  # the tolerances API, re-exported where it was
-from ..core.tolerances import FIGURES as FIGURES
-from ..core.tolerances import Tolerance as Tolerance
-from ..core.tolerances import merge_tolerances as merge_tolerances
-from ..core.tolerances import parse_compare_fail as parse_compare_fail
-from ..core.tolerances import parse_tolerance as parse_tolerance
-from ..core.tolerances import parse_tolerances as parse_tolerances
-from ..core.units import format_size
-from ..reports.report import interpreter
+from pytest_crawlmem.core.models import CrawlResult, json_value
+from pytest_crawlmem.core.sites import named_line
+from pytest_crawlmem.core.tolerances import (
+    DEFAULT_TOLERANCES as DEFAULT_TOLERANCES,  # the tolerances API, re-exported where it was
+)
+from pytest_crawlmem.core.tolerances import FIGURES as FIGURES
+from pytest_crawlmem.core.tolerances import Tolerance as Tolerance
+from pytest_crawlmem.core.tolerances import merge_tolerances as merge_tolerances
+from pytest_crawlmem.core.tolerances import parse_compare_fail as parse_compare_fail
+from pytest_crawlmem.core.tolerances import parse_tolerance as parse_tolerance
+from pytest_crawlmem.core.tolerances import parse_tolerances as parse_tolerances
+from pytest_crawlmem.core.units import format_size
+from pytest_crawlmem.reports.report import interpreter
 
 BASELINE_SCHEMA_VERSION = 1
 KEEP_RUNS = 20  # runs kept per test: the newest win

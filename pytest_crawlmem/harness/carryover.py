@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from ..core.carryover import CarryOver, class_containers
-from ..core.models import CrawlResult
+from pytest_crawlmem.core.carryover import CarryOver, class_containers
+from pytest_crawlmem.core.models import CrawlResult
 
 #: The session's memory of which crawl filled which class container (one per pytest process, xdist worker).
 CARRY_OVER_KEY = pytest.StashKey[CarryOver]()

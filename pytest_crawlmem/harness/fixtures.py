@@ -11,33 +11,48 @@ from typing import Any
 
 import pytest
 
-from ..core import stops
-from ..core.budgets import Budgets, check_budgets, nothing_measured, only_errors, snapshot_threshold, tracemalloc_frames
-from ..core.cluster import ClusterResult
-from ..core.defaults import name_of
-from ..core.growth import AUTO_REPLAY_RESPONSES, auto_replay_copies
-from ..core.keywords import refuse_misspelt
-from ..core.models import CrawlResult
-from ..core.protocols import BrowserJobFunction, CrawlFunction
-from ..core.replay import MAX_COPIES, ReplayError, ReplayTarget, check_copies, check_outcome, check_start_urls, parse_knobs
-from ..core.replay_copies import check_item_keys
-from ..crawl.browserjob import BrowserJob, JobFailed, JobOptions, run_browser_job
-from ..crawl.extension import interrupt_running_crawls
-from ..crawl.governor import resolve_budget
-from ..crawl.runner import CrawlOptions, run_crawl
-from ..reports.report import write_reports
-from .carryover import watching_class_state
-from .failing import fail
-from .interrupts import graceful_interrupts, interrupted_message
-from .isolated import interrupt_children, run_isolated, spec_for
-from .loopstate import with_reactor_loop
-from .project import ProjectError, find_project, import_settings_module
-from .reactor_tests import isolate_for_foreign_reactor
-from .replay_notes import note_replay_copies
-from .replay_site import running_replay
-from .session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
-from .site import RunningSite, SiteStartError, start_site
-from .spider_names import SpiderNameError, resolve_spider
+from pytest_crawlmem.browser.job import BrowserJob, JobFailed, JobOptions, run_browser_job
+from pytest_crawlmem.core import stops
+from pytest_crawlmem.core.budgets import (
+    Budgets,
+    check_budgets,
+    nothing_measured,
+    only_errors,
+    snapshot_threshold,
+    tracemalloc_frames,
+)
+from pytest_crawlmem.core.cluster import ClusterResult
+from pytest_crawlmem.core.defaults import name_of
+from pytest_crawlmem.core.growth import AUTO_REPLAY_RESPONSES, auto_replay_copies
+from pytest_crawlmem.core.keywords import refuse_misspelt
+from pytest_crawlmem.core.models import CrawlResult
+from pytest_crawlmem.core.protocols import BrowserJobFunction, CrawlFunction
+from pytest_crawlmem.core.replay import (
+    MAX_COPIES,
+    ReplayError,
+    ReplayTarget,
+    check_copies,
+    check_outcome,
+    check_start_urls,
+    parse_knobs,
+)
+from pytest_crawlmem.core.replay_copies import check_item_keys
+from pytest_crawlmem.governor.extension import resolve_budget
+from pytest_crawlmem.harness.carryover import watching_class_state
+from pytest_crawlmem.harness.failing import fail
+from pytest_crawlmem.harness.interrupts import graceful_interrupts, interrupted_message
+from pytest_crawlmem.harness.isolated import interrupt_children, run_isolated, spec_for
+from pytest_crawlmem.harness.loopstate import with_reactor_loop
+from pytest_crawlmem.harness.project import ProjectError, find_project, import_settings_module
+from pytest_crawlmem.harness.reactor_tests import isolate_for_foreign_reactor
+from pytest_crawlmem.harness.replay_notes import note_replay_copies
+from pytest_crawlmem.harness.replay_site import running_replay
+from pytest_crawlmem.harness.session import BUDGETS_KEY, RECORDS_KEY, SESSION_KEY, CrawlMemSession, CrawlMemWarning, CrawlRecord
+from pytest_crawlmem.harness.site import RunningSite, SiteStartError, start_site
+from pytest_crawlmem.harness.spider_names import SpiderNameError, resolve_spider
+from pytest_crawlmem.measure.extension import interrupt_running_crawls
+from pytest_crawlmem.measure.runner import CrawlOptions, run_crawl
+from pytest_crawlmem.reports.report import write_reports
 
 #: Set on the test item by ``crawl_sweep`` while its variants run (a variant that measured nothing loses, not fails).
 SWEEPING_KEY = pytest.StashKey[bool]()

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from ..core.stops import INTERRUPTED_MESSAGE
+from pytest_crawlmem.core.stops import INTERRUPTED_MESSAGE
 
 #: The signals that close a measured crawl early: Ctrl-C, and what a CI job's timeout or cancel sends.
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)

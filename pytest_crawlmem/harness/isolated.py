@@ -25,15 +25,15 @@ from typing import Any
 
 import psutil
 
-from ..core import stops, verdicts
-from ..core.assemble import assemble, judge, stream_facts
-from ..core.defaults import name_of
-from ..core.models import Checkpoint, CrawlResult, Growth, Sample
-from ..crawl.danger import load_danger
-from ..crawl.extension import interrupt_running_crawls
-from ..crawl.runner import CrawlOptions, run_crawl
-from ..reports.jsonl import read_samples_jsonl, read_stop
-from .interrupts import INTERRUPT_SIGNALS, graceful_interrupts, interrupted_message
+from pytest_crawlmem.core import stops, verdicts
+from pytest_crawlmem.core.assemble import assemble, judge, stream_facts
+from pytest_crawlmem.core.defaults import name_of
+from pytest_crawlmem.core.models import Checkpoint, CrawlResult, Growth, Sample
+from pytest_crawlmem.harness.interrupts import INTERRUPT_SIGNALS, graceful_interrupts, interrupted_message
+from pytest_crawlmem.measure.extension import interrupt_running_crawls
+from pytest_crawlmem.measure.runner import CrawlOptions, run_crawl
+from pytest_crawlmem.probes.danger import load_danger
+from pytest_crawlmem.reports.jsonl import read_samples_jsonl, read_stop
 
 KILL_GRACE_SECONDS = 2.0
 _POLL_SECONDS = 0.05

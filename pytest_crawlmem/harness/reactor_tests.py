@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .loopstate import LoopState
+from pytest_crawlmem.harness.loopstate import LoopState
 
 #: The session's ``LoopState`` (installed at session start when the reactor is asyncio's).
 LOOP_STATE_KEY = pytest.StashKey[LoopState]()

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from ..core.growth import AUTO_REPLAY_RESPONSES
-from ..core.models import CrawlResult
-from ..core.replay import ReplayTarget
-from ..core.replay_copies import auto_line, copies_warning, per_copy_line
-from .session import CrawlMemSession, CrawlMemWarning
+from pytest_crawlmem.core.growth import AUTO_REPLAY_RESPONSES
+from pytest_crawlmem.core.models import CrawlResult
+from pytest_crawlmem.core.replay import ReplayTarget
+from pytest_crawlmem.core.replay_copies import auto_line, copies_warning, per_copy_line
+from pytest_crawlmem.harness.session import CrawlMemSession, CrawlMemWarning
 
 
 def note_replay_copies(item: pytest.Item, session: CrawlMemSession, target: ReplayTarget | None, result: CrawlResult,

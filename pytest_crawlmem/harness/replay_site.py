@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..core.replay import _ERROR_PREFIX, REPLAY_MODULE, ReplayError, ReplayKnobs, ReplayTarget, check_copies
-from .site import RunningSite, SiteStartError, start_site
+from pytest_crawlmem.core.replay import _ERROR_PREFIX, REPLAY_MODULE, ReplayError, ReplayKnobs, ReplayTarget, check_copies
+from pytest_crawlmem.harness.site import RunningSite, SiteStartError, start_site
 
 NO_KNOBS = ReplayKnobs()  # the recording as it was: no latency, drip or inflation
 

@@ -13,20 +13,20 @@ from typing import Any
 
 import pytest
 
-from ..core import verdicts
-from ..core.budgets import Budgets, Violation
-from ..core.interpreter import other_interpreter
-from ..core.leakset import leaks_of_runs
-from ..core.models import CrawlResult
-from ..core.settings import PluginSettings
-from ..core.sites import named_line
-from ..core.sweep import SweepResult
-from ..core.tracebuild import leak_lines
-from ..core.units import format_size
-from ..core.warmup import warmup_cell
-from ..reports.github_summary import append_step_summary
-from ..reports.report import environment
-from . import baseline as bl
+from pytest_crawlmem.core import verdicts
+from pytest_crawlmem.core.budgets import Budgets, Violation
+from pytest_crawlmem.core.interpreter import other_interpreter
+from pytest_crawlmem.core.leakset import leaks_of_runs
+from pytest_crawlmem.core.models import CrawlResult
+from pytest_crawlmem.core.settings import PluginSettings
+from pytest_crawlmem.core.sites import named_line
+from pytest_crawlmem.core.sweep import SweepResult
+from pytest_crawlmem.core.tracebuild import leak_lines
+from pytest_crawlmem.core.units import format_size
+from pytest_crawlmem.core.warmup import warmup_cell
+from pytest_crawlmem.harness import baseline as bl
+from pytest_crawlmem.reports.github_summary import append_step_summary
+from pytest_crawlmem.reports.report import environment
 
 #: Why a test's crawl_memory marker is wrong, set at collection; the test fails at setup with it, its neighbours run.
 MARKER_ERROR_KEY = pytest.StashKey[str]()

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from ..core.protocols import CrawlFunction, SweepFunction
-from ..core.sweep import DEFAULT_ISOLATE, Pick, SweepResult, SweepRow, Variants, name_variants
-from ..reports.sweep_report import write_sweep_files
-from .fixtures import SWEEPING_KEY, keyword_options, refuse_misspelt_options
-from .session import RECORDS_KEY, SESSION_KEY
+from pytest_crawlmem.core.protocols import CrawlFunction, SweepFunction
+from pytest_crawlmem.core.sweep import DEFAULT_ISOLATE, Pick, SweepResult, SweepRow, Variants, name_variants
+from pytest_crawlmem.harness.fixtures import SWEEPING_KEY, keyword_options, refuse_misspelt_options
+from pytest_crawlmem.harness.session import RECORDS_KEY, SESSION_KEY
+from pytest_crawlmem.reports.sweep_report import write_sweep_files
 
 
 @pytest.fixture

@@ -7,16 +7,16 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..core import interpreter
-from ..core.defaults import name_of
-from ..core.models import GrowthSite
-from ..core.tracebuild import leak_lines
-from ..core.units import format_size
-from .document import ReportDocument
-from .jsonl import is_number
-from .leakdiff import new_leaks_command
-from .loading import LoadedReport, LoadError, load_report, write_html
-from .record import record_command
+from pytest_crawlmem.core import interpreter
+from pytest_crawlmem.core.defaults import name_of
+from pytest_crawlmem.core.models import GrowthSite
+from pytest_crawlmem.core.tracebuild import leak_lines
+from pytest_crawlmem.core.units import format_size
+from pytest_crawlmem.reports.document import ReportDocument
+from pytest_crawlmem.reports.jsonl import is_number
+from pytest_crawlmem.reports.leakdiff import new_leaks_command
+from pytest_crawlmem.reports.loading import LoadedReport, LoadError, load_report, write_html
+from pytest_crawlmem.reports.record import record_command
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2

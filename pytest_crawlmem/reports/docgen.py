@@ -13,12 +13,12 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..core import verdicts
-from ..core.budgets import SPECS
-from ..core.defaults import settings_table
-from ..core.models import CrawlResult, Growth, Peaks
-from ..core.settings import OPTIONS
-from .report import report_document
+from pytest_crawlmem.core import verdicts
+from pytest_crawlmem.core.budgets import SPECS
+from pytest_crawlmem.core.defaults import settings_table
+from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
+from pytest_crawlmem.core.settings import OPTIONS
+from pytest_crawlmem.reports.report import report_document
 
 COMMAND = "python -m pytest_crawlmem.docgen"
 BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)

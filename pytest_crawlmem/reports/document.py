@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.budgets import Violation
-from ..core.models import SCHEMA_VERSION, CrawlResult, Sample, json_value
-from ..core.serial import upgraded
-from .jsonl import is_number
+from pytest_crawlmem.core.budgets import Violation
+from pytest_crawlmem.core.models import SCHEMA_VERSION, CrawlResult, Sample, json_value
+from pytest_crawlmem.core.serial import upgraded
+from pytest_crawlmem.reports.jsonl import is_number
 
 #: The figures of ``result`` that CrawlResult holds as plain numbers (0 when absent): report.json must hold them as
 #: numbers for them to be shown; absent, null or not a number, they are not measured ("-"), never a made-up 0.

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..core.context_policy import BROWSER_CONTEXT
-from ..core.governor_policy import GOVERNOR_FILE, RESTORE
-from .svgchart import Band, Marker
+from pytest_crawlmem.governor.context_policy import BROWSER_CONTEXT
+from pytest_crawlmem.governor.policy import GOVERNOR_FILE, RESTORE
+from pytest_crawlmem.reports.svgchart import Band, Marker
 
 #: The band of the periods the governor held the crawl under its settings (lowered until its last restore).
 GOVERNED_BAND = "governed"

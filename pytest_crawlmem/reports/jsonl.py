@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, TypeGuard
 
-from ..core.models import Checkpoint
+from pytest_crawlmem.core.models import Checkpoint
 
 MAX_PROBLEMS = 20
 #: Largest figure accepted (8 PiB, 2**53: exact as a float); anything above is garbage, not a measurement.

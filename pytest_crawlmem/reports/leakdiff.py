@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..core import verdicts
-from ..core.leakset import Leak, diff_leaks, format_diff, leaks_of_runs
-from ..core.sites import named_line
-from .document import ReportDocument
-from .loading import LoadError
+from pytest_crawlmem.core import verdicts
+from pytest_crawlmem.core.leakset import Leak, diff_leaks, format_diff, leaks_of_runs
+from pytest_crawlmem.core.sites import named_line
+from pytest_crawlmem.reports.document import ReportDocument
+from pytest_crawlmem.reports.loading import LoadError
 
 EXIT_NO_NEW_LEAK = 0
 EXIT_NEW_LEAKS = 1

@@ -12,13 +12,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..core.assemble import assemble, judge, leak_evidence, stream_facts
-from ..core.fingerprint import KeepingCode, code_at
-from ..core.governor_policy import GOVERNOR_FILE
-from ..core.models import BrowserSummary, Checkpoint, CrawlResult, GrowthSite, Sample
-from .document import ReportDocument
-from .html import render_html
-from .jsonl import SamplesFile, read_finish, read_samples_jsonl
+from pytest_crawlmem.core.assemble import assemble, judge, leak_evidence, stream_facts
+from pytest_crawlmem.core.fingerprint import KeepingCode, code_at
+from pytest_crawlmem.core.models import BrowserSummary, Checkpoint, CrawlResult, GrowthSite, Sample
+from pytest_crawlmem.governor.policy import GOVERNOR_FILE
+from pytest_crawlmem.reports.document import ReportDocument
+from pytest_crawlmem.reports.html import render_html
+from pytest_crawlmem.reports.jsonl import SamplesFile, read_finish, read_samples_jsonl
 
 REPORT_FILES = ("report.json", "samples.jsonl", "tracemalloc-diff.txt", GOVERNOR_FILE)
 

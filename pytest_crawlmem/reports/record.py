@@ -20,9 +20,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..core.defaults import name_of
-from ..core.standin import STAND_IN_HANDLER_PATH, StandIn, StandInError, parse_stand_in, stand_in_setting
-from ..core.units import format_size
+from pytest_crawlmem.core.defaults import name_of
+from pytest_crawlmem.core.standin import STAND_IN_HANDLER_PATH, StandIn, StandInError, parse_stand_in, stand_in_setting
+from pytest_crawlmem.core.units import format_size
 
 EXIT_OK = 0
 EXIT_FAILED = 1

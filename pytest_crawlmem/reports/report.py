@@ -15,10 +15,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..core.budgets import Budgets, Violation
-from ..core.models import CrawlResult, format_sites
-from .document import ReportDocument
-from .loading import load_report, write_html
+from pytest_crawlmem.core.budgets import Budgets, Violation
+from pytest_crawlmem.core.models import CrawlResult, format_sites
+from pytest_crawlmem.reports.document import ReportDocument
+from pytest_crawlmem.reports.loading import load_report, write_html
 
 
 def _version(package: str) -> str | None:

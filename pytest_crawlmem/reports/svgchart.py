@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-from ..core.units import format_size
+from pytest_crawlmem.core.units import format_size
 
 Point = tuple[float, "float | None"]
 

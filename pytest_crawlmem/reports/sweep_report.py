@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..core.sweep import Pick, SweepResult, derived_name
-from ..core.units import format_size
-from .html import Safe, esc, page, section, table
-from .report import write_text_atomic
+from pytest_crawlmem.core.sweep import Pick, SweepResult, derived_name
+from pytest_crawlmem.core.units import format_size
+from pytest_crawlmem.reports.markup import Safe, esc, page, section, table
+from pytest_crawlmem.reports.report import write_text_atomic
 
 
 def sweep_file_stem(index: int) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from html import escape
 
-from ..core.leaktrace import LeakTrace
-from ..core.libleaks import KnownLeakMatch
+from pytest_crawlmem.core.known_leaks import KnownLeakMatch
+from pytest_crawlmem.core.leaktrace import LeakTrace
 
 #: report.html's styles for the trace (added to its stylesheet).
 TRACE_CSS = """

@@ -1,1 +1,0 @@
-"""What runs in the crawl process (or a browser job's): the measuring extension, its probes and the runners."""
