@@ -18,7 +18,8 @@ from typing import Any
 from bench_spiders import Catalog, catalog_path, clean_scenarios
 from harness import Crawl, machine_info, measured, progress, stop_reactor
 
-from pytest_crawlmem.core.growth import heap_estimate, intervals
+from pytest_crawlmem.core.evidence import intervals
+from pytest_crawlmem.core.models import heap_estimate
 from pytest_crawlmem.harness.site import start_site
 from pytest_crawlmem.measure.runner import CrawlOptions
 

@@ -40,7 +40,7 @@ from bench_spiders import KEEPER_NAMES, KEEPER_SETTINGS, KEEPER_VERDICTS, KEEPER
 from harness import Crawl, bare, machine_info, measured, progress, stop_reactor
 from plateau_spiders import LocalCachePlateau, SqlitePlateau
 
-from pytest_crawlmem.core.growth import heap_estimate
+from pytest_crawlmem.core.models import heap_estimate
 from pytest_crawlmem.harness.site import RunningSite, start_site
 from pytest_crawlmem.measure.runner import CrawlOptions
 

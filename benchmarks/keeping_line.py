@@ -27,8 +27,7 @@ from bench_spiders import catalog_path
 from harness import Crawl, machine_info, measured, progress, stop_reactor
 from keeping_spiders import NATIVE, NEEDS, SHAPES, marked
 
-from pytest_crawlmem.core.growth import heap_estimate
-from pytest_crawlmem.core.models import CrawlResult
+from pytest_crawlmem.core.models import CrawlResult, heap_estimate
 from pytest_crawlmem.core.sites import is_request_creation, named_line
 from pytest_crawlmem.harness.site import start_site
 from pytest_crawlmem.measure.runner import CrawlOptions

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_crawlmem.browser import settings as browser
-from pytest_crawlmem.core.growth import DEFAULT_BROWSER_PER_PAGE, analyze, browser_growth
+from pytest_crawlmem.core.growth import analyze
 from pytest_crawlmem.core.models import Checkpoint
+from pytest_crawlmem.core.stages import DEFAULT_BROWSER_PER_PAGE, browser_growth
 
 MIB = 2**20
 

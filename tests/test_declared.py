@@ -15,8 +15,9 @@ from pytest_crawlmem.attribution.deepsize import SAMPLE_ENTRIES, deep_size
 from pytest_crawlmem.core.assemble import judge
 from pytest_crawlmem.core.budgets import SPECS, BudgetError, parse_budget, resolve_budgets
 from pytest_crawlmem.core.declared import DeclaredGrowth, parse_expected_growth, setting_text
-from pytest_crawlmem.core.growth import checkpoint_schedule, decided_by
 from pytest_crawlmem.core.models import Checkpoint, Growth, GrowthSite, Holder
+from pytest_crawlmem.core.rules import decided_by
+from pytest_crawlmem.core.schedule import checkpoint_schedule
 from pytest_crawlmem.core.setaside import leak_evidence_of, ordered_holders
 from pytest_crawlmem.core.units import UnitError
 

@@ -18,8 +18,8 @@ import pytest
 from detection_suite_source import SUITE
 from inner_session import inner_session
 
-from pytest_crawlmem.core.growth import WINDOW_RESIDUE_CAP, heap_estimate, window_residue
-from pytest_crawlmem.core.models import Checkpoint
+from pytest_crawlmem.core.evidence import WINDOW_RESIDUE_CAP, window_residue
+from pytest_crawlmem.core.models import Checkpoint, heap_estimate
 
 
 @pytest.fixture

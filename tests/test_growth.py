@@ -10,20 +10,12 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_crawlmem.core import verdicts as V
-from pytest_crawlmem.core.growth import (
-    CHECKPOINT_MIN_RESPONSES,
-    DEFAULT_LEAK_PER_RESPONSE,
-    MAX_STATED_PER_RESPONSE,
-    MIN_DELTAS,
-    REQUEST_ALLOWANCE,
-    STRONG_FACTOR,
-    analyze,
-    checkpoint_schedule,
-    judged_checkpoints,
-    responses_to_judge,
-    warmup_responses,
-)
+from pytest_crawlmem.core.defaults import CHECKPOINT_MIN_RESPONSES, DEFAULT_LEAK_PER_RESPONSE
+from pytest_crawlmem.core.evidence import MAX_STATED_PER_RESPONSE, REQUEST_ALLOWANCE, STRONG_FACTOR, judged_checkpoints
+from pytest_crawlmem.core.growth import analyze
 from pytest_crawlmem.core.models import Checkpoint, Sample
+from pytest_crawlmem.core.schedule import checkpoint_schedule, responses_to_judge, warmup_responses
+from pytest_crawlmem.core.stages import MIN_DELTAS
 
 BASE = 50 * 2**20
 # analyze() is pure but not instant: on 2 shared cores an example can take longer than hypothesis' 200 ms deadline
@@ -229,7 +221,7 @@ def test_a_draining_queue_never_makes_a_clean_crawl_leak(total, peak_per_respons
 
 
 def test_suspicion_needs_a_leaky_trend_over_four_checkpoints_after_150_responses():
-    from pytest_crawlmem.core.growth import suspicious
+    from pytest_crawlmem.core.evidence import suspicious
 
     leaky = series(2000, lambda n: n * 3000)
     assert not suspicious([c for c in leaky if c.responses <= 204])  # 150, 175, 204: three after 150, under 6 KiB
@@ -239,7 +231,7 @@ def test_suspicion_needs_a_leaky_trend_over_four_checkpoints_after_150_responses
 
 
 def test_a_short_crawl_is_short_of_strong_points_until_four_follow_its_warm_up():
-    from pytest_crawlmem.core.growth import short_of_strong_points
+    from pytest_crawlmem.core.evidence import short_of_strong_points
 
     leaky = series(2000, lambda n: n * 8000)
     assert short_of_strong_points([c for c in leaky if c.responses <= 100])  # 50, 75, 100: three
@@ -394,7 +386,7 @@ def test_a_late_drain_does_not_hide_a_leak_once_the_request_cost_is_measured():
 
 @given(st.integers(1000, 20000), st.integers(1, 20), st.integers(2048, 8192))
 def test_the_measured_credit_never_exceeds_what_a_request_cost(total, peak_per_response, request_cost):
-    from pytest_crawlmem.core.growth import measured_request_credit
+    from pytest_crawlmem.core.evidence import measured_request_credit
 
     top = total // 2
     queued = lambda n: n * peak_per_response if n <= top else max(0, top * peak_per_response - (n - top) * 3)
@@ -681,7 +673,7 @@ META_1K = [[0, 75880128, 0, True, 0, 0], [34, 76015024, 30, True, 0, 0], [58, 76
 
 
 def test_a_window_that_outlasted_a_filling_cache_has_its_residue_taken_at_the_later_rate():
-    from pytest_crawlmem.core.growth import residue_after_rates
+    from pytest_crawlmem.core.evidence import residue_after_rates
 
     checkpoints = recorded(FILLING_CACHE)
     corrected = residue_after_rates(checkpoints, DEFAULT_LEAK_PER_RESPONSE)
@@ -707,7 +699,7 @@ FILLING_CACHE_LATE_WINDOW = [
 
 
 def test_a_window_residue_under_the_floor_is_taken_at_the_floor_when_too_few_checkpoints_follow_it():
-    from pytest_crawlmem.core.growth import WINDOW_RESIDUE_FLOOR, residue_after_rates
+    from pytest_crawlmem.core.evidence import WINDOW_RESIDUE_FLOOR, residue_after_rates
 
     checkpoints = recorded(FILLING_CACHE_LATE_WINDOW)
     corrected = residue_after_rates(checkpoints, DEFAULT_LEAK_PER_RESPONSE)
@@ -722,7 +714,7 @@ def test_a_window_residue_under_the_floor_is_taken_at_the_floor_when_too_few_che
 
 
 def test_a_leak_keeps_its_residue_and_its_verdict():
-    from pytest_crawlmem.core.growth import residue_after_rates
+    from pytest_crawlmem.core.evidence import residue_after_rates
 
     for rows in (NESTED_1K, META_1K):  # the chain's close fell 1.5 MiB below the window: no rate of its crawl
         checkpoints = recorded(rows)
@@ -744,7 +736,8 @@ def test_a_short_crawl_whose_strong_trend_is_too_noisy_says_the_bound_it_could_s
 
 
 def test_checkpoints_come_every_two_least_intervals_for_200_responses_after_an_attribution_window():
-    from pytest_crawlmem.core.growth import POST_WINDOW_DENSE_RESPONSES, POST_WINDOW_STEPS, next_checkpoint_at
+    from pytest_crawlmem.core.growth import POST_WINDOW_DENSE_RESPONSES
+    from pytest_crawlmem.core.schedule import POST_WINDOW_STEPS, next_checkpoint_at
 
     assert (POST_WINDOW_DENSE_RESPONSES, POST_WINDOW_STEPS) == (200, 2)
     assert next_checkpoint_at(100, 25, dense_until=400) == 125  # the dense early schedule stands
@@ -766,7 +759,7 @@ SIGNAL_1K_DENSE = [
 
 
 def test_a_leak_at_the_threshold_whose_later_half_grew_less_is_still_flagged():
-    from pytest_crawlmem.core.growth import Limits, gather
+    from pytest_crawlmem.core.evidence import Limits, gather
     from pytest_crawlmem.core.leaktrend import LATER_SHARE
 
     checkpoints = recorded(SIGNAL_1K_DENSE)
@@ -780,7 +773,9 @@ def test_a_leak_at_the_threshold_whose_later_half_grew_less_is_still_flagged():
 
 
 def test_the_rate_after_a_window_is_read_net_of_a_draining_queue_from_the_running_checkpoints():
-    from pytest_crawlmem.core.growth import POST_WINDOW_SLOWED, REQUEST_CREDIT, heap_estimate, residue_after_rates
+    from pytest_crawlmem.core.evidence import POST_WINDOW_SLOWED, residue_after_rates
+    from pytest_crawlmem.core.leaktrend import REQUEST_CREDIT
+    from pytest_crawlmem.core.models import heap_estimate
     from pytest_crawlmem.core.trend import slope_only
 
     # the same crawl running out of pages after its window: its queue drains from 300 requests to none, each freeing

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 from pytest_crawlmem.core.budgets import Budgets, check_budgets
-from pytest_crawlmem.core.growth import heap_estimate
-from pytest_crawlmem.core.models import Checkpoint, CrawlResult, Growth, Peaks
+from pytest_crawlmem.core.models import Checkpoint, CrawlResult, Growth, Peaks, heap_estimate
 from pytest_crawlmem.core.units import format_size
 from pytest_crawlmem.core.warmup import warmup_cell, warmup_note
 from pytest_crawlmem.reports.report import write_reports

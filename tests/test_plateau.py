@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 from test_growth import clean_baseline, landed, recorded, series
 
 from pytest_crawlmem.core import verdicts as V
-from pytest_crawlmem.core.growth import DEFAULT_LEAK_PER_RESPONSE, Limits, analyze, gather, judged_checkpoints
+from pytest_crawlmem.core.defaults import DEFAULT_LEAK_PER_RESPONSE
+from pytest_crawlmem.core.evidence import Limits, gather, judged_checkpoints
+from pytest_crawlmem.core.growth import analyze
 from pytest_crawlmem.core.plateau import PLATEAU_MIN_POINTS, PLATEAU_MIN_SHARE, find_plateau
 
 # analyze() is pure but not instant: on 2 shared cores an example can take longer than hypothesis' 200 ms deadline

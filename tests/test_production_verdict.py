@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_crawlmem.core.growth import analyze, suspicious
+from pytest_crawlmem.core.evidence import suspicious
+from pytest_crawlmem.core.growth import analyze
 from pytest_crawlmem.core.models import Checkpoint
 
 MIB = 2**20

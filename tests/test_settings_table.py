@@ -9,8 +9,14 @@ import pytest
 
 from pytest_crawlmem.browser.pages import BROWSER_MIN_INTERVAL_SECONDS
 from pytest_crawlmem.core.budgets import Budgets
-from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS, SETTINGS, CrawlMemConfig, name_of, settings_of
-from pytest_crawlmem.core.growth import CHECKPOINT_MIN_RESPONSES
+from pytest_crawlmem.core.defaults import (
+    CHECKPOINT_MIN_RESPONSES,
+    CRAWLMEM_DEFAULTS,
+    SETTINGS,
+    CrawlMemConfig,
+    name_of,
+    settings_of,
+)
 from pytest_crawlmem.measure.extension import CrawlMemExtension
 from pytest_crawlmem.measure.runner import DEFAULT_SETTINGS, CrawlOptions, crawl_settings, measuring_settings
 

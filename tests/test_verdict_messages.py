@@ -10,7 +10,8 @@ from test_html import synthetic_crawl, synthetic_document, typed
 from test_plateau import SQLITE_1200
 
 from pytest_crawlmem.core import verdicts as V
-from pytest_crawlmem.core.growth import analyze, decided_by
+from pytest_crawlmem.core.growth import analyze
+from pytest_crawlmem.core.rules import decided_by
 from pytest_crawlmem.measure.status import Status
 from pytest_crawlmem.reports.html import glance
 

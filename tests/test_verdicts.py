@@ -14,8 +14,10 @@ from test_growth import BASE, series
 
 from pytest_crawlmem.core import verdicts
 from pytest_crawlmem.core.budgets import LEAK_VERDICTS, Budgets, check_budgets
-from pytest_crawlmem.core.growth import DOWNLOAD_EXCESS_BYTES, FIXES, RULES, analyze
+from pytest_crawlmem.core.growth import FIXES, analyze
 from pytest_crawlmem.core.models import Checkpoint, CrawlResult, MediaSummary, Peaks, RetentionPath, Sample, SizeDistribution
+from pytest_crawlmem.core.rules import RULES
+from pytest_crawlmem.core.stages import DOWNLOAD_EXCESS_BYTES
 
 MiB = 2**20
 
@@ -314,7 +316,7 @@ def test_a_jobdir_crawl_with_a_growing_frontier_is_media_disk(pytester: pytest.P
 
 
 def test_auto_replay_copies_lengthen_a_small_recording_to_what_the_verdict_needs():
-    from pytest_crawlmem.core.growth import AUTO_REPLAY_RESPONSES, auto_replay_copies
+    from pytest_crawlmem.core.schedule import AUTO_REPLAY_RESPONSES, auto_replay_copies
 
     assert auto_replay_copies(11) == 55 and auto_replay_copies(11) * 11 >= AUTO_REPLAY_RESPONSES
     assert auto_replay_copies(5000) == 1 and auto_replay_copies(0) == AUTO_REPLAY_RESPONSES

@@ -33,8 +33,8 @@ from pytest_crawlmem.attribution.holders import (
 )
 from pytest_crawlmem.attribution.keeping import Store, same_function
 from pytest_crawlmem.attribution.scope import modules_in_scope, spider_packages
-from pytest_crawlmem.core.growth import BLOCK_BYTES, short_of_strong_points, suspicious, window_residue
-from pytest_crawlmem.core.models import Checkpoint, GrowthSite, Holder
+from pytest_crawlmem.core.evidence import short_of_strong_points, suspicious, window_residue
+from pytest_crawlmem.core.models import BLOCK_BYTES, Checkpoint, GrowthSite, Holder
 from pytest_crawlmem.core.sites import KeptEvidence, keeping_first, net_of_queue
 from pytest_crawlmem.probes import readings as probes
 from pytest_crawlmem.probes.meter import settle

@@ -23,7 +23,8 @@ from pytest_crawlmem.browser.watch import BrowserWatch
 from pytest_crawlmem.core import stops
 from pytest_crawlmem.core.assemble import RunFacts, assemble
 from pytest_crawlmem.core.budgets import BudgetLimits, Budgets
-from pytest_crawlmem.core.growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, analyze
+from pytest_crawlmem.core.defaults import DEFAULT_LEAK_PER_RESPONSE
+from pytest_crawlmem.core.growth import FIXES, analyze
 from pytest_crawlmem.core.models import Checkpoint, CrawlResult, Sample
 from pytest_crawlmem.probes import readings as probes
 from pytest_crawlmem.probes.meter import Ceiling, Sampler, drained_checkpoint

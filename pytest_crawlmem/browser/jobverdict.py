@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from itertools import pairwise
 
-from pytest_crawlmem.core.growth import MIN_DELTAS, judged_checkpoints
+from pytest_crawlmem.core.evidence import judged_checkpoints
 from pytest_crawlmem.core.models import Checkpoint, Growth
+from pytest_crawlmem.core.stages import MIN_DELTAS
 
 #: The batch the advice assumes when the job took no checkpoint of its own.
 SUGGESTED_BATCH = 10

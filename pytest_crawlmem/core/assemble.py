@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from pytest_crawlmem.core import verdicts
 from pytest_crawlmem.core.declared import Declared
+from pytest_crawlmem.core.defaults import DEFAULT_LEAK_PER_RESPONSE
 from pytest_crawlmem.core.dropped import MEDIA_FAILED
 from pytest_crawlmem.core.fingerprint import CodeReader, fingerprint_of, leak_basis
-from pytest_crawlmem.core.growth import DEFAULT_LEAK_PER_RESPONSE, FIXES, Analysis, analyze
+from pytest_crawlmem.core.growth import FIXES, Analysis, analyze
 from pytest_crawlmem.core.libleaks import VersionReader, known_leak
 from pytest_crawlmem.core.measurement import Measurement
 from pytest_crawlmem.core.models import (

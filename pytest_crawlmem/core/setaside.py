@@ -16,8 +16,10 @@ from dataclasses import replace
 
 from pytest_crawlmem.core import verdicts
 from pytest_crawlmem.core.declared import Declared, DeclaredGrowth, declared_of, set_aside_sentence
-from pytest_crawlmem.core.growth import DECLARED_RULE, WARMUP_RESPONSES, judged_checkpoints
+from pytest_crawlmem.core.evidence import judged_checkpoints
 from pytest_crawlmem.core.models import Checkpoint, Growth, GrowthSite, Holder
+from pytest_crawlmem.core.rules import DECLARED_RULE
+from pytest_crawlmem.core.schedule import WARMUP_RESPONSES
 from pytest_crawlmem.core.trend import slope_only
 from pytest_crawlmem.core.units import format_size
 

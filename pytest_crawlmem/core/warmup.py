@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_crawlmem.core.growth import warmup_responses
 from pytest_crawlmem.core.models import Checkpoint, CrawlResult
+from pytest_crawlmem.core.schedule import warmup_responses
 from pytest_crawlmem.core.units import format_size
 
 

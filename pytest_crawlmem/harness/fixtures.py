@@ -23,7 +23,6 @@ from pytest_crawlmem.core.budgets import (
 )
 from pytest_crawlmem.core.cluster import ClusterResult
 from pytest_crawlmem.core.defaults import name_of
-from pytest_crawlmem.core.growth import AUTO_REPLAY_RESPONSES, auto_replay_copies
 from pytest_crawlmem.core.keywords import refuse_misspelt
 from pytest_crawlmem.core.models import CrawlResult
 from pytest_crawlmem.core.protocols import BrowserJobFunction, CrawlFunction
@@ -37,6 +36,7 @@ from pytest_crawlmem.core.replay import (
     parse_knobs,
 )
 from pytest_crawlmem.core.replay_copies import check_item_keys
+from pytest_crawlmem.core.schedule import AUTO_REPLAY_RESPONSES, auto_replay_copies
 from pytest_crawlmem.governor.extension import resolve_budget
 from pytest_crawlmem.harness.carryover import watching_class_state
 from pytest_crawlmem.harness.failing import fail

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_crawlmem.core.growth import AUTO_REPLAY_RESPONSES
 from pytest_crawlmem.core.models import CrawlResult
 from pytest_crawlmem.core.replay import ReplayTarget
 from pytest_crawlmem.core.replay_copies import auto_line, copies_warning, per_copy_line
+from pytest_crawlmem.core.schedule import AUTO_REPLAY_RESPONSES
 from pytest_crawlmem.harness.session import CrawlMemSession, CrawlMemWarning
 
 

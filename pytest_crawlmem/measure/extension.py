@@ -40,9 +40,10 @@ from pytest_crawlmem.core.defaults import CrawlMemConfig, name_of
 from pytest_crawlmem.core.distribution import Histogram
 from pytest_crawlmem.core.drain import holders_phrase, media_phrase
 from pytest_crawlmem.core.dropped import DropLedger, suggest_maxsize
-from pytest_crawlmem.core.growth import POST_WINDOW_DENSE_RESPONSES, POST_WINDOW_STEPS, next_checkpoint_at
+from pytest_crawlmem.core.growth import POST_WINDOW_DENSE_RESPONSES
 from pytest_crawlmem.core.measurement import Measurement, latency_distribution, size_distribution
 from pytest_crawlmem.core.models import BrowserSummary, Checkpoint, MediaSummary, Sample
+from pytest_crawlmem.core.schedule import POST_WINDOW_STEPS, next_checkpoint_at
 from pytest_crawlmem.core.shots import ShotLedger
 from pytest_crawlmem.measure.escalation import OVERDUE_STEP_SECONDS, STEP_SECONDS, StopEscalation
 from pytest_crawlmem.measure.leakwatch import LeakWatch

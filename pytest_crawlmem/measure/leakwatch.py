@@ -13,8 +13,10 @@ from collections.abc import Sequence
 
 from pytest_crawlmem.core import verdicts
 from pytest_crawlmem.core.declared import Declared
-from pytest_crawlmem.core.growth import DEFAULT_LEAK_PER_RESPONSE, analyze, decided_by
+from pytest_crawlmem.core.defaults import DEFAULT_LEAK_PER_RESPONSE
+from pytest_crawlmem.core.growth import analyze
 from pytest_crawlmem.core.models import Checkpoint
+from pytest_crawlmem.core.rules import decided_by
 from pytest_crawlmem.core.setaside import judge_declared
 
 #: The verdicts that are the leak signature: memory the queues do not explain.

@@ -15,19 +15,13 @@ from typing import Any
 
 from pytest_crawlmem.core import verdicts
 from pytest_crawlmem.core.budgets import SPECS, BudgetSpec
-from pytest_crawlmem.core.growth import (
-    FIXES,
-    REQUEST_ALLOWANCE,
-    decided_by,
-    heap_estimate,
-    intervals,
-    judged_checkpoints,
-    unexplained_refs,
-    warmup_responses,
-)
+from pytest_crawlmem.core.evidence import REQUEST_ALLOWANCE, intervals, judged_checkpoints, unexplained_refs
+from pytest_crawlmem.core.growth import FIXES
 from pytest_crawlmem.core.leaktrend import MAX_REQUEST_CREDIT, REQUEST_CREDIT
-from pytest_crawlmem.core.models import Checkpoint, CrawlResult, DangerSnapshot, Growth, Sample, ShotSummary
+from pytest_crawlmem.core.models import Checkpoint, CrawlResult, DangerSnapshot, Growth, Sample, ShotSummary, heap_estimate
 from pytest_crawlmem.core.replay_copies import copies_warning, per_copy_line, shown_copies
+from pytest_crawlmem.core.rules import decided_by
+from pytest_crawlmem.core.schedule import warmup_responses
 from pytest_crawlmem.core.sites import source_line
 from pytest_crawlmem.core.tracebuild import trace_of
 from pytest_crawlmem.core.units import format_duration, format_size
