@@ -42,13 +42,10 @@ PROCESS_FIXTURES = frozenset({
 })
 
 
-#: The whole suite's longest files, longest first. Session 11 re-ranked the top by each file's own run (`-p no:xdist`,
-#: one pytest at a time, nice 5, load average 4-15: wall 117-31 s, CPU 68-21 s; benchmarks/results/suite-speed-s11.md):
-#: test_plugin.py and test_cluster.py had been ranked 10th and 8th at 95 and 73 s, test_html.py and test_baseline.py
-#: (34 and 33 s) not at all, after files of 17-24 s. The tail keeps session 10's order (the lead's `-n 2 --dist loadfile`
-#: run: benchmarks/results/suite-speed-s10.md). Files not named follow, in collection order; a renamed file only loses
-#: its place. tests/test_governor_cgroup.py is left out: run early beside test_keeping_line's and test_browser's crawls,
-#: its governed crawl was OOM-killed 1 s after it started (1 run in 2).
+#: The whole suite's longest files, longest first, ranked by each file's own run (`-p no:xdist`, one pytest at a time:
+#: wall 117-31 s, CPU 68-21 s at the top), the tail by the suite's `-n 2 --dist loadfile` run. Files not named follow,
+#: in collection order; a renamed file only loses its place. tests/test_governor_cgroup.py is left out: run early beside
+#: test_keeping_line's and test_browser's crawls, its governed crawl was OOM-killed 1 s after it started (1 run in 2).
 LONGEST_FIRST = (
     "tests/test_browser.py", "tests/test_keeping_line.py", "tests/test_leaks.py", "tests/test_plugin.py",
     "tests/test_cluster.py", "tests/test_production.py", "tests/test_replay.py",

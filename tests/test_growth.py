@@ -154,7 +154,7 @@ def test_allocator_ratchets_are_never_a_leak(total, steps, data):
 
 
 def test_two_ratchets_in_a_window_of_four_intervals_are_not_a_leak():
-    # found by hypothesis in session 21 (test_allocator_ratchets_are_never_a_leak): with fewer than five judged intervals
+    # found by hypothesis (test_allocator_ratchets_are_never_a_leak): with fewer than five judged intervals
     # only the largest step is set aside, and the other one's slope cleared the bound; its typical interval grew by
     # nothing (TYPICAL_SHARE). Counting two steps at the median there instead cost power (56 clean crawls inconclusive).
     total, steps, at = 2844, (2706641, 4811806), (1261, 2241)
@@ -592,7 +592,7 @@ def test_a_close_that_falls_by_what_its_queue_held_still_shows_a_filled_cache_le
     assert analyze(window_series(released)).verdict == V.RETAINED_OBJECTS
 
 
-# The same chain keeping 2 KiB a product over 294 responses (``meta:2048@300``, session 8, read ``steady``): the
+# The same chain keeping 2 KiB a product over 294 responses (``meta:2048@300``, once read ``steady``): the
 # attribution window opened at 228 and ran to the end, so its residue was measured against the close itself, which
 # had let go of the chain; the close still fell below the checkpoints taken while the crawl ran.
 META_CHAIN_294 = [
@@ -616,7 +616,7 @@ def test_a_running_crawls_verdict_so_far_judges_its_last_checkpoint_with_the_res
     assert analyze(window_series(META_CHAIN_294), running=True).verdict != V.RETAINED_OBJECTS
 
 
-# The chain keeping 4 KiB a product over 147 responses (``meta:4096@150``, session 15, measured with the attribution
+# The chain keeping 4 KiB a product over 147 responses (``meta:4096@150``, measured with the attribution
 # window held back to the fourth checkpoint after 50, tried and not kept): the close let go of the chain. Where the
 # window opens at the third (114) and runs to the end, only three running checkpoints are left: the rule needs four.
 META_CHAIN_147 = [(0, 56577200, 0, 0, 0), (34, 56865136, 30, 0, 0), (58, 56969552, 27, 0, 0), (90, 57144032, 37, 0, 0),
@@ -648,7 +648,7 @@ def recorded(rows):
             for n, heap, queued, drained, tracer, residue in rows]
 
 
-#: A cache filling over its first 300 responses, 609 responses (detection-s20/clean.json): the attribution window
+#: A cache filling over its first 300 responses, 609 responses (benchmarks/detection.py's clean crawls): the attribution window
 #: opened at 258 as the cache filled (2.1 KiB/response) and closed at 370 after it was full; read retained-objects.
 FILLING_CACHE = [[0, 68238752, 0, True, 0, 0], [34, 68411184, 30, True, 0, 0], [58, 68499568, 48, True, 0, 0],
                  [90, 68585712, 58, True, 0, 0], [114, 68629936, 55, True, 0, 0], [138, 68669184, 52, True, 0, 0],
@@ -656,7 +656,7 @@ FILLING_CACHE = [[0, 68238752, 0, True, 0, 0], [34, 68411184, 30, True, 0, 0], [
                  [234, 68836016, 61, True, 0, 0], [258, 68906048, 58, True, 0, 0], [322, 69530304, 57, True, 409168, 0],
                  [370, 70047024, 51, True, 567216, 0], [491, 69216954, 56, True, 0, 220022],
                  [609, 69250858, 0, True, 0, 220022]]
-#: A dict two levels below the spider keeping 1 KiB a product over 609 responses (detection-s20/grid-1k600.json).
+#: A dict two levels below the spider keeping 1 KiB a product over 609 responses (benchmarks/detection.py's 1 KiB/600 cell).
 NESTED_1K = [[0, 68223264, 0, True, 0, 0], [34, 68385328, 30, True, 0, 0], [58, 68398784, 27, True, 0, 0],
              [90, 68478400, 37, True, 0, 0], [114, 68507360, 34, True, 0, 0], [138, 68538512, 31, True, 0, 0],
              [162, 68545520, 28, True, 0, 0], [186, 68572000, 25, True, 0, 0], [210, 68603376, 22, True, 0, 0],
@@ -686,7 +686,7 @@ def test_a_window_that_outlasted_a_filling_cache_has_its_residue_taken_at_the_la
     assert analyze(growth.checkpoints).verdict == "steady"
 
 
-#: The same cache beside a CPU hog (session 20): its window closed at 425, 45 drained responses before the close, too few to
+#: The same cache beside a CPU hog: its window closed at 425, 45 drained responses before the close, too few to
 #: read the later rate from; the residue came out at 61 KiB (the rate before the window, 2 KiB/response, taken for the
 #: crawl's growth in it) and the crawl read ``retained-objects`` (1.0 KiB/response at 95%).
 FILLING_CACHE_LATE_WINDOW = [
@@ -723,7 +723,7 @@ def test_a_leak_keeps_its_residue_and_its_verdict():
 
 
 def test_a_short_crawl_whose_strong_trend_is_too_noisy_says_the_bound_it_could_state():
-    # a clean 147-response catalog (session 20, beside a CPU hog): the close drained the queue, four points after 50
+    # a clean 147-response catalog (beside a CPU hog): the close drained the queue, four points after 50
     # responses, their spread 12 KiB
     rows = [[0, 64992784, 0, True, 0, 0], [34, 65123216, 30, True, 0, 0], [58, 65129248, 27, True, 0, 0],
             [90, 65163296, 37, True, 0, 0], [114, 65171952, 33, True, 0, 0], [138, 65094288, 9, True, 0, 0],
@@ -746,8 +746,8 @@ def test_checkpoints_come_every_two_least_intervals_for_200_responses_after_an_a
     assert next_checkpoint_at(539, 25, dense_until=539) == 539 + 179  # back on the sparse schedule
 
 
-#: A signal receiver keeping 1 KiB a product over 609 responses on the schedule dense after the window (session 22,
-#: detection-s22/grid-1k600.json): 1.3 KiB/response, at least 1.2 at 95%, its later half at 0.84 KiB/response.
+#: A signal receiver keeping 1 KiB a product over 609 responses on the schedule dense after the window (benchmarks/detection.py's
+#: 1 KiB/600 cell): 1.3 KiB/response, at least 1.2 at 95%, its later half at 0.84 KiB/response.
 SIGNAL_1K_DENSE = [
     [0, 63135056, 0, True, 0, 0], [34, 63252544, 30, True, 0, 0], [58, 63274128, 27, True, 0, 0],
     [90, 63352912, 37, True, 0, 0], [114, 63388096, 34, True, 0, 0], [138, 63396304, 31, True, 0, 0],

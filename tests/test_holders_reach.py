@@ -58,7 +58,7 @@ class Spider:
 
 
 def test_a_project_object_on_the_spider_is_walked_into():
-    """session 8's nested keeper over 294 responses was named in 2 of 10 runs: the walk stopped at ``spider.state``."""
+    """A nested keeper over 294 responses was named in 2 of 10 runs: the walk stopped at ``spider.state``."""
     spider = Spider()
     before = container_lengths({"spider": spider})
     for i in range(100):

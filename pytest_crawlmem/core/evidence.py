@@ -69,7 +69,7 @@ WINDOW_RESIDUE_CAP = 1024 * 1024
 
 
 #: The least an attribution window's residue is taken as. Measured on the windows of 89 clean crawls of
-#: benchmarks/detection.py (sessions 17-20): 95% left 161 KiB or more; the three that left less (60-115 KiB) were caches
+#: benchmarks/detection.py: 95% left 161 KiB or more; the three that left less (60-115 KiB) were caches
 #: that stopped filling inside the window, so the rate before it overstated the crawl's growth in it and the residue
 #: came out too small; one of them, its window 45 responses before the end, read ``retained-objects``. Leaky crawls'
 #: windows left 129 KiB or more in 90% of 578, and none of them changes verdict at this floor (nor at 192 KiB).

@@ -6,7 +6,7 @@ a cancelled ``TimerHandle`` until it reaches the head of its heap or cancellatio
 expiry), and Twisted's asyncio reactor cancels an asyncio timer each time its next deadline moves sooner, so the
 heap a drained checkpoint reads carries a sawtooth of up to about a hundred cancelled timers (25-35 KiB) whose
 phase depends on when each reactor last purged: noise the size of a 1 KiB/response leak over 25 responses
-(docs/detection.md, session 25). Dropping them as each reactor's own purge does takes the sawtooth off the reading.
+(docs/detection.md). Dropping them as each reactor's own purge does takes the sawtooth off the reading.
 A cancelled timer never runs and has dropped its callable already, so nothing the crawl does changes.
 """
 
