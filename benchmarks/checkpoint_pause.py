@@ -36,7 +36,10 @@ sys.path.insert(0, sys.argv[1])
 import scrapy
 from scrapy.crawler import CrawlerProcess
 from bench_spiders import BASE_SETTINGS
-from pytest_crawlmem.crawl import attribution, extension, meter, probes
+from pytest_crawlmem.attribution import window as attribution
+from pytest_crawlmem.measure import extension
+from pytest_crawlmem.probes import meter
+from pytest_crawlmem.probes import readings as probes
 
 base, backlog, responses, out = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 overrides = json.loads(sys.argv[6])

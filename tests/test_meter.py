@@ -29,7 +29,7 @@ print(json.dumps({"traced": traced.to_json(), "untraced": untraced.to_json()}))
 
 WINDOW_SCRIPT = '''
 import json, tracemalloc
-from pytest_crawlmem.core.growth import next_checkpoint_at
+from pytest_crawlmem.core.schedule import next_checkpoint_at
 from pytest_crawlmem.core.models import Checkpoint
 from pytest_crawlmem.attribution.window import AttributionWindow
 from pytest_crawlmem.probes.recording import Recording

@@ -80,7 +80,7 @@ import json, sys, time, tracemalloc
 from pathlib import Path
 from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS, CrawlMemConfig
 from pytest_crawlmem.measure.extension import CrawlMemExtension
-from pytest_crawlmem.core.growth import next_checkpoint_at
+from pytest_crawlmem.core.schedule import next_checkpoint_at
 from pytest_crawlmem.core.models import Checkpoint, Sample
 from pytest_crawlmem.measure.status import read_status
 
