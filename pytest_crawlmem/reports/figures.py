@@ -267,7 +267,7 @@ def backpressure(results: Path) -> str:
         verdicts[verdict] = verdicts.get(verdict, 0) + 1
     rows = [["plain Scrapy over its limit (share of 50 ms samples)", f"median {_pct(statistics.median(shares))}"
              f" ({_pct(min(shares))}-{_pct(max(shares))})", str(len(runs))],
-            ["verdicts of the governed crawl", ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())), str(len(runs))]]
+            ["verdicts with the plugin measuring", ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())), str(len(runs))]]
     load = (r.data.get("machine") or {}).get("load_average")
     return _table(["figure", "measured", "runs"], rows, f"From `{r.name}`" + (f" (load average {_load(load)})." if load else "."))
 
