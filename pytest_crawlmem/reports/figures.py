@@ -272,9 +272,24 @@ def backpressure(results: Path) -> str:
     return _table(["figure", "measured", "runs"], rows, f"From `{r.name}`" + (f" (load average {_load(load)})." if load else "."))
 
 
+def amplification(results: Path) -> str:
+    r = Results(results, "amplification")
+    s = r.summary("latest")
+    rows = [[f"`{kind}` pages", f"{a['p50_ratio']}x", f"{a['p95_ratio']}x", f"{a['max_ratio']}x",
+             f"{a['max_held_bytes'] / 2**20:.1f} MiB"] for kind, a in r.get("figures", start=s).items()]
+    catalog = r.get("cost", "catalog_amplification", start=s)
+    rows.append([f"catalog crawl ({catalog['count']:,} callbacks)", f"{catalog['p50_ratio']}x", f"{catalog['p95_ratio']}x",
+                 f"{catalog['max_ratio']}x", f"{catalog['max_held_bytes'] / 2**10:.0f} KiB"])
+    step = r.get("step_cost", "added_us_per_step", start=s)
+    cpu = r.get("cost", "ratios", "on_over_off_cpu", start=s)
+    caption = (f"The meter adds {step} us to each step of a callback's output; the catalog crawl's CPU with it on"
+               f" was {cpu}x its CPU with it off. " + r.caption(["latest"]))
+    return _table(["pages", "p50", "p95", "max", "held at most"], rows, caption)
+
+
 FIGURES: dict[str, Callable[[Path], str]] = {
     "figures-detection": detection, "figures-overhead": run, "figures-browser": browser, "figures-production": production,
     "figures-replay": replay_throughput, "figures-cluster": cluster_cost, "figures-baselines": baseline_spread,
     "figures-fingerprints": fingerprint_stability, "figures-keeping-line": keeping_line, "figures-governor": governor,
-    "figures-backpressure": backpressure,
+    "figures-backpressure": backpressure, "figures-amplification": amplification,
 }
