@@ -35,7 +35,7 @@ class Results:
             raise FiguresError(f"{self.name}: not JSON ({exc})") from exc
 
     def get(self, *keys: str | int, start: Any = None) -> Any:
-        value = self.data if start is None else start
+        value: Any = self.data if start is None else start
         for key in keys:
             try:
                 value = value[key]
@@ -150,7 +150,7 @@ def browser(results: Path) -> str:
             rows.append([f"extension's own CPU, {mode} ({name})", f"{_pct(block['own_share_median'])} of the crawl's"
                          f" (max {_pct(block['own_share_max'])})", str(block["runs"])])
     for name in drain.get("parts"):
-        for mode, block in drain.get("summary", start=drain.summary(name)).items():
+        for block in drain.get("summary", start=drain.summary(name)).values():
             rows.append([f"mid-crawl checkpoints drained within 1 s ({name})",
                          f"{block['within_1s']}/{block['checkpoints']}, median drain {block['median_drain_seconds']} s",
                          str(block["runs"])])
@@ -190,7 +190,8 @@ def replay_throughput(results: Path) -> str:
     rows = [["recording", f"{r.get('entries', start=s)} responses, {r.get('recording_bytes', start=s) / 2**20:.1f} MiB", ""],
             ["crawl wall time (live and replayed)", f"median {crawls['wall_seconds']['median']} s"
              f" ({crawls['wall_seconds']['min']}-{crawls['wall_seconds']['max']})", str(crawls["wall_seconds"]["count"])],
-            ["replay site's CPU share", f"median {_pct(crawls['site_cpu_share']['median'])}", str(crawls["site_cpu_share"]["count"])]]
+            ["replay site's CPU share", f"median {_pct(crawls['site_cpu_share']['median'])}",
+             str(crawls["site_cpu_share"]["count"])]]
     for row in r.get("load", start=s):
         rows.append([f"replay site under load: {row['hosts']}, concurrency {row['concurrency']}",
                      f"{row['requests_per_second']:,.0f} requests/s, p50 {row['p50_ms']} ms", f"{row['responses']:,} requests"])
