@@ -5,7 +5,7 @@ class Catalog(scrapy.Spider):
     name = "catalog"
     # Scrapy 2.19 starts CONCURRENT_ITEMS (100) asyncio tasks for every response to process its callback's output,
     # and an attribution window traces each: at 4 (a product page yields one item, a listing page 21 requests) the
-    # leak suites' inner sessions spend about a third less CPU (benchmarks/results/suite-speed-s14.md)
+    # leak suites' inner sessions spend about a third less CPU (measured on the suite, git history of benchmarks/results)
     custom_settings = {"CONCURRENT_ITEMS": 4}
 
     async def start(self):
