@@ -155,9 +155,10 @@ def browser(results: Path) -> str:
                          f"{block['within_1s']}/{block['checkpoints']}, median drain {block['median_drain_seconds']} s",
                          str(block["runs"])])
     for name in hang.get("parts"):
-        for concurrency, block in hang.get("by_concurrency", start=hang.summary(name)).items():
-            rows.append([f"unclosed pages: crawl ended by the timeout, concurrency {concurrency} ({name})",
-                         f"{block['ended_in_time']}/{block['runs']} in time", str(block["runs"])])
+        cells = hang.get("by_concurrency", start=hang.summary(name))
+        ended = ", ".join(f"{block['ended_in_time']}/{block['runs']} at {concurrency}" for concurrency, block in cells.items())
+        rows.append([f"pages never closed: crawl ended within timeout + 10 s ({name})", f"{ended} in flight",
+                     str(sum(block["runs"] for block in cells.values()))])
     captions = " ".join([over.caption(overhead_parts), drain.caption(list(drain.get("parts"))),
                          hang.caption(list(hang.get("parts")))])
     return _table(["figure", "measured", "runs"], rows, captions)
