@@ -52,26 +52,38 @@ class Results:
         return self.get("parts", name, "summary")
 
     def caption(self, parts: list[str]) -> str:
-        """Where and when the figures were measured: the file, each part's date, CPUs and load."""
-        seen = []
+        """Where and when the figures were measured: the file, the parts' dates, CPUs and load averages."""
+        dates, cpus, loads = set(), set(), []
         for name in parts:
             part = self.part(name)
             machine = part.get("machine") or {}
-            load = machine.get("load_average")
-            load_text = f", load average {_load(load)}" if load else ""
-            cpus = f" on {machine['cpu_count']} CPUs" if machine.get("cpu_count") else ""
-            seen.append(f"`{name}` {part.get('written', 'undated')}{cpus}{load_text}")
-        return f"From `{self.name}` ({'; '.join(seen)})."
+            dates.add(str(part.get("written", "undated")))
+            if machine.get("cpu_count"):
+                cpus.add(machine["cpu_count"])
+            loads += _loads(machine.get("load_average"))
+        when = " to ".join(sorted({min(dates), max(dates)})) if dates else "undated"
+        where = f" on {'/'.join(str(c) for c in sorted(cpus))} CPUs" if cpus else ""
+        load = f", load average {_span(loads)}" if loads else ""
+        count = f"{len(parts)} parts, " if len(parts) > 1 else ""
+        return f"From `{self.name}` ({count}{when}{where}{load})."
+
+def _loads(load: Any) -> list[float]:
+    """The 1-minute load averages in a machine record's ``load_average`` (one triple, or one per invocation)."""
+    if isinstance(load, list) and load and isinstance(load[0], (int, float)):
+        return [float(load[0])]
+    if isinstance(load, list):
+        return [value for item in load for value in _loads(item)]
+    return []
 
 
 def _load(load: Any) -> str:
-    """The first figure of a load average (or of each of several)."""
-    if isinstance(load, list) and load and isinstance(load[0], (int, float)):
-        return f"{load[0]:.1f}"
-    if isinstance(load, list):
-        return "/".join(_load(item) for item in load if isinstance(item, list))
-    return str(load)
+    values = _loads(load)
+    return _span(values) if values else str(load)
 
+
+def _span(values: list[float]) -> str:
+    low, high = f"{min(values):.1f}", f"{max(values):.1f}"
+    return low if low == high else f"{low}-{high}"
 
 def _table(header: list[str], rows: list[list[str]], caption: str) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
