@@ -235,10 +235,13 @@ def baseline_spread(results: Path) -> str:
 def fingerprint_stability(results: Path) -> str:
     r = Results(results, "fingerprint_stability")
     cases = r.get("cases", start=r.summary("latest"))
-    rows = [[name, f"{c['flagged']}/{c['runs']}", str(c["most_common_share"]), str(c["distinct_fingerprints"])]
-            for name, c in cases.items()]
-    return _table(["leak shape", "flagged", "same fingerprint", "distinct"], rows, r.caption(["latest"]))
-
+    flagged = sum(c["flagged"] for c in cases.values())
+    runs = sum(c["runs"] for c in cases.values())
+    same = sum(int(str(c["most_common_share"]).split("/")[0]) for c in cases.values())
+    distinct = len({fingerprint for c in cases.values() for fingerprint in c.get("fingerprints", {})})
+    rows = [[f"{len(cases)} leak shapes ({', '.join(cases)})", f"{flagged}/{runs}", f"{same}/{runs}", str(distinct)]]
+    return _table(["leak shapes", "flagged", "the shape's usual fingerprint", "distinct fingerprints"], rows,
+                  r.caption(["latest"]))
 
 def keeping_line(results: Path) -> str:
     r = Results(results, "keeping_line")
