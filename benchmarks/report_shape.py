@@ -90,7 +90,7 @@ def main() -> int:
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
-    latest.save("report_shape", "latest", {"data": result})
+    latest.save("report_shape", "latest", result)
     same = all(not r["json_only_before"] and not r["json_only_after"] and r["html_same"] for r in result.values())
     return 0 if result and same else 1
 
