@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import latest
 import scrapy
 from bench_spiders import Catalog, catalog_path
 from harness import Crawl, machine_info, measured, median, progress, rounds, run_mode, stop_reactor, timed
@@ -144,9 +145,10 @@ def main() -> None:
     progress(f"cost: {json.dumps(cost['ratios'])}")
     amp = cost["catalog_amplification"]
     progress(f"catalog pages: p50 {amp.get('p50_ratio')}x, p95 {amp.get('p95_ratio')}x, max {amp.get('max_ratio')}x")
+    document = {"machine": machine_info(), "step_cost": steps, "cost": cost, "figures": figures}
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine_info(), "step_cost": steps, "cost": cost, "figures": figures},
-                                             indent=2))
+        args.json.write_text(json.dumps(document, indent=2))
+    latest.save("amplification", "latest", document)
 
 
 if __name__ == "__main__":

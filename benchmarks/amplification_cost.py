@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import latest
 from bench_spiders import Catalog, Leaky
 from harness import Crawl, machine_info, measured, median, progress, rounds, stop_reactor, timed
 
@@ -83,9 +84,10 @@ def main() -> None:
         print(f"{key:22} wall {table[key]['wall']:.3f}x cpu {table[key]['cpu']:.3f}x of off;"
               f" measured {table[key]['measured']:.0f} skipped {table[key]['skipped']:.0f};"
               f" a read after it {table[key]['read_us_after']} us")
+    document = {"machine": machine_info(), "rounds": args.rounds, "table": table, "runs": runs}
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine_info(), "rounds": args.rounds, "table": table,
-                                         "runs": runs}, indent=1))
+        args.json.write_text(json.dumps(document, indent=1))
+    latest.save("amplification_cost", "latest", document)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import latest
 from bench_spiders import Catalog, Leaky
 from harness import Crawl, bare, machine_info, measured, median, progress, rounds, stop_reactor
 
@@ -59,10 +60,11 @@ def main() -> None:
                     "verdicts": dict(verdicts.get(mode, {}))} for mode in modes}
     for mode, row in table.items():
         print(f"{mode:10s} {row['cpu_median_s']:6.2f} CPU-s  {row['vs_bare']:5.2f}x bare  {row['verdicts']}")
+    out: dict[str, Any] = {"machine": machine_info(), "pairs": args.pairs, "leak": args.leak,
+                           "concurrent_items": args.concurrent_items, "table": table, "runs": cpu}
     if args.json:
-        out: dict[str, Any] = {"machine": machine_info(), "pairs": args.pairs, "leak": args.leak,
-                               "concurrent_items": args.concurrent_items, "table": table, "runs": cpu}
         args.json.write_text(json.dumps(out, indent=1) + "\n")
+    latest.save("attribution_cost", f"ci{args.concurrent_items}", out)
     stop_reactor()
 
 

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import latest
+
 from pytest_crawlmem.core.units import format_size
 from pytest_crawlmem.harness.baseline import DEFAULT_TOLERANCES, FIGURES
 
@@ -144,6 +146,7 @@ def main() -> None:
           f" 2 KiB/response leaks caught {sum(leaky_caught)}/{args.leaky} ({summary['minutes']} min)")
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
+    latest.save("baseline_spread", "latest", summary)
 
 
 def examples(saves: int) -> None:

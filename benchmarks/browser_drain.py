@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import latest
 from childrun import run_child
 
 HERE = Path(__file__).resolve().parent
@@ -156,6 +157,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=6)
     parser.add_argument("--before", help="a copy of the package to compare with (its parent directory)")
     parser.add_argument("--json")
+    parser.add_argument("--part", default='after', help="the part of benchmarks/results/browser_drain.json this run replaces")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -178,10 +180,11 @@ def main() -> None:
                   f" {run['items']} items, {run['finish_reason']}; waited for (downloads, callbacks, after both)"
                   f" {[tuple(t['waited_for'].values()) for t in run['traces'] if 'waited_for' in t]}", flush=True)
     summary = {label: _summary(label, mine) for label, mine in runs.items()}
+    document = {"pages": args.pages, "summary": summary, "runs": runs.get("after", []),
+                "before_runs": runs.get("before", []), "load_average": [round(x, 2) for x in os.getloadavg()]}
     if args.json:
-        Path(args.json).write_text(json.dumps({"pages": args.pages, "summary": summary, "runs": runs.get("after", []),
-                                               "before_runs": runs.get("before", []),
-                                               "load_average": [round(x, 2) for x in os.getloadavg()]}, indent=2))
+        Path(args.json).write_text(json.dumps(document, indent=2))
+    latest.save("browser_drain", args.part, document)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import latest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pytest_crawlmem.browser.settings import launch_options
 from pytest_crawlmem.browser.tree import TreeSampler
@@ -139,6 +141,7 @@ def main() -> None:
             site.close()
         if args.json:
             args.json.write_text(json.dumps({"estimates": estimates}, indent=1))
+        latest.save("browser_estimate", "latest", {"estimates": estimates})
         return
     rows = []
     try:
@@ -152,6 +155,7 @@ def main() -> None:
                     rows.append(row)
                     if args.json:
                         args.json.write_text(json.dumps({"runs": rows}, indent=1))
+                    latest.save("browser_floor", "latest", {"runs": rows})
                     print(json.dumps({key: row[key] for key in ("pages", "args", "context_per_page", "processes", "seconds")}
                                      | {"pss_mib": round((row["pss_bytes"] or 0) / MiB, 1),
                                         "without_driver_mib": round(row["pss_without_driver_bytes"] / MiB, 1),

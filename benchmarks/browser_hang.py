@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import latest
+
 ROOT = Path(__file__).resolve().parents[1]
 TEST = """
 import time
@@ -66,6 +68,7 @@ def main() -> None:
     parser.add_argument("--isolate", action="store_true", help="each crawl in its own process (isolate=True)")
     parser.add_argument("--stall", type=float, help="CRAWLMEM_STALL_SECONDS (3600: the timeout alone ends the crawl)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--part", default='default', help="the part of benchmarks/results/browser_hang.json this run replaces")
     args = parser.parse_args()
     table = {}
     for concurrency in args.concurrency:
@@ -83,9 +86,10 @@ def main() -> None:
                               "pytest_seconds": process_seconds, "causes": causes}
         print(f"concurrency {concurrency}: {ended}/{args.runs} ended within timeout + 10 s "
               f"(max {max((s for s in seconds if s is not None), default=None)} s)", flush=True)
+        document = {"timeout_seconds": args.timeout, "isolate": args.isolate, "stall": args.stall, "by_concurrency": table}
         if args.json:  # after each concurrency: a series cut short keeps what it measured
-            args.json.write_text(json.dumps({"timeout_seconds": args.timeout, "isolate": args.isolate, "stall": args.stall,
-                                             "by_concurrency": table}, indent=2))
+            args.json.write_text(json.dumps(document, indent=2))
+        latest.save("browser_hang", args.part, document)
 
 
 if __name__ == "__main__":

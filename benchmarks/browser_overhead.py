@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import latest
 from childrun import run_child
 
 HERE = Path(__file__).resolve().parent
@@ -234,6 +235,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=6)
     parser.add_argument("--before", help="a copy of the package to compare with (its parent directory)")
     parser.add_argument("--json")
+    parser.add_argument("--part", default='latest', help="the part of benchmarks/results/browser_overhead.json this run replaces")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     parser.add_argument("--profile", choices=("test", "production"), help="one crawl, its own CPU profiled")
@@ -276,10 +278,11 @@ def main() -> None:
                              "wall_median_seconds": round(statistics.median(r["wall_seconds"] for r in mine), 1)}
             print(f"{mode:18} own CPU {summary[mode]['own_share_median']:.1%} of the crawl process's (median of"
                   f" {len(mine)}, max {summary[mode]['own_share_max']:.1%})")
+    document = {"pages": args.pages, "rounds": args.rounds, "summary": summary, "runs": runs,
+                "load_average": [round(x, 2) for x in os.getloadavg()]}
     if args.json:
-        Path(args.json).write_text(json.dumps({"pages": args.pages, "rounds": args.rounds, "summary": summary,
-                                               "runs": runs, "load_average": [round(x, 2) for x in os.getloadavg()]},
-                                              indent=2))
+        Path(args.json).write_text(json.dumps(document, indent=2))
+    latest.save("browser_overhead", args.part, document)
 
 
 if __name__ == "__main__":

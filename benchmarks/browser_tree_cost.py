@@ -30,6 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import latest
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -272,6 +273,7 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")
+    latest.save("browser_tree_cost", "latest", result)
 
 
 if __name__ == "__main__":

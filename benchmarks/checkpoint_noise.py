@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import latest
 from bench_spiders import Catalog, catalog_path, clean_scenarios
 from harness import Crawl, machine_info, measured, progress, stop_reactor
 
@@ -57,6 +58,7 @@ def main() -> None:
         stop_reactor()
     if args.json:
         args.json.write_text(json.dumps({"machine": machine_info(), "noise": out}, indent=2) + "\n")
+    latest.save("checkpoint_noise", "latest", {"machine": machine_info(), "noise": out})
 
 
 if __name__ == "__main__":

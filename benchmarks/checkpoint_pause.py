@@ -10,14 +10,13 @@ queued at every checkpoint. Each crawl runs in a fresh process, against the fixt
     python benchmarks/checkpoint_pause.py --backlog 0,35000 --responses 3000
     python benchmarks/checkpoint_pause.py --backlog 0,35000 --responses 3000 --set CRAWLMEM_GC_FREEZE=true
 
-Writes ``benchmarks/results/checkpoint_pause.json`` and prints a table.
+Writes a part of ``benchmarks/results/checkpoint_pause.json`` and prints a table.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import latest
 from soak import parse_overrides
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -149,10 +149,8 @@ def main() -> None:
             print(f"backlog {backlog:>6,}: {len(scheduled)} checkpoints, median queued {queued:,.0f}; median "
                   + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in medians.items()), flush=True)
     suffix = "-" + "-".join(sorted(overrides)).lower() if overrides else ""
-    out = ROOT / "benchmarks" / "results" / f"checkpoint_pause{suffix}.json"
-    document = {"argv": sys.argv[1:], "settings": overrides, "cpus": os.cpu_count(), "load": os.getloadavg(),
-                "results": results}
-    out.write_text(json.dumps(document, indent=1))
+    out = latest.save("checkpoint_pause", suffix.lstrip("-").replace("_", "-") or "default",
+                      {"settings": overrides, "results": results})
     print(f"written: {out}")
 
 

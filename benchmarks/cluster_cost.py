@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import latest  # noqa: E402
 from bench_spiders import BASE_SETTINGS, Catalog, catalog_path  # noqa: E402
 
 from pytest_crawlmem.cluster.redisserver import start_redis  # noqa: E402
@@ -157,15 +158,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--responses", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" / "cluster_cost.json")
+    parser.add_argument("--out", type=Path, help="also write every run here (benchmarks/results/cluster_cost.json: the summary)")
     parser.add_argument("--micro", type=int, default=5000, help="requests of the ledger micro-benchmark (0: skip it)")
     args = parser.parse_args()
     micro_result = micro(args.micro) if args.micro else None
     if micro_result:
         print("micro", json.dumps({k: round(v, 2) for k, v in micro_result.items()}), flush=True)
     if not args.rounds:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "ledger_micro": micro_result}, indent=2))
+        latest.save("cluster_cost", "micro", {"args": vars(args) | {"out": str(args.out)}, "ledger_micro": micro_result})
         return
     site = start_site()
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
@@ -200,8 +200,11 @@ def main() -> None:
     summary["cluster"]["coordinator_cpu_seconds"] = statistics.median(r["coordinator_cpu_seconds"] for r in runs["cluster"])
     summary["ledger_micro"] = micro_result
     print(json.dumps(summary, indent=2))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"args": vars(args) | {"out": str(args.out)}, "summary": summary, "runs": runs}, indent=2))
+    document = {"args": vars(args) | {"out": str(args.out)}, "summary": summary, "runs": runs}
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(document, indent=2))
+    latest.save("cluster_cost", "latest", document)
 
 
 if __name__ == "__main__":

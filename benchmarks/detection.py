@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+import latest
 from bench_spiders import KEEPER_NAMES, KEEPER_SETTINGS, KEEPER_VERDICTS, KEEPERS, Catalog, catalog_path, clean_scenarios
 from harness import Crawl, bare, machine_info, measured, progress, stop_reactor
 from plateau_spiders import LocalCachePlateau, SqlitePlateau
@@ -506,6 +507,8 @@ def main() -> None:
                         help="issue 21's grid (sets --leaks, --sizes, --clean-sizes, and --keepers unless given)")
     parser.add_argument("--merge", type=Path, nargs="+", help="print (and --json) the table of these runs' JSON files as one")
     parser.add_argument("--json", type=Path, help="write the summary and every run to this file")
+    parser.add_argument("--part", help="the part of benchmarks/results/detection.json this run replaces"
+                                       " (default: grid with --grid or --merge, else latest)")
     parser.add_argument("--markdown", action="store_true", help="with --merge: print the grid as the README's table too")
     args = parser.parse_args()
     if args.merge:
@@ -516,6 +519,7 @@ def main() -> None:
         if args.json:
             args.json.write_text(json.dumps({"machine": machine_info(), "merged": [str(p) for p in args.merge],
                                              "detection": merged}, indent=2) + "\n")
+        latest.save("detection", args.part or "grid", {"merged": [str(p) for p in args.merge], "detection": merged})
         return
     if args.grid:
         keepers_given = args.keepers != ["list"]
@@ -543,6 +547,7 @@ def main() -> None:
         print(name, json.dumps({k: v for k, v in block.items() if k != "runs"}))
     if args.json:
         args.json.write_text(json.dumps({"machine": machine_info(), "detection": summary}, indent=2) + "\n")
+    latest.save("detection", args.part or ("grid" if args.grid else "latest"), {"detection": summary})
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Are leak fingerprints stable across reruns, and different across leaks? (issue 56)
 
-    python benchmarks/fingerprint_stability.py [--runs 5] [--append] [--json benchmarks/results/fingerprint_stability.json]
+    python benchmarks/fingerprint_stability.py [--runs 5] [--append] [--json /tmp/fingerprint_stability.json]
 
 Runs the keeping-line suite (``tests/keeping_suite_source.py``: one spider per holder shape, 630 responses each, real
 crawls of the fixture site) ``--runs`` times, each a fresh ``pytest`` process in one directory; every other run inserts
@@ -24,6 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import latest  # noqa: E402
 from keeping_suite_source import SUITE  # noqa: E402
 
 MOVED = "# moved down by an edit above\n\n\n\n\n" + SUITE
@@ -50,7 +51,7 @@ def run_once(directory: Path, index: int) -> dict[str, dict[str, Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "fingerprint_stability.json")
+    parser.add_argument("--json", type=Path, help="also write every run here")
     parser.add_argument("--append", action="store_true", help="add these runs to those in --json")
     args = parser.parse_args()
     runs = json.loads(args.json.read_text())["raw"] if args.append and args.json.exists() else []
@@ -80,9 +81,11 @@ def main() -> None:
         print(f"{case:18} flagged {row['flagged']}/{row['runs']}  same fingerprint {row['most_common_share']}"
               f"  ({row['distinct_fingerprints']} distinct; lines {', '.join(row['lines'])})")
     print(f"fingerprints shared by two shapes: {shared or 'none'}")
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"runs": len(runs), "cases": table, "shared": shared, "raw": runs}, indent=1) + "\n")
-    print(f"wrote {args.json}")
+    document = {"runs": len(runs), "cases": table, "shared": shared, "raw": runs}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(document, indent=1) + "\n")
+    print(f"wrote {latest.save('fingerprint_stability', 'latest', document)}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python benchmarks/keeping_line.py [--runs 10] [--responses 1000] [--verify 2] [--shapes depth2 lxml ...]
                                       [--verify-shapes lxml depth2]
-                                      [--json benchmarks/results/keeping_line.json]
+                                      [--json /tmp/keeping_line.json]
 
 Every crawl runs in this one process against the fixture site, measured as the ``crawl`` fixture measures it
 (``run_crawl``, default mode). Per shape (``keeping_spiders.SHAPES``) it reports: flagged k/n (``retained-objects``),
@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import latest
 from bench_spiders import catalog_path
 from harness import Crawl, machine_info, measured, progress, stop_reactor
 from keeping_spiders import NATIVE, NEEDS, SHAPES, marked
@@ -125,6 +126,7 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="*", default=list(SHAPES))
     parser.add_argument("--verify-shapes", nargs="*", default=None, help="shapes given --verify runs (default: all)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--part", default='shapes', help="the part of benchmarks/results/keeping_line.json this run replaces")
     args = parser.parse_args()
     missing = [s for s in args.shapes if s in NEEDS and importlib.util.find_spec(NEEDS[s]) is None]
     shapes = [s for s in args.shapes if s not in missing]
@@ -153,6 +155,7 @@ def main() -> None:
     stop_reactor()
     table = summarize(runs, verify)
     print(format_markdown(table, missing))
+    latest.save("keeping_line", args.part, {"machine": machine_info(), "runs": runs, "verify": verify, "table": table})
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What attribution costs in a large Scrapy project: the same crawls with 10 and with thousands of spider modules loaded.
 
     python benchmarks/large_project.py [--modules 10 5000] [--rounds 1] [--responses 600] [--production]
-                                       [--spiders leaky filling clean] [--json benchmarks/results/large_project.json]
+                                       [--spiders leaky filling clean] [--json /tmp/large_project.json]
 
 A project is generated per module count (``large_project_source.write_project``); each crawl runs in a fresh process
 (``--child``) that loads the project's ``SPIDER_MODULES`` as Scrapy's ``SpiderLoader`` does (every module imported,
@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import latest
 from childrun import run_child
 from large_project_source import PACKAGE, marked_line, write_project
 
@@ -152,6 +153,7 @@ def main() -> None:
     parser.add_argument("--spiders", nargs="+", default=["leaky", "filling", "clean"])
     parser.add_argument("--production", action="store_true", help="also crawl with the production extension")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--part", default='default', help="the part of benchmarks/results/large_project.json this run replaces")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--project", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--spider", help=argparse.SUPPRESS)
@@ -198,6 +200,8 @@ def main() -> None:
                   f" {cell['verdicts_on']} keeping {cell['keeping_named']}")
     if args.json:
         _write(args.json, machine_info(), args, runs)
+    latest.save("large_project", args.part, {"modules": args.modules, "responses": args.responses, "rounds": args.rounds,
+                                             "table": table, "runs": runs})
 
 
 def _write(path: Path, machine: dict[str, Any], args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:

@@ -22,6 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import latest
 from bench_spiders import Catalog, Leaky
 from harness import MODES, Crawl, machine_info, median, progress, rounds, run_mode, stop_reactor, timed
 from intervals import CONFIDENCE, median_interval
@@ -161,6 +162,7 @@ def main() -> None:
     print(format_table(summary))
     if args.json:
         args.json.write_text(json.dumps({"machine": machine_info(), "overhead": summary}, indent=2) + "\n")
+    latest.save("overhead", "latest", {"machine": machine_info(), "overhead": summary})
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import latest
 from bench_spiders import Catalog
 from harness import Crawl, machine_info, measured, median, progress, rounds, run_mode, stop_reactor, timed
 
@@ -72,9 +73,10 @@ def main() -> None:
                        for key in ("wall", "cpu")}
         print(f"{mode:18} wall {table[mode]['wall']['ratio']:.3f}x  cpu {table[mode]['cpu']['ratio']:.3f}x"
               f"  (median {table[mode]['wall']['median_s']:.2f} s wall, {table[mode]['cpu']['median_s']:.2f} s cpu)")
+    document = {"machine": machine_info(), "pairs": args.pairs, "pages": args.pages, "table": table, "runs": runs}
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine_info(), "pairs": args.pairs, "pages": args.pages,
-                                         "table": table, "runs": runs}, indent=1))
+        args.json.write_text(json.dumps(document, indent=1))
+    latest.save("overhead_parts", "latest", document)
 
 
 if __name__ == "__main__":

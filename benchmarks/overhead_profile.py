@@ -28,6 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import latest
+
 PACKAGE = "pytest_crawlmem"
 #: Frames under the plugin's innermost frame that make the sample the crawl's (a callback the plugin wraps).
 CRAWL_CODE = ("scrapy/", "twisted/", "bench_spiders", "parsel/", "lxml", "w3lib/")
@@ -103,6 +105,7 @@ def main() -> None:
         print(f"  {share:6.2%}  {site}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
+    latest.save("overhead_profile", "default", result)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ code in this process:
 
     python benchmarks/production_costs.py [--hours 24] [--quick]
 
-Writes ``benchmarks/results/production_costs.json`` (``production_costs-quick.json`` with --quick).
+Writes the ``full`` part of ``benchmarks/results/production_costs.json`` (the ``quick`` part with --quick).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
+
+import latest
 
 from pytest_crawlmem.core.defaults import CRAWLMEM_DEFAULTS, CrawlMemConfig
 from pytest_crawlmem.core.models import Sample
@@ -136,8 +138,7 @@ def main() -> None:
                 results[key] = day_heap(tmp, bounded=bounded, interval=interval, hours=args.hours * interval)
                 print(key, results[key], flush=True)
     print(json.dumps(results, indent=1))
-    out = ROOT / "benchmarks" / "results" / f"production_costs{'-quick' if args.quick else ''}.json"
-    out.write_text(json.dumps(results, indent=1))
+    out = latest.save("production_costs", "quick" if args.quick else "full", results)
     print(f"written: {out}")
 
 

@@ -1,6 +1,6 @@
 """Judge the checkpoints saved by ``detection.py --json`` again, with the verdict engine as it is now.
 
-    python benchmarks/rejudge.py RUNS.json ...
+    python benchmarks/rejudge.py /tmp/detection-*.json   # files a detection run wrote with --json
 
 Each saved run keeps its checkpoints' heap estimate, scheduler length, drain flag, tracer bytes and window residue,
 which is what the trend reads, so a rule change can be tried on real crawls (hundreds a second) before crawling again:

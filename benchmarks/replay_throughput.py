@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import latest
 import psutil
 from bench_spiders import Catalog, catalog_path
 from harness import Crawl, block_on, measured, stop_reactor  # installs the asyncio reactor first
@@ -142,10 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     for row in loads:
         print(f"{row['hosts']:>10} {row['concurrency']:>5} {row['responses']:>9} {row['requests_per_second']:>8.0f}"
               f" {row['p50_ms']:>7.2f} {row['site_cpu_ms_per_1000']:>14.1f}")
+    document = {"recording_bytes": summary_size, "entries": entries, "crawls": [asdict(r) for r in rows], "load": loads}
     if args.json:
-        args.json.write_text(json.dumps({"machine": platform.platform(), "cpus": psutil.cpu_count(),
-                                         "recording_bytes": summary_size, "entries": entries,
-                                         "crawls": [asdict(r) for r in rows], "load": loads}, indent=2))
+        args.json.write_text(json.dumps({"machine": platform.platform(), "cpus": psutil.cpu_count(), **document}, indent=2))
+    latest.save("replay_throughput", "latest", document)
     return 0
 
 

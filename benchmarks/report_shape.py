@@ -18,6 +18,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import latest
+
 
 def key_paths(value: Any, prefix: str = "") -> set[str]:
     """Every key path of a JSON value (list items as ``[]``; the keys of ``stats`` and count maps not followed)."""
@@ -88,6 +90,7 @@ def main() -> int:
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
+    latest.save("report_shape", "latest", result)
     same = all(not r["json_only_before"] and not r["json_only_after"] and r["html_same"] for r in result.values())
     return 0 if result and same else 1
 

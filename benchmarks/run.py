@@ -1,9 +1,9 @@
 """All benchmarks of pytest-crawlmem in one run: its cost and its detection power, side by side.
 
-    python benchmarks/run.py --json benchmarks/results/run.json            # the full run, 25-45 minutes on 2 cores
+    python benchmarks/run.py [--json /tmp/run.json]                        # the full run, 25-45 minutes on 2 cores
     python benchmarks/run.py --quick                                       # smoke run, 3-4 minutes
     python benchmarks/run.py --parts overhead fixed --pairs 9              # some parts only
-    python benchmarks/run.py --render benchmarks/results/run.json          # the Markdown table of a saved run
+    python benchmarks/run.py --render /tmp/run.json                        # the Markdown table of a saved run
 
 Parts (each figure a ratio or a rate within this one run, so machine noise cancels):
 
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import detection
+import latest
 import overhead
 import site_throughput
 from bench_spiders import Catalog, catalog_path
@@ -340,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {args.json}")
+    part = "+".join(sorted(report["parts"])) + ("-quick" if args.quick else "")
+    print(f"wrote {latest.save('run', part, report)} (part {part})")
     if args.quick:  # a smoke run: too few runs, too small crawls to judge a target
         print("quick run: the figures check the plumbing; targets are judged on a full run only")
         return 0

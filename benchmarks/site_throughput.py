@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import latest
 import psutil
 
 from pytest_crawlmem.harness.site import RunningSite, start_site
@@ -202,15 +203,16 @@ def main(argv: list[str] | None = None) -> int:
     with start_site(seed=0) as site:
         rows = measure_all(site, args.requests, args.max_seconds)
     print(format_table(rows))
+    payload = {
+        "schema_version": 1,
+        "benchmark": "site_throughput",
+        "python": sys.version.split()[0],
+        "machine": {"platform": platform.platform(), "cpus": psutil.cpu_count()},
+        "rows": [asdict(row) for row in rows],
+    }
     if args.json is not None:
-        payload = {
-            "schema_version": 1,
-            "benchmark": "site_throughput",
-            "python": sys.version.split()[0],
-            "machine": {"platform": platform.platform(), "cpus": psutil.cpu_count()},
-            "rows": [asdict(row) for row in rows],
-        }
         args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    latest.save("site_throughput", "latest", {k: v for k, v in payload.items() if k != "machine"})
     refused = sum(row.refused for row in rows)
     return 1 if refused else 0
 

@@ -15,7 +15,7 @@ both alike.
     python benchmarks/soak.py --responses 15000 --modes production --set CRAWLMEM_INTERVAL_SECONDS=0.05 \
         --set CRAWLMEM_TIMELINE_SAMPLES=256 --every 10    # time-compressed: the timeline halves several times
 
-Writes ``benchmarks/results/soak-<responses>.json`` and prints a table.
+Writes the ``<responses>`` part of ``benchmarks/results/soak.json`` and prints a table.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import latest
 
 ROOT = Path(__file__).resolve().parent.parent
 #: bare: no extension; production: the extension at its defaults; no-checkpoints: the same with CRAWLMEM_CHECKPOINTS off.
@@ -228,10 +229,7 @@ def main() -> None:
                           if mode != "bare" else ""), flush=True)
     table = summarize(runs)
     print(json.dumps(table, indent=2))
-    out = ROOT / "benchmarks" / "results" / f"soak-{args.responses}{'-compressed' if overrides else ''}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"argv": sys.argv[1:], "cpus": os.cpu_count(), "load": os.getloadavg(),
-                               "summary": table, "runs": runs}, indent=1))
+    out = latest.save("soak", f"{args.responses}{'-compressed' if overrides else ''}", {"summary": table, "runs": runs})
     print(f"written: {out}")
 
 

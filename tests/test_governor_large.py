@@ -1,7 +1,7 @@
 """The governor holds bursts of large pages under its budget: 128 pages of 2 MiB at CONCURRENT_REQUESTS=64.
 
 Ungoverned, the 200-page crawl peaks over 2 GiB (benchmarks/governor.py), the 128-page one at 1.3 GiB
-(measured on the suite's run): every download of the first burst is under way before any page shows its
+(measured when this test was cut from 200 pages): every download of the first burst is under way before any page shows its
 size, and each parsed page's tree (~12 MiB) lives in a Response-Selector reference cycle until a full collection.
 Each scenario is a real crawl of the fixture site in a pytester subprocess; the peak is the crawl's VmHWM (reset
 when it starts). The margin is the governor's own: it acts at 85% of the budget and aims at 77.5%, so the

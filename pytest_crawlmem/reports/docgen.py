@@ -2,7 +2,10 @@
 
 ``python -m pytest_crawlmem.docgen [DOCS_DIR]`` rewrites every block between
 ``<!-- generated: NAME -->`` and ``<!-- end generated -->``; ``--check`` only reports the
-files whose blocks differ from the code (exit 1), which is what the test suite runs.
+files whose blocks differ from the code (exit 1), which is what the test suite runs. Blocks named
+``figures-<benchmark>`` are the measured-figures tables, rendered from the benchmarks' latest-results files
+(``benchmarks/results/*.json``, beside the docs directory; ``figures.py``), so a table left behind by a newer
+benchmark run is stale too.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import argparse
 import re
 import sys
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from pytest_crawlmem.core import verdicts
@@ -18,6 +22,7 @@ from pytest_crawlmem.core.budgets import SPECS
 from pytest_crawlmem.core.defaults import settings_table
 from pytest_crawlmem.core.models import CrawlResult, Growth, Peaks
 from pytest_crawlmem.core.settings import OPTIONS
+from pytest_crawlmem.reports.figures import FIGURES, FiguresError
 from pytest_crawlmem.reports.report import report_document
 
 COMMAND = "python -m pytest_crawlmem.docgen"
@@ -72,21 +77,33 @@ GENERATORS: dict[str, Callable[[], str]] = {"budgets": budgets_table, "options":
                                              "crawlmem-settings": lambda: settings_table().rstrip("\n")}
 
 
-def render(text: str, *, source: str = "text") -> str:
-    """``text`` with every generated block rewritten from the code; an unknown block name is a ValueError."""
+def results_of(docs: Path) -> Path:
+    """Where the benchmarks' latest-results files of a docs directory are: ``../benchmarks/results``."""
+    return docs.resolve().parent / "benchmarks" / "results"
+
+
+def render(text: str, *, source: str = "text", results: Path | None = None) -> str:
+    """``text`` with every generated block rewritten from the code (and the figures tables from ``results``); an
+    unknown block name is a ValueError, a results file lacking a figure a :class:`figures.FiguresError`."""
+    generators = dict(GENERATORS)
+    if results is not None:
+        generators.update({name: partial(function, results) for name, function in FIGURES.items()})
 
     def replace(match: re.Match[str]) -> str:
         name = match["name"]
-        if name not in GENERATORS:
-            raise ValueError(f"unknown generated block {name!r} in {source}: known blocks are {', '.join(GENERATORS)}")
-        return f"{match[1]}{GENERATORS[name]()}\n{match[4]}"
+        if name not in generators:
+            known = ", ".join([*GENERATORS, *FIGURES])
+            raise ValueError(f"unknown generated block {name!r} in {source}: known blocks are {known}")
+        return f"{match[1]}{generators[name]()}\n{match[4]}"
 
     return BLOCK.sub(replace, text)
 
 
-def stale_files(docs: Path) -> list[Path]:
-    """The Markdown files under ``docs`` whose generated blocks differ from the code."""
-    return [path for path in sorted(docs.rglob("*.md")) if render(path.read_text(), source=str(path)) != path.read_text()]
+def stale_files(docs: Path, results: Path | None = None) -> list[Path]:
+    """The Markdown files under ``docs`` whose generated blocks differ from the code or the benchmarks' results."""
+    results = results_of(docs) if results is None else results
+    return [path for path in sorted(docs.rglob("*.md"))
+            if render(path.read_text(), source=str(path), results=results) != path.read_text()]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,17 +111,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("docs", nargs="?", type=Path, default=Path("docs"), help="the docs directory (default: ./docs)")
     parser.add_argument("--check", action="store_true", help="only report files that are out of date (exit 1)")
+    parser.add_argument("--results", type=Path, help="the benchmarks' latest-results files (default: DOCS/../benchmarks/results)")
     args = parser.parse_args(argv)
     if not args.docs.is_dir():
         print(f"{COMMAND}: error: {args.docs}: no such directory", file=sys.stderr)
         return 2
-    stale = stale_files(args.docs)
+    results = args.results or results_of(args.docs)
+    try:
+        stale = stale_files(args.docs, results)
+    except FiguresError as exc:
+        print(f"{COMMAND}: error: {exc}", file=sys.stderr)
+        return 2
     if args.check:
         for path in stale:
-            print(f"{path}: generated tables differ from the code; run `{COMMAND}` to regenerate them")
+            print(f"{path}: generated tables differ from the code or the benchmarks' results;"
+                  f" run `{COMMAND}` to regenerate them")
         return 1 if stale else 0
     for path in stale:
-        path.write_text(render(path.read_text(), source=str(path)))
+        path.write_text(render(path.read_text(), source=str(path), results=results))
         print(f"rewrote {path}")
     return 0
 
