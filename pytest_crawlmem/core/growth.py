@@ -28,6 +28,7 @@ from itertools import pairwise
 from typing import TypedDict
 
 from . import verdicts as V
+from .backpressure import pressure
 from .defaults import CHECKPOINT_MIN_RESPONSES as CHECKPOINT_MIN_RESPONSES  # the settings table's defaults
 from .defaults import DEFAULT_LEAK_PER_RESPONSE as DEFAULT_LEAK_PER_RESPONSE
 from .defaults import name_of
@@ -1294,19 +1295,9 @@ def _rising_browser_state(judged: Sequence[Checkpoint]) -> dict[str, tuple[int, 
 
 
 def _processing_pressure(samples: Sequence[Sample], max_active_size: int | None) -> str:
-    """Describe sustained scraper backout (responses arriving faster than callbacks finish)."""
-    flags = [s for s in samples if s.backout is not None]
-    if len(flags) < 10:
-        return ""
-    share = sum(s.span for s in flags if s.backout) / sum(s.span for s in flags)  # span: raw samples a thinned one stands for
-    if share < 0.25:
-        return ""
-    peak = max((s.active_size_bytes or 0) for s in samples)
-    limit = f" (limit {_kib(max_active_size)})" if max_active_size else ""
-    return (
-        f"the scraper was over its active-size limit in {share:.0%} of samples, peaking at"
-        f" {_kib(peak)}{limit}: responses arrive faster than callbacks and pipelines finish"
-    )
+    """Describe a scraper that falls behind (responses arriving faster than callbacks finish; backpressure.py)."""
+    found = pressure(samples, max_active_size)
+    return found.describe(max_active_size) if found else ""
 
 
 def _media_cache(
