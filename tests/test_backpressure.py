@@ -3,6 +3,8 @@ response-processing though the checkpoints keep it under its limit most of the t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pytest_crawlmem.core.backpressure import BUSY_SHARE, pressure
 from pytest_crawlmem.core.growth import analyze
 from pytest_crawlmem.core.models import Checkpoint, Sample
@@ -59,3 +61,8 @@ def test_samples_taken_during_pauses_and_refills_are_not_counted():
     shape = [Sample(t_seconds=i / 10, responses=i, items=i, rss_bytes=BASE, active_size_bytes=0, backout=None)
              for i in range(400)]
     assert pressure(shape, LIMIT) is None
+
+
+def test_a_thinned_timeline_is_judged_by_the_share_over_the_limit_alone():
+    thinned = [replace(s, span=2) for s in samples(400, over_every=7, empty_every=25)]  # merged peaks read busy
+    assert pressure(thinned, LIMIT) is None

@@ -11,7 +11,10 @@ A sample taken while a checkpoint holds the engine, or while the scraper refills
   samples under plain Scrapy, 12-14% under the plugin, holding responses in ~96%).
 
 A scraper that keeps up is empty between landings; one that is busy but never reaches its limit holds too little
-for backout to matter. Shares are weighted by ``Sample.span`` (a thinned sample stands for several).
+for backout to matter. The backout share is weighted by ``Sample.span`` (a thinned sample stands for several; its
+flag is diffused from exact counts, core/timeline.py). A thinned sample's active size is the largest of those it
+stands for, so the busy share is read from unthinned samples only: a crawl long enough to be thinned (over
+CRAWLMEM_TIMELINE_SAMPLES samples) is judged by the share over its limit alone.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ def pressure(samples: Sequence[Sample], max_active_size: int | None) -> Pressure
     if len(read) < MIN_SAMPLES or not total:
         return None
     over = sum(s.span for s in read if s.backout) / total
-    busy = sum(s.span for s in read if (s.active_size_bytes or 0) > 0) / total
+    raw = [s for s in read if s.span == 1]
+    busy = sum(1 for s in raw if (s.active_size_bytes or 0) > 0) / len(raw) if len(raw) >= MIN_SAMPLES else 0.0
     if over < OVER_SHARE and (busy < BUSY_SHARE or over < REACHED_SHARE):
         return None
     return Pressure(over, busy, max((s.active_size_bytes or 0) for s in samples))
