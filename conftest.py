@@ -55,7 +55,7 @@ LONGEST_FIRST = (
     "tests/test_governor_large.py", "tests/test_governor.py", "tests/test_xdist.py",
     "tests/test_log_capture.py", "tests/test_html.py", "tests/test_baseline.py", "tests/test_isolated.py",
     "examples/test_examples.py", "examples/test_browser_jobs.py", "tests/test_danger.py",
-    "examples/test_playwright_books.py", "tests/test_browser_docs.py",
+    "examples/test_playwright_books.py", "tests/test_browser_docs.py", "tests/test_backpressure_crawl.py",
 )
 
 

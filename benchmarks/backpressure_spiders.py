@@ -16,6 +16,8 @@ from twisted.internet import task
 
 #: Each write holds the pipeline's lock this long (seconds): one writer, one row at a time.
 WRITE_SECONDS = 0.05
+#: Each lookup of ``SerializedLookups`` holds its lock this long (seconds).
+LOOKUP_SECONDS = 0.04
 #: Sampling interval of ``BackoutMeter`` (seconds).
 METER_SECONDS = 0.05
 
@@ -36,6 +38,22 @@ class LargePages(scrapy.Spider):
 
     def parse(self, response: Any) -> Iterator[Any]:
         """One row a page."""
+        yield {"url": response.url, "size": len(response.body)}
+
+
+class SerializedLookups(LargePages):
+    """Each page's callback awaits a lookup serialized behind one lock (``LOOKUP_SECONDS`` each: an API allowing one
+    call at a time) before its row: the callback, not a pipeline, falls behind."""
+
+    name = "serialized_lookups"
+    lock: asyncio.Lock | None = None
+
+    async def parse(self, response: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        """One row a page, after the lookup."""
+        if self.lock is None:
+            self.lock = asyncio.Lock()
+        async with self.lock:
+            await asyncio.sleep(LOOKUP_SECONDS)
         yield {"url": response.url, "size": len(response.body)}
 
 

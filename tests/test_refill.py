@@ -1,5 +1,5 @@
-"""The scraper's backout is read outside the plugin's own pauses and refills, and the crawl runs free between
-checkpoints that drain slowly (measure/refill.py; a clock of the test's own, no crawl)."""
+"""The scraper's backout is read outside the plugin's own pauses and refills (measure/refill.py; a clock of the test's own,
+no crawl)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ def test_samples_while_paused_and_while_the_scraper_refills_are_held(clock):
     state.paused(inflight=16)
     assert state.held(0, False, 100)
     clock.now += 2.0
-    state.drained(2.0)
     state.resumed(responses=110, pause_seconds=2.0)
     assert state.held(500_000, False, 115)  # the downloads started after the pause have not all landed
     assert state.held(1_000_000, False, 126)  # they have, but the scraper holds less than it typically does
@@ -42,7 +41,6 @@ def test_samples_while_paused_and_while_the_scraper_refills_are_held(clock):
 def test_a_scraper_over_its_limit_again_ends_the_refill(clock):
     state = PauseRefill(interval_seconds=0.1)
     state.paused(inflight=16)
-    state.drained(1.0)
     state.resumed(responses=10, pause_seconds=1.0)
     assert not state.held(6_000_000, True, 11)
 
@@ -52,7 +50,6 @@ def test_the_refill_ends_after_twice_the_pause_at_most(clock):
     for _ in range(5):
         state.held(4_000_000, False, 0)
     state.paused(inflight=16)
-    state.drained(1.0)
     state.resumed(responses=10, pause_seconds=1.5)
     clock.now += 2.9
     assert state.held(0, False, 10)

@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from itertools import pairwise
 
 from pytest_crawlmem.core import verdicts as V
+from pytest_crawlmem.core.backpressure import pressure
 from pytest_crawlmem.core.excess import ExcessSummary, excess_of_samples
-from pytest_crawlmem.core.leaktrend import (
-    TREND_MIN_POINTS,
-)
+from pytest_crawlmem.core.leaktrend import TREND_MIN_POINTS
 from pytest_crawlmem.core.models import Checkpoint, Growth, Sample, SizeDistribution
 
 #: Judged intervals the regular and the strong trend need at least (TREND_MIN_POINTS checkpoints).
@@ -102,19 +101,9 @@ def rising_browser_state(judged: Sequence[Checkpoint]) -> dict[str, tuple[int, i
 
 
 def processing_pressure(samples: Sequence[Sample], max_active_size: int | None) -> str:
-    """Describe sustained scraper backout (responses arriving faster than callbacks finish)."""
-    flags = [s for s in samples if s.backout is not None]
-    if len(flags) < 10:
-        return ""
-    share = sum(s.span for s in flags if s.backout) / sum(s.span for s in flags)  # span: raw samples a thinned one stands for
-    if share < 0.25:
-        return ""
-    peak = max((s.active_size_bytes or 0) for s in samples)
-    limit = f" (limit {kib(max_active_size)})" if max_active_size else ""
-    return (
-        f"the scraper was over its active-size limit in {share:.0%} of samples, peaking at"
-        f" {kib(peak)}{limit}: responses arrive faster than callbacks and pipelines finish"
-    )
+    """Describe a scraper that falls behind (responses arriving faster than callbacks finish; backpressure.py)."""
+    found = pressure(samples, max_active_size)
+    return found.describe(max_active_size) if found else ""
 
 
 def jobdir_at(judged: Sequence[Checkpoint], samples: Sequence[Sample]) -> list[int] | None:

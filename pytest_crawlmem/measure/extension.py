@@ -475,7 +475,6 @@ class CrawlMemExtension:
             _reactor().callLater(_DRAIN_SETTLE_SECONDS, self._wait_for_drain, started, True)
             return
         if drained or timed_out:
-            self.refill.drained(time.monotonic() - started)
             if not drained:
                 self._undrained(parked)
             if self.pages is not None:  # renderers collect their garbage first, so it is not counted as growth

@@ -6,8 +6,10 @@ not what the crawl does: such samples carry no backout reading. The refill ends 
 found in flight have landed and the scraper holds what it typically holds outside the pauses (the median of its
 recent readings), or when it is over its limit again; after twice the drain at most. (Letting the crawl run free
 4 x D after a drain of D seconds was tried: under load it dropped checkpoints short crawls need, and 8 detection
-tests read inconclusive or steady on a fresh-clone CI run; it was taken out.)
-The reactor thread calls :meth:`paused`, :meth:`drained`, :meth:`resumed`; the sampler thread :meth:`held`.
+tests read inconclusive or steady on a fresh-clone CI run; it was taken out. Between checkpoints that come this
+often the scraper may never reach the limit it would reach without them: core/backpressure.py also reads whether it
+ever caught up.)
+The reactor thread calls :meth:`paused` and :meth:`resumed`; the sampler thread :meth:`held`.
 """
 
 from __future__ import annotations
@@ -29,17 +31,12 @@ class PauseRefill:
         self._until = 0.0  # monotonic: the refill ends by then at the latest (0: not refilling)
         self._inflight = 0  # downloads in flight when the pause began
         self._landed_at = 0  # the response count by which as many downloads started after the pause have landed
-        self._drain_seconds = 0.0
         self._typical: deque[int] = deque(maxlen=TYPICAL_READINGS)
 
     def paused(self, inflight: int | None) -> None:
         """A checkpoint holds the engine (reactor thread)."""
         self.is_paused = True
         self._inflight = inflight or 0
-
-    def drained(self, seconds: float) -> None:
-        """The checkpoint's wait for the drain ended after ``seconds``."""
-        self._drain_seconds = seconds
 
     def resumed(self, responses: int, pause_seconds: float) -> None:
         """The engine runs again after a pause of ``pause_seconds``, at ``responses`` responses."""

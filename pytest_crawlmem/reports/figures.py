@@ -274,19 +274,19 @@ def governor(results: Path) -> str:
 
 
 def backpressure(results: Path) -> str:
-    """``backpressure.json``: ``{"machine": {...}, "runs": [{"plain_share", "verdict", "responses", ...}]}``."""
+    """``backpressure.json``: ``{"note", "shapes": {NAME: {"machine", "params", "runs": [{"plain_share", "verdict",
+    "stated_share", ...}]}}}``, one row per shape (a serialized pipeline, a serialized callback, each beside a hog too)."""
     r = Results(results, "backpressure")
-    runs = r.get("runs")
-    shares = [r.get("runs", i, "plain_share") for i in range(len(runs))]
-    verdicts: dict[str, int] = {}
-    for i in range(len(runs)):
-        verdict = r.get("runs", i, "verdict")
-        verdicts[verdict] = verdicts.get(verdict, 0) + 1
-    rows = [["plain Scrapy over its limit (share of 50 ms samples)", f"median {_pct(statistics.median(shares))}"
-             f" ({_pct(min(shares))}-{_pct(max(shares))})", str(len(runs))],
-            ["verdicts with the plugin measuring", ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())), str(len(runs))]]
-    load = (r.data.get("machine") or {}).get("load_average")
-    return _table(["figure", "measured", "runs"], rows, f"From `{r.name}`" + (f" (load average {_load(load)})." if load else "."))
+    rows = []
+    for name in r.get("shapes"):
+        runs = r.get("shapes", name, "runs")
+        plain = [r.get("shapes", name, "runs", i, "plain_share") for i in range(len(runs))]
+        stated = [run.get("stated_share") for run in runs if run.get("stated_share") is not None]
+        caught = sum(r.get("shapes", name, "runs", i, "verdict") == "response-processing" for i in range(len(runs)))
+        under = f"{_pct(min(stated))}-{_pct(max(stated))}" if stated else "-"
+        rows.append([name, f"{_pct(min(plain))}-{_pct(max(plain))}", under, f"{caught}/{len(runs)}"])
+    return _table(["shape", "plain Scrapy over its limit", "over its limit under the plugin", "read response-processing"],
+                  rows, f"From `{r.name}`: shares of 50 ms samples; under the plugin, of the samples outside its pauses.")
 
 
 def amplification(results: Path) -> str:
