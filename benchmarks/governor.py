@@ -38,6 +38,10 @@ memory snapshot a second, and every 10 s concurrency -5% when over 20% of the la
 governor; and ``release-N``, CONCURRENT_REQUESTS=N with only the governor's StartGate middleware (it frees each
 response's parse tree when its callback is done), to find the best static setting that fits the budget.
 
+The saved file (``--out``) holds the machine (CPUs, load average before and after, commit), a summary per workload and
+mode (runs, median and range of the peak, items, items a second, the governor's CPU share; the best static setting
+that fits and the governed throughput over it) and every run.
+
 Figures per run: peak RSS (VmHWM of the crawl's process, and ``ru_maxrss`` of the child read by the parent with
 ``os.wait4``: from outside the crawl), items scraped, items lost (expected minus scraped),
 items a second, the finish reason, and the governor's own CPU as a share of the crawl's CPU.
@@ -397,7 +401,7 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
 
     spider = {"large": Large, "catalog": Catalog, "slow": Large, "browser": Stores, "json": Documents, "media": Files,
               "pipeline": Attachments, "mix": Carried, "leak": Keeper, "fits": Fits}[workload]
-    if mode == "governed-rotate":  # the browser lever rotates contexts only: no cap on concurrency (before session 10)
+    if mode == "governed-rotate":  # the browser lever rotates contexts only: no cap on concurrency
         from pytest_crawlmem.governor import extension as governor
 
         class RotateOnly(governor.ContextLever):
@@ -445,6 +449,8 @@ def child(workload: str, mode: str, base_url: str, out: Path) -> None:
         "governor_reclaim_seconds": stats.get("crawlmem/governor/reclaim_seconds", 0.0),
         "governor_signal_seconds": stats.get("crawlmem/governor/cpu_seconds/signals"),
         "governor_spill_seconds": stats.get("crawlmem/governor/cpu_seconds/spill"),
+        "governor_trim_seconds": stats.get("crawlmem/governor/cpu_seconds/trim"),
+        "governor_trims": stats.get("crawlmem/governor/trims"),
         "governor_ticks": stats.get("crawlmem/governor/ticks"),
         "governor_decisions": stats.get("crawlmem/governor/decisions", 0),
         "governor_min_concurrency": stats.get("crawlmem/governor/min_concurrency"),
@@ -524,6 +530,41 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per workload and mode: the runs, the median and range of the peak (MiB, from outside), items, items/s and the
+    governor's CPU share (%), and per workload the best static setting that fits its budget."""
+    from statistics import median
+
+    def spread(values: list[float]) -> dict[str, float]:
+        return {"median": round(median(values), 2), "min": round(min(values), 2), "max": round(max(values), 2)}
+
+    out: dict[str, Any] = {}
+    for workload in dict.fromkeys(row["workload"] for row in rows):
+        mine = [row for row in rows if row["workload"] == workload]
+        modes: dict[str, Any] = {}
+        for mode in dict.fromkeys(row["mode"] for row in mine):
+            runs = [row for row in mine if row["mode"] == mode]
+            cpu = [100 * row["governor_cpu_seconds"] / row["crawl_cpu_seconds"] for row in runs
+                   if row.get("governor_cpu_seconds") and row.get("crawl_cpu_seconds")]
+            modes[mode] = {"runs": len(runs), "peak_mib": spread([peak(row) / 2**20 for row in runs]),
+                           "peak_over_budget": spread([peak(row) / 2**20 / budget_mib(workload) for row in runs]),
+                           "items": spread([float(row["items"]) for row in runs]), "expected": runs[0]["expected"],
+                           "items_per_second": spread([rate(row) for row in runs]),
+                           "finish_reasons": sorted({str(row["finish_reason"]) for row in runs}),
+                           "load_average": spread([float(row.get("load_average", 0.0)) for row in runs]),
+                           **({"governor_cpu_percent": spread(cpu)} if cpu else {})}
+        static = [row for row in mine if row["mode"] == "ungoverned" or row["mode"].startswith(("static-", "release-"))]
+        fits = [row for row in static if peak(row) <= budget_mib(workload) * 2**20 and row["items"] == row["expected"]]
+        best = max(fits, key=rate, default=None)
+        governed = [rate(row) for row in mine if row["mode"] == "governed"]
+        out[workload] = {"budget_mib": budget_mib(workload), "modes": modes,
+                         "best_static": None if best is None else {
+                             "mode": best["mode"], "items_per_second": round(rate(best), 2),
+                             "governed_ratio": spread([value / rate(best) for value in governed]) if governed and rate(best)
+                             else None}}
+    return out
+
+
 def peak(row: dict[str, Any]) -> int:
     """A run's peak: the browser tree's PSS, else ru_maxrss read from outside the crawl (else its own VmHWM)."""
     return int(row.get("tree_peak_pss_bytes") or row.get("peak_rss_outside_bytes") or row["peak_rss_bytes"])
@@ -562,6 +603,7 @@ def main() -> None:
     site = start_site()
     scratch = Path(tempfile.mkdtemp(prefix="crawlmem-governor-bench-"))
     rows = []
+    began, load_before = time.time(), [round(value, 2) for value in os.getloadavg()]
     try:
         for workload in args.workloads.split(","):
             modes = list(WORKLOADS[workload].get("modes", ("ungoverned", "governed", "memusage", "crawlee")))
@@ -578,7 +620,14 @@ def main() -> None:
                     print(json.dumps(row), flush=True)
     finally:
         site.close()
-    args.out.write_text(json.dumps({"budget_mib": BUDGET_MIB, "runs": rows}, indent=1))
+    machine = {"cpus": os.cpu_count(), "load_average_before": load_before,
+               "load_average_after": [round(value, 2) for value in os.getloadavg()],
+               "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(began)),
+               "seconds": round(time.time() - began), "python": sys.version.split()[0], "scrapy": scrapy.__version__,
+               "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                                        text=True).stdout.strip()}
+    args.out.write_text(json.dumps({"budget_mib": BUDGET_MIB, "machine": machine, "summary": summary(rows),
+                                    "runs": rows}, indent=1))
     print(table(rows))
 
 

@@ -54,7 +54,7 @@ def test_user_code_under_the_base_prefix_is_still_user_code():
 
 
 def test_every_subpackage_of_the_plugin_is_the_plugins_code_never_a_site():
-    """core/, reports/, harness/ too: the package root, not the crawl/ directory snapshots.py sits in."""
+    """core/, reports/, harness/ too: the package root, not the probes/ directory snapshots.py sits in."""
     import pytest_crawlmem
     from pytest_crawlmem.core import distribution
     from pytest_crawlmem.harness import fixtures

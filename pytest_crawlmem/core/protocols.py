@@ -63,7 +63,7 @@ class SweepFunction(Protocol):
 
 
 class BrowserJobHandle(Protocol):
-    """What a ``browser_job`` function gets (``crawl/browserjob.BrowserJob`` is the one implementation)."""
+    """What a ``browser_job`` function gets (``browser/job.BrowserJob`` is the one implementation)."""
 
     browser: Any  # the launched Playwright browser
     base_url: str | None  # the fixture site's, when the test uses ``fixture_site``

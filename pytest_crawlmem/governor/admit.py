@@ -18,7 +18,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from pytest_crawlmem.governor.policy import Outstanding, ParseCost, Unmeetable, admits_by_cost, unmeetable
+from pytest_crawlmem.governor.policy import PARSE_MIN_BODY_BYTES, Outstanding, ParseCost, Unmeetable, admits_by_cost, unmeetable
 
 logger = logging.getLogger("pytest_crawlmem.governor")
 #: Requests named in governor.json's ``unmeetable`` (the stat counts them all).
@@ -79,7 +79,8 @@ class CostAdmission:
             body = self._received.pop(response, None)
             if body is None:
                 body = len(getattr(response, "body", b"") or b"")
-            self._parsing[key] = (body, self.rss())
+            if body >= PARSE_MIN_BODY_BYTES:  # a smaller parse teaches nothing (ParseCost.observe): no RSS read
+                self._parsing[key] = (body, self.rss())
             return
         began = self._parsing.pop(key, None)
         if began is not None:

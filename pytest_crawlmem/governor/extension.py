@@ -15,7 +15,6 @@ Each decision is a stat under ``crawlmem/governor/``, an INFO log line, and an e
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import logging
@@ -25,13 +24,14 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from scrapy import Request, signals
+from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from pytest_crawlmem.core.defaults import CrawlMemConfig, name_of
 from pytest_crawlmem.core.models import DangerSnapshot
 from pytest_crawlmem.governor.admit import CostAdmission, payload_bytes
 from pytest_crawlmem.governor.browser_concurrency import BROWSER_CONCURRENCY
+from pytest_crawlmem.governor.close import danger_snapshot, undone_counts
 from pytest_crawlmem.governor.context_policy import BROWSER_CONTEXT
 from pytest_crawlmem.governor.contextlever import ContextLever, LeverEvent
 from pytest_crawlmem.governor.gates import DownloadGate, PullHold, is_spilling
@@ -63,7 +63,6 @@ from pytest_crawlmem.governor.setup import (
 )
 from pytest_crawlmem.governor.spill import SpillingScheduler, StartGate
 from pytest_crawlmem.probes import readings as probes
-from pytest_crawlmem.probes.danger import write_danger
 
 __all__ = ["ContextLever", "GovernorAddon", "MemoryGovernor", "add_governor", "governor_danger", "read_cgroup_limit",
            "resolve_budget"]
@@ -72,6 +71,9 @@ logger = logging.getLogger("pytest_crawlmem.governor")
 TRIM_EVERY_SECONDS = 5.0
 #: Least seconds between two trims that a lowering decision asks for.
 FORCED_TRIM_SECONDS = 1.0
+#: A trim that gives back less than this doubles the least interval to the next (up to TRIM_MAX_BACKOFF times).
+TRIM_MIN_BYTES = 4 * 2**20
+TRIM_MAX_BACKOFF = 8
 #: Growth of RSS (share of the act threshold) since the last reclaim (gc.collect() + malloc_trim) that calls for another.
 RECLAIM_GROWTH = 0.03
 #: Least seconds between two reclaims: a full collection of a big heap costs tens of ms of the crawl's CPU.
@@ -85,8 +87,10 @@ SIGNAL_TICK_SECONDS = 0.02
 #: One signal handler call in this many is timed, in thread CPU time (``thread_time`` is a system call: 3.3 us, more
 #: than a handler's ~1 us); the handlers' CPU is the sampled calls' CPU scaled to every call. Timing every call in wall
 #: time (``perf_counter``) counted the waits of a loaded machine: 2.7 s for 60,000 calls on the catalog crawl at load
-#: 6-15, where the calls cost ~1 us of CPU each.
-SIGNAL_SAMPLE_EVERY = 64
+#: 6-15, where the calls cost ~1 us of CPU each. A prime: with 64, a burst of items kept the sampled calls on the same
+#: of the per-item hook's costlier calls (its payload sample was every 16th item, its RSS read every 32nd), and the
+#: pipeline workload's signal CPU read 0.016-0.044 s from run to run.
+SIGNAL_SAMPLE_EVERY = 61
 #: Weight of the latest response in the mean body size.
 BODY_WEIGHT = 0.25
 #: Seconds over the close share before the governor closes the crawl.
@@ -143,6 +147,9 @@ class MemoryGovernor:
         self._task: Any = None
         self._started = 0.0
         self._last_trim = 0.0
+        self._trim_backoff = 1  # times the trims' least interval (_trim)
+        self.trims = 0  # trims outside reclaims
+        self.trim_seconds = 0.0  # ... their thread CPU (of tick_seconds)
         self._after_reclaim = 0
         self._reclaim_high = 0  # the highest RSS a reclaim was asked at
         self._last_reclaim = 0.0
@@ -214,7 +221,6 @@ class MemoryGovernor:
         crawler.signals.connect(governor.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(governor.headers_received, signal=signals.headers_received)
         crawler.signals.connect(governor.response_received, signal=signals.response_received)
-        crawler.signals.connect(governor.item_scraped, signal=signals.item_scraped)
         return governor
 
     # -- signals (reactor thread) ----------------------------------------------------
@@ -233,7 +239,7 @@ class MemoryGovernor:
         gate = self._gate()
         if gate is not None:
             gate.on_item = self._signal_tick  # RSS read every 20 ms: start() can yield 400 MB of requests in one 0.25 s tick
-            gate.on_output = lambda output: self._signal(self._on_output, output)  # timed as the signals are
+            gate.on_output = lambda output: self._signal(self._on_output, output, gate.items_out)  # timed as signals
         levers += ["start gate"] if gate is not None else []
         spilling = is_spilling(self._scheduler(), SpillingScheduler)
         levers += ["spill to disk"] if spilling else []
@@ -299,6 +305,8 @@ class MemoryGovernor:
         stats.set_value("crawlmem/governor/cpu_seconds", round(self.cpu_seconds, 6))
         stats.set_value("crawlmem/governor/cpu_seconds/signals", round(self.signal_seconds, 6))
         stats.set_value("crawlmem/governor/cpu_seconds/spill", round(self.spill_seconds, 6))
+        stats.set_value("crawlmem/governor/cpu_seconds/trim", round(self.trim_seconds, 6))
+        stats.set_value("crawlmem/governor/trims", self.trims)
         cost_f, cost_q = self.policy.model.costs()
         stats.set_value("crawlmem/governor/cost_in_flight_bytes", int(cost_f))
         stats.set_value("crawlmem/governor/cost_queued_bytes", int(cost_q))
@@ -331,11 +339,6 @@ class MemoryGovernor:
         except OSError as exc:
             logger.warning("crawlmem governor: could not write %s: %s", self.record_path, exc)
 
-    def overdue_tick(self) -> None:
-        """Tick now if the LoopingCall is late (the start gate calls this before each start item)."""
-        if time.monotonic() - self._last_tick >= self.interval_seconds:
-            self.tick()
-
     def headers_received(self, headers: Any, body_length: int, request: Any, spider: Any) -> None:
         """A download's headers arrived: learn its announced size before its body is in memory."""
         self._signal(self._on_headers, body_length, request)
@@ -343,10 +346,6 @@ class MemoryGovernor:
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
         """A response arrived: learn its size; tick out of turn when RSS is past the act share."""
         self._signal(self._on_response, len(getattr(response, "body", b"")), request, response)
-
-    def item_scraped(self) -> None:
-        """An item was scraped: tick if the LoopingCall is late (the scraper can hold the reactor through a burst)."""
-        self._signal(self.overdue_tick)
 
     def _signal(self, handler: Any, *args: Any) -> None:
         """Run a signal's handler; time one call in SIGNAL_SAMPLE_EVERY in thread CPU (a tick it runs counts apart, and
@@ -386,21 +385,21 @@ class MemoryGovernor:
         else:
             self._signal_tick()
 
-    def _on_output(self, output: Any) -> None:
-        """The start gate saw a callback's output (an item or a request): learn what an item carries (1 in 16)."""
+    def _on_output(self, output: Any, items_out: int) -> None:
+        """The start gate saw the end of a callback's output (None), or one item in its OUTPUT_EVERY: learn what an
+        item carries; ``items_out`` is every item the callbacks yielded so far."""
+        self._items_out = items_out
         if output is None:  # the end of one response's output
             self._responses_out += 1
             if self.admission is not None:
                 self.admission.yield_bytes = self._item_bytes * self._items_out / self._responses_out
             return
-        if isinstance(output, Request):
-            return
-        self._items_out += 1
-        if self._items_out % 32 == 0 and self._item_bytes > 0:  # a callback can yield 100 MB of items between two ticks
+        if time.monotonic() - self._last_tick >= self.interval_seconds:  # a callback's burst can hold the reactor
+            self.tick()
+        if self._item_bytes > 0:  # a callback can yield 100 MB of items between two ticks
             self._item_tick()
-        if self._items_out % 16 == 1:
-            size = float(payload_bytes(output))
-            self._item_bytes = size if self._item_bytes <= 0 else BODY_WEIGHT * size + (1 - BODY_WEIGHT) * self._item_bytes
+        size = float(payload_bytes(output))
+        self._item_bytes = size if self._item_bytes <= 0 else BODY_WEIGHT * size + (1 - BODY_WEIGHT) * self._item_bytes
 
     def _item_tick(self) -> None:
         """Tick now (at most every 20 ms) when RSS and what the downloads under way will yield pass the act share."""
@@ -444,7 +443,7 @@ class MemoryGovernor:
             self.admission.mean_body_bytes = self._body_bytes
 
     def _admit(self, download_gate: DownloadGate, gate: StartGate | None) -> None:
-        """Admit downloads by their cost (``governor_admit``): the download gate asks it, the start gate tells it what
+        """Admit downloads by their cost (``admit.py``): the download gate asks it, the start gate tells it what
         each parse cost."""
         admission = self.admission = CostAdmission(self.config.budget_bytes, self.config.high_share
                                                    * self.config.budget_bytes, self._statm.rss_bytes, self.crawler.stats)
@@ -497,6 +496,12 @@ class MemoryGovernor:
         self._last_tick = time.monotonic()
         sample = self._sample(engine)
         self.peak_rss_bytes = max(self.peak_rss_bytes, sample.rss_bytes)
+        paused = self.policy.paused(sample)
+        if (paused or self.policy.wants_fresh_reading(sample)) and self._trim(force=True):
+            # the heap gave back what the crawl freed (a trim: it costs what it gives back): a collection (15 ms and
+            # more on this heap) may not be needed any more, and a pause on freed heap lifts (a pipeline crawl paused
+            # while its trims backed off: 107 s where its other runs took 27-31 s)
+            sample = replace(sample, rss_bytes=self._statm.rss_bytes())
         if self.policy.wants_fresh_reading(sample) and self._reclaim(sample):
             sample = replace(self._sample(engine), collected=True)  # decide on what is left once garbage is gone
         for decision in self.policy.step(sample):
@@ -643,6 +648,8 @@ class MemoryGovernor:
 
     def _close(self, engine: Any) -> None:
         self._closing = True
+        if self.pull_hold is not None:  # from here no request leaves the scheduler: the count below calls it queued
+            self.pull_hold.hold_for_close()
         if self.jobdir:
             logger.info("crawlmem governor: closing with reason %s; the queue is kept in JOBDIR %s: run the crawl"
                         " again with the same JOBDIR to resume", MEMORY_BUDGET, self.jobdir)
@@ -655,58 +662,18 @@ class MemoryGovernor:
 
     async def _close_counted(self, engine: Any) -> None:
         """Count what the close leaves uncrawled (the queue, spilled requests, start() read to its end), say it, close."""
-        gate = self._gate()
-        unread, counted = await gate.count_unread() if gate is not None else (0, False)
-        scheduler = self._scheduler()
-        queued = len(scheduler or ())
-        slot = getattr(engine.scraper, "slot", None)
-        self.undone = {
-            "queued_requests": queued,
-            "spilled_requests": scheduler.on_disk if is_spilling(scheduler, SpillingScheduler) else 0,
-            "unread_start_requests": unread, "start_counted": int(counted),
-            "downloads": len(engine.downloader.active), "items_in_pipelines": int(getattr(slot, "itemproc_size", 0) or 0),
-        }
+        self.undone = await undone_counts(engine, self._scheduler(), self._gate())
         for key, value in self.undone.items():
             self.crawler.stats.set_value(f"crawlmem/governor/undone/{key}", value)
-        self.danger = self._danger_snapshot(engine, queued)
+        self.danger = danger_snapshot(
+            self.crawler, engine, queued=self.undone["queued_requests"],
+            threshold_bytes=int(self.config.hard_share * self.config.budget_bytes),
+            t_seconds=time.monotonic() - self._started, rss_bytes=self._statm.rss_bytes(),
+            start_rss_bytes=self.policy.baseline_bytes or 0,
+            record_dir=self.record_path.parent if self.record_path is not None else None, governor=self)
         logger.warning("crawlmem governor: closing with reason %s without JOBDIR: %s (set JOBDIR to resume the queue);"
                        " %s", MEMORY_BUDGET, undone_sentence(self.undone), self.danger.describe())
         probes.close_spider(self.crawler, MEMORY_BUDGET)
-
-    def _danger_snapshot(self, engine: Any, queued: int) -> DangerSnapshot:
-        """The crawl's state as the governor closes it without JOBDIR: the evidence of what the budget could not hold.
-
-        Written as ``danger.json`` in the report directory unless the measuring extension took one in this crawl.
-        """
-        stats = self.crawler.stats
-        slot = getattr(engine.scraper, "slot", None)
-        try:
-            alive, note = probes.live_ref_counts(), ""
-        except RuntimeError as exc:  # trackref's dicts changed size under us
-            alive, note = {}, f"live objects not read: {exc!r}; "
-        snapshot = DangerSnapshot(
-            threshold_bytes=int(self.config.hard_share * self.config.budget_bytes),
-            t_seconds=round(time.monotonic() - self._started, 3), rss_bytes=self._statm.rss_bytes(),
-            start_rss_bytes=self.policy.baseline_bytes or 0,
-            responses=int(stats.get_value("response_received_count", 0) or 0),
-            items=int(stats.get_value("item_scraped_count", 0) or 0), scheduled=queued,
-            inflight=len(engine.downloader.active), active_size_bytes=int(getattr(slot, "active_size", 0) or 0),
-            live_refs=alive,
-            note=note + f"taken by the memory governor as it closed the crawl ({MEMORY_BUDGET}) without JOBDIR:"
-                        " no traced window",
-        )
-        if self.record_path is not None and not self._measured_danger():
-            with contextlib.suppress(OSError):
-                write_danger(self.record_path.parent, snapshot)
-        return snapshot
-
-    def _measured_danger(self) -> bool:
-        """Whether the measuring extension took its danger snapshot in this crawl (its danger.json stands)."""
-        for extension in getattr(getattr(self.crawler, "extensions", None), "middlewares", ()):
-            watch = getattr(extension, "danger", None)
-            if extension is not self and getattr(watch, "snapshot", None) is not None:
-                return True
-        return False
 
     def _reclaim(self, sample: Sample) -> bool:
         """Collect cyclic garbage and trim the heap before a decision that needs a fresh reading (a close, retained).
@@ -741,12 +708,22 @@ class MemoryGovernor:
         stats.set_value("crawlmem/governor/reclaim_seconds", round(self.reclaim_seconds, 4))
         return True
 
-    def _trim(self, force: bool = False) -> None:
-        """Give freed heap back to the kernel (glibc keeps freed bodies), at most every TRIM_EVERY_SECONDS."""
+    def _trim(self, force: bool = False) -> bool:
+        """Give freed heap back to the kernel (glibc keeps freed bodies): for a decision (``force``) at most every
+        FORCED_TRIM_SECONDS, else every TRIM_EVERY_SECONDS times ``_trim_backoff``, doubled after a trim that gave back
+        under TRIM_MIN_BYTES and reset by one that gave more. A trim costs what it gives back (8-17 ms for 200 MiB,
+        0.2 ms for nothing). Whether it trimmed and gave back at least TRIM_MIN_BYTES."""
         now = time.monotonic()
-        if now - self._last_trim >= (FORCED_TRIM_SECONDS if force else TRIM_EVERY_SECONDS):
-            self._last_trim = now
-            probes.malloc_trim()
+        if now - self._last_trim < (FORCED_TRIM_SECONDS if force else TRIM_EVERY_SECONDS * self._trim_backoff):
+            return False
+        self._last_trim = now
+        began, before = time.thread_time(), self._statm.rss_bytes()
+        probes.malloc_trim()
+        freed = before - self._statm.rss_bytes()
+        self.trims += 1
+        self.trim_seconds += time.thread_time() - began
+        self._trim_backoff = 1 if freed >= TRIM_MIN_BYTES else min(TRIM_MAX_BACKOFF, 2 * self._trim_backoff)
+        return freed >= TRIM_MIN_BYTES
 
     def _register_metrics(self) -> None:
         """Add the governor's gauges to the measuring extension's Prometheus endpoint, once, when it serves one."""

@@ -4,7 +4,7 @@
   ``Downloader.fetch`` looks up on each call) while the transfers it let through reach the governor's limit. Media
   pipelines download through ``engine.download_async`` -> ``downloader.fetch``, past the scheduler and past
   ``total_concurrency`` (read only by ``needs_backout()``, before the engine pulls from the scheduler): the gate is
-  the one place every download goes through. Its ``fits`` (the governor's admission by cost, ``governor_admit``) holds
+  the one place every download goes through. Its ``fits`` (the governor's admission by cost, ``admit``) holds
   a download back while what those under way will cost, with a parse, would pass the act share. It also makes the
   limit hold per slot: under the asyncio reactor a slot starts every queued download before any joins
   ``transferring`` (DESIGN.md), so a slot's own concurrency does not hold. Open (limit 0), it only counts.
@@ -120,6 +120,7 @@ class PullHold:
         self.items = items  # () -> items inside the item pipelines
         self.cap = 0
         self.paused = False  # refuse every pull (over the close share)
+        self.closing = False  # refuse every pull for good: the governor is closing the crawl and counts the queue
         self.holds = 0  # pulls refused
         self._original = downloader.needs_backout
         downloader.needs_backout = self.needs_backout
@@ -128,7 +129,7 @@ class PullHold:
         """Scrapy's answer, or True while the items in the pipelines fill the cap."""
         if self._original():
             return True
-        if self.paused or (self.cap > 0 and self.items() >= self.cap):
+        if self.closing or self.paused or (self.cap > 0 and self.items() >= self.cap):
             self.holds += 1
             return True
         return False
@@ -140,8 +141,16 @@ class PullHold:
         if raised:
             self.kick()
 
+    def hold_for_close(self) -> None:
+        """Refuse every pull from now on: the close counts what the scheduler holds as not crawled, and the engine's
+        own closing flag is set only once its close runs (a task of the reactor's next turn), so a pull in between
+        would crawl a request the count already called queued."""
+        self.closing = True
+
     def kick(self) -> None:
         """Ask the engine to pull from the scheduler (it would wait for its 5 s heartbeat otherwise)."""
+        if self.closing:
+            return
         nextcall = getattr(getattr(self.engine, "_slot", None), "nextcall", None)
         if nextcall is not None:
             nextcall.schedule()

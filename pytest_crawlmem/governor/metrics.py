@@ -6,14 +6,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sized
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from pytest_crawlmem.governor.extension import MemoryGovernor
+from pytest_crawlmem.governor.contextlever import ContextLever
+from pytest_crawlmem.governor.policy import Levers, Policy, PolicyConfig
+
+
+class GovernorState(Protocol):
+    """What the gauges read of the governor (``governor/extension.py``'s ``MemoryGovernor``, which imports this module)."""
+
+    crawler: Any
+    config: PolicyConfig
+    policy: Policy
+    lever: ContextLever | None
+
+    @property
+    def decisions(self) -> Sized:
+        """The decisions taken so far."""
+
+    def _concurrency(self, levers: Levers) -> int: ...
 
 #: (metric name, help, how to read it from the governor): the gauges of the governor's state.
-GAUGES: tuple[tuple[str, str, Callable[[MemoryGovernor], float]], ...] = (
+GAUGES: tuple[tuple[str, str, Callable[[GovernorState], float]], ...] = (
     ("crawlmem_governor_budget_bytes", "The memory governor's budget", lambda g: g.config.budget_bytes),
     ("crawlmem_governor_concurrency", "Concurrency the governor set (downloader.total_concurrency)",
      lambda g: g._concurrency(g.policy.levers)),
@@ -37,7 +52,7 @@ GAUGES: tuple[tuple[str, str, Callable[[MemoryGovernor], float]], ...] = (
 class GovernorCollector:
     """A prometheus_client collector of the governor's gauges (metrics server thread; reads plain attributes)."""
 
-    def __init__(self, governor: MemoryGovernor, spider: str) -> None:
+    def __init__(self, governor: GovernorState, spider: str) -> None:
         self.governor = governor
         self.spider = spider
 
@@ -51,7 +66,7 @@ class GovernorCollector:
             yield family
 
 
-def register_metrics(governor: MemoryGovernor) -> bool:
+def register_metrics(governor: GovernorState) -> bool:
     """Add the governor's gauges to the measuring extension's Prometheus endpoint, when it serves one; whether it did."""
     for extension in getattr(getattr(governor.crawler, "extensions", None), "middlewares", ()):
         registry = getattr(getattr(extension, "metrics", None), "registry", None)

@@ -316,11 +316,19 @@ class Policy:
         return max(fixed, float(self.open_bytes))
 
     def wants_fresh_reading(self, sample: Sample) -> bool:
-        """Whether this tick's decision counts on garbage being gone: a close, or calling memory retained."""
+        """Whether this tick's decision counts on garbage being gone: a close, or calling memory retained.
+
+        Not while the items inside the pipelines explain the excess: :meth:`step` then neither closes (the items drain,
+        their pulls held by the item cap) nor judges retained memory (:meth:`_lower` stops before), so a collection
+        would decide nothing; on a crawl of slow pipelines it was most of the governor's CPU.
+        """
         cfg = self.config
-        if sample.rss_bytes >= cfg.hard_share * cfg.budget_bytes:
-            return True
+        items_bytes = sample.items * sample.item_bytes
+        if sample.rss_bytes >= cfg.hard_share * cfg.budget_bytes:  # as step's draining: no close while items drain
+            return not (self.levers.item_cap > 0 and items_bytes >= sample.rss_bytes - cfg.setpoint_bytes)
         if sample.rss_bytes < cfg.high_share * cfg.budget_bytes or self._retained_said or self.baseline_bytes is None:
+            return False
+        if items_bytes >= max(sample.rss_bytes, sample.high_bytes) - cfg.setpoint_bytes:  # as _lower, on the pressure
             return False
         grown = sample.rss_bytes - self.baseline_bytes
         return grown >= MIN_RETAINED_BYTES and sample.in_flight <= 2 * cfg.min_concurrency

@@ -23,7 +23,7 @@ from itertools import pairwise
 
 from pytest_crawlmem.core.models import GrowthSite
 
-#: The package root (crawl/'s parent), as the interpreter names its files in tracebacks.
+#: The package root (probes/' parent), as the interpreter names its files in tracebacks.
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: This package's own files, every subpackage (an editable install is outside site-packages): never the user's code.
 _PLUGIN_DIR = os.path.realpath(_PACKAGE_DIR)

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_crawlmem.core import verdicts
+
 
 class FiguresError(ValueError):
     """A results file is missing, unreadable or lacks a figure its docs table needs."""
@@ -253,24 +255,46 @@ def keeping_line(results: Path) -> str:
 
 
 def governor(results: Path) -> str:
-    """``governor.json``: ``{"budget_mib": int, "runs": [{"workload", "mode", "items", "expected", "peak_rss_bytes",
-    "duration_seconds", "finish_reason", ...}]}``, as ``benchmarks/governor.py`` writes it."""
+    """``governor.json``: ``{"runs": [{"workload", "mode", "budget_mib", "items", "expected", "peak_rss_bytes",
+    "duration_seconds", "governor_cpu_seconds", "crawl_cpu_seconds", ...}]}``, as ``benchmarks/governor.py`` writes it;
+    one row per workload: the governed runs beside doing nothing, Scrapy's MEMUSAGE_LIMIT_MB, the Crawlee-style rule
+    and the fastest static setting that fits the budget (every item delivered, peak at most 1.05x the budget)."""
     r = Results(results, "governor")
-    budget = r.get("budget_mib")
-    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    cells: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for index, item in enumerate(r.get("runs")):
         for key in ("workload", "mode", "items", "expected", "peak_rss_bytes", "duration_seconds"):
             r.get("runs", index, key)
-        cells.setdefault((item["workload"], item["mode"]), []).append(item)
+        cells.setdefault(item["workload"], {}).setdefault(item["mode"], []).append(item)
+
+    def mib(runs: list[dict[str, Any]]) -> str:
+        peaks = sorted(run["peak_rss_bytes"] / 2**20 for run in runs)
+        return f"{peaks[0]:,.0f}" if len(peaks) == 1 else f"{peaks[0]:,.0f}-{peaks[-1]:,.0f}"
+
+    def delivered(runs: list[dict[str, Any]]) -> str:
+        least = min(runs, key=lambda run: run["items"])
+        return "" if least["items"] >= least["expected"] else f", {least['items']:,}/{least['expected']:,} items"
+
     rows = []
-    for (workload, mode), items in cells.items():
-        peak = statistics.median(i["peak_rss_bytes"] for i in items) / 2**20
-        done = sum(i["items"] for i in items)
-        expected = sum(i["expected"] for i in items)
-        rows.append([workload, mode, f"{peak:,.0f} MiB", f"{done:,}/{expected:,}",
-                     f"{statistics.median(i['duration_seconds'] for i in items):.0f} s", str(len(items))])
-    caption = f"From `{r.name}` (budget {budget} MiB; medians of the runs of each workload and mode)."
-    return _table(["workload", "mode", "peak RSS", "items", "duration", "runs"], rows, caption)
+    for workload, modes in cells.items():
+        governed = modes.get("governed", [])
+        budget = float((governed or next(iter(modes.values())))[0].get("budget_mib") or r.get("budget_mib"))
+        shares = [run["governor_cpu_seconds"] / run["crawl_cpu_seconds"] for run in governed
+                  if run.get("governor_cpu_seconds") is not None and run.get("crawl_cpu_seconds")]
+        fits = [(statistics.median(run["items"] / run["duration_seconds"] for run in runs), mode, runs)
+                for mode, runs in modes.items() if mode.startswith(("static-", "release-"))
+                and all(run["items"] >= run["expected"] and run["peak_rss_bytes"] <= 1.05 * budget * 2**20 for run in runs)]
+        best = max(fits, key=lambda fit: fit[0]) if fits else None
+        statics = any(mode.startswith(("static-", "release-")) for mode in modes)
+        runs_of = f"{mib(governed)}{delivered(governed)} ({len(governed)} runs)" if governed else "-"
+        rows.append([f"{workload} ({budget:,.0f} MiB)", runs_of,
+                     *(f"{mib(modes[mode])}{delivered(modes[mode])}" if mode in modes else "-"
+                       for mode in ("ungoverned", "memusage", "crawlee")),
+                     f"{best[1]}: {mib(best[2])}" if best else "none fits" if statics else "-",
+                     f"{min(shares):.1%}-{max(shares):.1%}" if shares else "-"])
+    caption = (f"From `{r.name}`: peak RSS in MiB read from outside the crawl's process; every item delivered unless"
+               " said; the governor's own CPU as a share of the crawl's.")
+    return _table(["workload (budget)", "governed", "ungoverned", "MEMUSAGE_LIMIT_MB", "Crawlee-style",
+                   "best static that fits", "governor CPU"], rows, caption)
 
 
 def backpressure(results: Path) -> str:
@@ -282,7 +306,7 @@ def backpressure(results: Path) -> str:
         runs = r.get("shapes", name, "runs")
         plain = [r.get("shapes", name, "runs", i, "plain_share") for i in range(len(runs))]
         stated = [run.get("stated_share") for run in runs if run.get("stated_share") is not None]
-        caught = sum(r.get("shapes", name, "runs", i, "verdict") == "response-processing" for i in range(len(runs)))
+        caught = sum(r.get("shapes", name, "runs", i, "verdict") == verdicts.RESPONSE_PROCESSING for i in range(len(runs)))
         under = f"{_pct(min(stated))}-{_pct(max(stated))}" if stated else "-"
         rows.append([name, f"{_pct(min(plain))}-{_pct(max(plain))}", under, f"{caught}/{len(runs)}"])
     return _table(["shape", "plain Scrapy over its limit", "over its limit under the plugin", "read response-processing"],
