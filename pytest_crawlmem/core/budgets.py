@@ -33,7 +33,7 @@ class _Ledger(Protocol):
     def describe_lost(self) -> str: ...
 
 
-class ClusterResult(Protocol):
+class ClusterFigures(Protocol):
     """What the cluster checks read of a crawl_cluster run (``core.cluster.ClusterResult``, which builds on this module)."""
 
     @property
@@ -79,7 +79,7 @@ SHOWS = ("kind", "reached", "verdict", "per-unit")
 #: A budget's check: the violation of ``result`` against this row's limit in ``budgets`` (``None``: kept).
 Check = Callable[["BudgetSpec", "Budgets", CrawlResult], "Violation | None"]
 #: The same for a crawl_cluster run as a whole (``check_cluster``).
-ClusterCheck = Callable[["BudgetSpec", "Budgets", "ClusterResult"], "Violation | None"]
+ClusterCheck = Callable[["BudgetSpec", "Budgets", "ClusterFigures"], "Violation | None"]
 
 
 def _number(value: object) -> float | None:
@@ -397,7 +397,7 @@ def only_errors(result: CrawlResult) -> str | None:
     )
 
 
-def _lost_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult) -> Violation | None:
+def _lost_check(spec: BudgetSpec, budgets: Budgets, result: ClusterFigures) -> Violation | None:
     """Requests scheduled in the cluster and never processed, over ``lost``: the ledger names them."""
     if budgets.lost is None or result.lost <= budgets.lost:
         return None
@@ -406,7 +406,7 @@ def _lost_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult) -> Vi
     return Violation(spec.name, result.lost, budgets.lost, message)
 
 
-def _redis_memory_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult) -> Violation | None:
+def _redis_memory_check(spec: BudgetSpec, budgets: Budgets, result: ClusterFigures) -> Violation | None:
     """Redis's peak used_memory over ``redis_memory``, with the queue and dupefilter at their peaks."""
     if budgets.redis_memory is None or result.redis_peak_memory <= budgets.redis_memory:
         return None
@@ -416,7 +416,7 @@ def _redis_memory_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResul
     return Violation(spec.name, result.redis_peak_memory, budgets.redis_memory, message)
 
 
-def _cluster_rss_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult) -> Violation | None:
+def _cluster_rss_check(spec: BudgetSpec, budgets: Budgets, result: ClusterFigures) -> Violation | None:
     """The workers' peak RSS summed over ``cluster_rss``, each worker's peak named."""
     if budgets.cluster_rss is None or result.cluster_rss <= budgets.cluster_rss:
         return None
@@ -426,7 +426,7 @@ def _cluster_rss_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult
     return Violation(spec.name, result.cluster_rss, budgets.cluster_rss, message)
 
 
-def _cluster_leak_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult) -> Violation | None:
+def _cluster_leak_check(spec: BudgetSpec, budgets: Budgets, result: ClusterFigures) -> Violation | None:
     """``leak="fail"`` that could judge no worker: a warning, said once for the cluster (never a silent pass)."""
     if budgets.leak != "fail" or result.verdict != verdicts.INCONCLUSIVE:
         return None
@@ -434,7 +434,7 @@ def _cluster_leak_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResul
                      fails=False)
 
 
-def _cluster_queue_check(spec: BudgetSpec, budgets: Budgets, result: ClusterResult) -> Violation | None:
+def _cluster_queue_check(spec: BudgetSpec, budgets: Budgets, result: ClusterFigures) -> Violation | None:
     """``max_scheduled`` on the cluster's shared Redis queue."""
     if budgets.max_scheduled is None or result.max_queue <= budgets.max_scheduled:
         return None

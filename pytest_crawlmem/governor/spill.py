@@ -205,6 +205,13 @@ class StartGate:
         except RuntimeError:  # the engine reads it after all ("already running")
             return count, False
 
+    def _count_output(self, item: Any) -> None:
+        """Count an item a callback yielded (requests are not items); tell the governor of one in OUTPUT_EVERY."""
+        if not isinstance(item, Request) and self.on_output is not None:
+            self.items_out += 1
+            if self.items_out % OUTPUT_EVERY == 1:
+                self.on_output(item)
+
     def process_spider_output(self, response: Any, result: Iterable[Any]) -> Iterator[Any]:
         """Pass a callback's output through; when it is done, release the response's parse tree."""
         try:
@@ -218,10 +225,7 @@ class StartGate:
                     if first and self.on_parse is not None:
                         self.on_parse(response, 1)  # the callback ran up to its first output: what it parsed is alive
                         first = False
-                    if not isinstance(item, Request):
-                        self.items_out += 1
-                        if self.items_out % OUTPUT_EVERY == 1:
-                            self.on_output(item)
+                    self._count_output(item)
                     yield item
         finally:
             if self.on_output is not None:
@@ -240,10 +244,7 @@ class StartGate:
                 if first and self.on_parse is not None:
                     self.on_parse(response, 1)
                     first = False
-                if self.on_output is not None and not isinstance(item, Request):
-                    self.items_out += 1
-                    if self.items_out % OUTPUT_EVERY == 1:
-                        self.on_output(item)
+                self._count_output(item)
                 yield item
         finally:
             if self.on_output is not None:
