@@ -20,6 +20,7 @@ from pytest_crawlmem.governor.policy import (
     Policy,
     PolicyConfig,
     Sample,
+    promised_items,
 )
 
 MIB = 2**20
@@ -263,10 +264,17 @@ def test_items_piling_up_in_the_pipelines_are_capped_before_the_act_share():
     (decision,) = policy.step(sample)
     assert decision.kind == ITEMS and "inside the item pipelines" in decision.message
     cap = policy.levers.item_cap
-    assert 0 < cap < 400 + (config().setpoint_bytes - 160 * MIB) / (128 * 1024)
-    # at the cap, with what the downloads yield, the items' payload stays under the setpoint
-    assert 160 * MIB + (cap - 400 + 16 * 50) * 128 * 1024 <= config().setpoint_bytes
+    # the cap counts the items inside and those the requests pulled will yield: at the cap, the items' payload
+    # stays under the setpoint
+    assert cap > 400 and 160 * MIB + (cap - 400) * 128 * 1024 <= config().setpoint_bytes
+    assert promised_items(400, 16, 50.0) >= cap  # the 16 downloads under way already promise more: pulls wait
     assert policy.step(sample) == []  # a standing cap is not raised by pressure, only lowered
+
+
+def test_the_items_promised_count_the_responses_on_their_way():
+    assert promised_items(100, 0, 50.0) == 100
+    assert promised_items(100, 3, 50.4) == 100 + 152  # rounded up: a response yields whole items
+    assert promised_items(0, -1, 50.0) == 0
 
 
 def test_small_items_are_never_capped():
@@ -285,6 +293,22 @@ def test_restoring_doubles_the_item_cap_and_then_lifts_it():
         policy.step(Sample(100 * MIB, 1, 0))
         caps.append(policy.levers.item_cap)
     assert 2 * cap in caps and caps[-1] == 0 and not policy.governing
+
+
+def test_restoring_raises_the_item_cap_only_as_far_as_the_headroom_allows():
+    """Under the restore share with the items' payload making up RSS, the cap grows by the headroom, not by doubling:
+    a doubling cap let 1,728 items of 128 KiB into the pipelines at 207 MiB of a 300 MiB budget (peak 1.10x)."""
+    policy = Policy(config(base_concurrency=16))
+    policy.step(Sample(260 * MIB, 4, 0, items=900, item_bytes=128 * 1024, items_per_response=50.0, downloading=4))
+    cap = policy.levers.item_cap
+    assert cap > 0
+    calm = Sample(205 * MIB, 4, 0, items=cap, item_bytes=128 * 1024, items_per_response=50.0, downloading=4)
+    for _ in range(30):
+        policy.step(calm)
+        item_cap = policy.levers.item_cap
+        assert item_cap > 0  # never lifted while the headroom holds fewer than ITEM_CAP_LIFT items
+        # at the cap (which counts what the requests pulled will yield) the items stay under the act share
+        assert 205 * MIB + (item_cap - cap) * 128 * 1024 <= config().high_share * config().budget_bytes
 
 
 def test_a_spike_between_two_readings_counts_as_pressure_but_never_closes():

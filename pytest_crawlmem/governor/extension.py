@@ -47,6 +47,7 @@ from pytest_crawlmem.governor.policy import (
     Policy,
     PolicyConfig,
     Sample,
+    promised_items,
     undone_sentence,
 )
 from pytest_crawlmem.governor.setup import (
@@ -91,6 +92,8 @@ SIGNAL_TICK_SECONDS = 0.02
 #: of the per-item hook's costlier calls (its payload sample was every 16th item, its RSS read every 32nd), and the
 #: pipeline workload's signal CPU read 0.016-0.044 s from run to run.
 SIGNAL_SAMPLE_EVERY = 61
+#: A quiet crawl (no signal since the last tick) is read every this many intervals (_pace).
+QUIET_TICKS = 4
 #: Weight of the latest response in the mean body size.
 BODY_WEIGHT = 0.25
 #: Seconds over the close share before the governor closes the crawl.
@@ -167,6 +170,9 @@ class MemoryGovernor:
         self.download_gate: DownloadGate | None = None  # every download waits at it while the limit is reached
         self.admission: CostAdmission | None = None  # downloads admitted by their cost before the parse
         self.pull_hold: PullHold | None = None  # the engine pulls no request while the pipelines hold the item cap
+        self._received = 0  # responses received (response_received), for the items they will yield
+        self._holds_seen = 0  # the pull hold's refusals at the last tick
+        self._calls_seen = 0  # signal handler calls at the last tick (_pace)
         self._status = _Status()  # VmHWM
         self._high_bytes = 0  # the last VmHWM read
         self._item_bytes = 0.0  # mean payload of a sampled item
@@ -246,7 +252,7 @@ class MemoryGovernor:
         engine = probes._engine(self.crawler)
         if engine is not None:
             self.download_gate = DownloadGate(engine.downloader)
-            self.pull_hold = PullHold(engine.downloader, engine, self._items_in_pipelines)
+            self.pull_hold = PullHold(engine.downloader, engine, self._items_promised)
             self._admit(self.download_gate, gate)
             levers += ["download gate", "items in pipelines"]
         levers += ["browser contexts"] if probes._attempt(probes.playwright_handlers, self.crawler) else []
@@ -375,6 +381,7 @@ class MemoryGovernor:
             self._signal_tick()
 
     def _on_response(self, body_length: int, request: Any = None, response: Any = None) -> None:
+        self._received += 1
         first = self._body_bytes <= 0
         self._learn_body(body_length)
         if self.admission is not None:
@@ -413,9 +420,27 @@ class MemoryGovernor:
         if self._statm.rss_bytes() + coming >= self.config.high_share * self.config.budget_bytes:
             self.tick()
 
-    def _items_in_pipelines(self) -> int:
-        slot = getattr(getattr(probes._engine(self.crawler), "scraper", None), "slot", None)
-        return int(getattr(slot, "itemproc_size", 0) or 0)
+    def _item_cap_holds(self) -> bool:
+        """Whether the item cap refused a pull since the last tick."""
+        if self.pull_hold is None or self.policy.levers.item_cap <= 0:
+            return False
+        seen, self._holds_seen = self._holds_seen, self.pull_hold.holds
+        return self.pull_hold.holds > seen
+
+    def _items_promised(self) -> int:
+        """What the item cap counts: the items inside the pipelines and those the requests pulled and not yet parsed
+        will yield: downloading or waiting at the download gate, and received but with their callback's output not
+        ended (queued in the scraper, or in a callback: Scrapy reads its output a few items a turn while the engine
+        pulls again), at most the responses the scraper holds (a response that never reaches a callback, or a media
+        download, must not hold the crawl for good)."""
+        engine = probes._engine(self.crawler)
+        slot = getattr(getattr(engine, "scraper", None), "slot", None)
+        items = int(getattr(slot, "itemproc_size", 0) or 0)
+        if not self._responses_out:
+            return items
+        scraping = min(self._received - self._responses_out, len(getattr(slot, "active", ()) or ()))
+        pending = len(getattr(getattr(engine, "downloader", None), "active", ()) or ()) + max(0, scraping)
+        return promised_items(items, pending, self._items_out / self._responses_out)
 
     def _pause(self, paused: bool) -> None:
         """Start no new download while over the close share (and again once under it)."""
@@ -509,7 +534,26 @@ class MemoryGovernor:
         self._pause(self.policy.paused(sample) and not self._closing)
         if self.policy.governing and sample.rss_bytes >= self.config.high_share * self.config.budget_bytes:
             self._trim()
+        elif self._item_cap_holds() and sample.rss_bytes > self.config.low_share * self.config.budget_bytes:
+            # the item cap holds the crawl on a reading that may be freed heap (the items that drained): without a
+            # trim, RSS stood at 79% of the budget for 20 s, under the act share (no trim) and over the restore share
+            # (no restore), while 550 items of 128 KiB were all the pipelines held
+            self._trim(force=True)
         self._browser_tick(sample)
+        self._pace(sample)
+
+    def _pace(self, sample: Sample) -> None:
+        """Tick every QUIET_TICKS intervals while the crawl is quiet (no response, output or parse since the last
+        tick, under the close share, no browser whose tree grows between responses: memory grows with what arrives,
+        and the first signal ticks out of turn), else
+        every interval. A crawl waiting on a slow item pipeline spent most of the governor's CPU on ticks that read
+        the same figures."""
+        quiet = (self.signal_calls == self._calls_seen and not self._closing and self.lever is None
+                 and sample.rss_bytes < self.config.hard_share * self.config.budget_bytes)
+        self._calls_seen = self.signal_calls
+        interval = self.interval_seconds * (QUIET_TICKS if quiet else 1)
+        if self._task is not None and self._task.interval != interval:
+            self._task.interval = interval
 
     def _browser_tick(self, sample: Sample) -> None:
         """The browser lever: rotate the context that grew when the browser tree's PSS passes the act share."""
