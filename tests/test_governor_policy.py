@@ -410,3 +410,53 @@ def test_what_a_download_will_yield_as_items_counts_in_its_cost() -> None:
     assert projected_bytes(200 * MIB, pages, parse, one_more=True) > 300 * MIB
     assert not admits_by_cost(200 * MIB, pages, parse, 255 * MIB)
     assert admits_by_cost(200 * MIB, replace(pages, yield_bytes=0.0), parse, 255 * MIB)
+
+
+class _Stats:
+    """The two stats calls the cost admission makes."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, int] = {}
+
+    def set_value(self, key: str, value: int) -> None:
+        self.values[key] = value
+
+    def max_value(self, key: str, value: int) -> None:
+        self.values[key] = max(value, self.values.get(key, value))
+
+
+class _Request:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+def test_a_small_request_is_not_unmeetable_when_the_crawl_itself_is_over_its_budget() -> None:
+    """One request alone is judged over the crawl's RSS with nothing in flight, not over RSS now (310 MiB of 300)."""
+    from pytest_crawlmem.governor.admit import CostAdmission
+
+    stats = _Stats()
+    admission = CostAdmission(300 * MIB, 255 * MIB, lambda: 310 * MIB, stats, base_rss=lambda: 80 * MIB)
+    admission.headers(_Request("http://x/small"), 20 * 1024)
+    assert admission.unmet_count == 0
+    admission.headers(_Request("http://x/big"), 200 * MIB)
+    assert admission.unmet_count == 1 and stats.values["crawlmem/governor/unmeetable"] == 1
+    assert "RSS 80.0 MiB with nothing else in flight" in admission.unmet[0].sentence()
+
+
+@given(st.lists(st.integers(1, 64 * MIB), max_size=40), st.integers(0, 60), st.integers(1, 8 * MIB),
+       st.integers(0, 4 * MIB), st.floats(1.0, 8.0), st.integers(50 * MIB, 400 * MIB), st.integers(100 * MIB, 600 * MIB))
+def test_the_admissions_quick_bound_never_admits_what_the_full_count_refuses(
+        announced: list[int], downloading: int, mean: int, yield_bytes: int, amplification: float, rss: int,
+        limit: int) -> None:
+    from pytest_crawlmem.governor.admit import CostAdmission
+    from pytest_crawlmem.governor.policy import ParseCost, admits_by_cost
+
+    admission = CostAdmission(10 * limit, limit, lambda: rss, _Stats(), base_rss=lambda: 0)
+    requests = [_Request(f"http://x/{n}") for n in range(len(announced))]  # kept alive: the admission holds weakrefs
+    for request, size in zip(requests, announced, strict=True):
+        admission.headers(request, size)
+    admission.mean_body_bytes, admission.yield_bytes = float(mean), float(yield_bytes)
+    admission.parse = ParseCost(amplification=amplification, readings=1)
+    admission.downloading = lambda: downloading
+    full = admits_by_cost(rss, admission.outstanding(), admission.parse, limit)
+    assert admission.fits() == full

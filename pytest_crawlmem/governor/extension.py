@@ -187,7 +187,8 @@ class MemoryGovernor:
 
     @property
     def signal_seconds(self) -> float:
-        """The signal handlers' CPU: the sampled calls' CPU scaled to every call."""
+        """The signal handlers' CPU (and the cost admission's answers to the download gate): the sampled calls' CPU
+        scaled to every call."""
         if not self.signal_sampled:
             return 0.0
         return self.signal_sampled_seconds * self.signal_calls / self.signal_sampled
@@ -353,20 +354,21 @@ class MemoryGovernor:
         """A response arrived: learn its size; tick out of turn when RSS is past the act share."""
         self._signal(self._on_response, len(getattr(response, "body", b"")), request, response)
 
-    def _signal(self, handler: Any, *args: Any) -> None:
-        """Run a signal's handler; time one call in SIGNAL_SAMPLE_EVERY in thread CPU (a tick it runs counts apart, and
-        a call in which the collector ran is not a sample: whichever allocation crosses its threshold pays for it)."""
+    def _signal(self, handler: Any, *args: Any) -> Any:
+        """Run a signal's handler (or a gate's question) and return its answer; time one call in SIGNAL_SAMPLE_EVERY
+        in thread CPU (a tick it runs counts apart, and a call in which the collector ran is not a sample: whichever
+        allocation crosses its threshold pays for it)."""
         self.signal_calls += 1
         if self.signal_calls % SIGNAL_SAMPLE_EVERY:
-            handler(*args)
-            return
+            return handler(*args)
         young, ticks, began = gc.get_count()[0], self.tick_seconds, time.thread_time()
-        handler(*args)
+        answer = handler(*args)
         spent = time.thread_time() - began - (self.tick_seconds - ticks) - self._clock_seconds
         if gc.get_count()[0] < young:  # a collection ran in the call: the crawl's allocations pay it, not the handler
-            return
+            return answer
         self.signal_sampled_seconds += max(0.0, spent)
         self.signal_sampled += 1
+        return answer
 
     def _on_headers(self, body_length: int, request: Any = None) -> None:
         first = self._body_bytes <= 0
@@ -470,10 +472,11 @@ class MemoryGovernor:
     def _admit(self, download_gate: DownloadGate, gate: StartGate | None) -> None:
         """Admit downloads by their cost (``admit.py``): the download gate asks it, the start gate tells it what
         each parse cost."""
-        admission = self.admission = CostAdmission(self.config.budget_bytes, self.config.high_share
-                                                   * self.config.budget_bytes, self._statm.rss_bytes, self.crawler.stats)
+        admission = self.admission = CostAdmission(
+            self.config.budget_bytes, self.config.high_share * self.config.budget_bytes, self._statm.rss_bytes,
+            self.crawler.stats, base_rss=lambda: self.policy.open_bytes or self._statm.rss_bytes())
         admission.downloading = lambda: download_gate.passed
-        download_gate.fits = admission.fits
+        download_gate.fits = lambda: bool(self._signal(admission.fits))  # the governor's CPU counts its answers
         if gate is not None:
             gate.on_parse = lambda response, phase: self._signal(self._on_parse, response, phase)
 

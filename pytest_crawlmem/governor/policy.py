@@ -608,7 +608,7 @@ class Unmeetable:
 
     url: str
     cost_bytes: int  # what it will add to RSS: announced, its body and its parse; measured, its parse
-    rss_bytes: int  # RSS when it was seen
+    rss_bytes: int  # the crawl's RSS with nothing else in flight (with the body, once measured)
     budget_bytes: int
     fits_bytes: int  # the least budget that would fit it: RSS now plus its cost
     basis: str  # "announced" (Content-Length) or "measured" (the body received)
@@ -617,7 +617,8 @@ class Unmeetable:
         """One sentence with both numbers and the cause."""
         return (f"{self.url} alone costs {_mib(self.cost_bytes)} ({self.basis} body"
                 f" and its parse) against {_mib(max(0, self.budget_bytes - self.rss_bytes))} of headroom"
-                f" (RSS {_mib(self.rss_bytes)}): the {_mib(self.budget_bytes)} budget cannot be met;"
+                f" (RSS {_mib(self.rss_bytes)} with nothing else in flight): the {_mib(self.budget_bytes)} budget"
+                " cannot be met;"
                 f" a budget of at least {_mib(self.fits_bytes)} would fit it")
 
 
