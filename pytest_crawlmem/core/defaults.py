@@ -148,7 +148,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("CRAWLMEM_BUDGET", None, str,
                 "the memory governor's budget (docs/governor.md): a size ('300 MiB') or 'auto' (80% of the cgroup's"
                 " memory limit); unset: no governor", tests="crawl(governor=...)"),
-    SettingSpec("CRAWLMEM_GOVERNOR_INTERVAL_SECONDS", 0.25, float, "seconds between the governor's decisions",
+    SettingSpec("CRAWLMEM_GOVERNOR_INTERVAL_SECONDS", 0.25, float,
+                "seconds between the governor's decisions (4x while no response arrives)",
                 "a tick reads /proc/self/statm and the queues", minimum=0.01),
     SettingSpec("CRAWLMEM_GOVERNOR_MIN_CONCURRENCY", 1, int, "the least concurrency the governor sets", minimum=1),
     SettingSpec("CRAWLMEM_GOVERNOR_START_CONCURRENCY", 0, int,

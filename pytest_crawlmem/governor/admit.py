@@ -96,6 +96,11 @@ class CostAdmission:
             self._largest_seen = max(self._largest_seen, body_length)
             self._check(request, body_length, "measured")
 
+    @property
+    def measuring(self) -> bool:
+        """Whether a parse is being measured (a callback of a large body has begun and not ended)."""
+        return bool(self._parsing)
+
     def parse_phase(self, response: Any, phase: int) -> None:
         """The start gate saw a callback begin (0), give its first output (1) or end (2): learn what the parse cost."""
         key = id(response)

@@ -92,6 +92,8 @@ SIGNAL_TICK_SECONDS = 0.02
 #: of the per-item hook's costlier calls (its payload sample was every 16th item, its RSS read every 32nd), and the
 #: pipeline workload's signal CPU read 0.016-0.044 s from run to run.
 SIGNAL_SAMPLE_EVERY = 61
+#: A body announced smaller than this is learnt from its response alone (headers_received returns at once).
+SMALL_BODY_BYTES = 64 * 1024
 #: A quiet crawl (no signal since the last tick) is read every this many intervals (_pace).
 QUIET_TICKS = 4
 #: Weight of the latest response in the mean body size.
@@ -347,7 +349,10 @@ class MemoryGovernor:
             logger.warning("crawlmem governor: could not write %s: %s", self.record_path, exc)
 
     def headers_received(self, headers: Any, body_length: int, request: Any, spider: Any) -> None:
-        """A download's headers arrived: learn its announced size before its body is in memory."""
+        """A download's headers arrived: learn its announced size before its body is in memory (not a small one's:
+        its response tells the same in a moment, and the cost admission counts it at the mean body meanwhile)."""
+        if body_length < SMALL_BODY_BYTES and self._body_bytes > 0:
+            return
         self._signal(self._on_headers, body_length, request)
 
     def response_received(self, response: Any, request: Any, spider: Any) -> None:
@@ -478,7 +483,14 @@ class MemoryGovernor:
         admission.downloading = lambda: download_gate.passed
         download_gate.fits = lambda: bool(self._signal(admission.fits))  # the governor's CPU counts its answers
         if gate is not None:
-            gate.on_parse = lambda response, phase: self._signal(self._on_parse, response, phase)
+            gate.on_parse = self._parse_signal
+
+    def _parse_signal(self, response: Any, phase: int) -> None:
+        """The start gate saw a callback begin (0), give its first output (1) or end (2); the first output matters
+        only to a parse being measured (a large body)."""
+        if phase == 1 and (self.admission is None or not self.admission.measuring):
+            return
+        self._signal(self._on_parse, response, phase)
 
     def _on_parse(self, response: Any, phase: int) -> None:
         if self.admission is not None:
