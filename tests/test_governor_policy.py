@@ -303,12 +303,14 @@ def test_restoring_raises_the_item_cap_only_as_far_as_the_headroom_allows():
     cap = policy.levers.item_cap
     assert cap > 0
     calm = Sample(205 * MIB, 4, 0, items=cap, item_bytes=128 * 1024, items_per_response=50.0, downloading=4)
+    restores = []
     for _ in range(30):
-        policy.step(calm)
+        restores += [d for d in policy.step(calm) if d.kind == RESTORE]
         item_cap = policy.levers.item_cap
         assert item_cap > 0  # never lifted while the headroom holds fewer than ITEM_CAP_LIFT items
         # at the cap (which counts what the requests pulled will yield) the items stay under the act share
         assert 205 * MIB + (item_cap - cap) * 128 * 1024 <= config().high_share * config().budget_bytes
+    assert len(restores) == 1  # once the headroom gives nothing more, a restore moves nothing and says nothing
 
 
 def test_a_spike_between_two_readings_counts_as_pressure_but_never_closes():

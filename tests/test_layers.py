@@ -27,8 +27,8 @@ MAY_IMPORT = {
 }
 ROOMS = tuple(MAY_IMPORT)
 #: Modules outside ``core`` that are pure too (they say so in their docstring): the governor's decisions, read by reports.
-PURE_ELSEWHERE = {"governor/policy.py", "governor/context_policy.py", "governor/browser_concurrency.py",
-                  "browser/jobverdict.py"}
+PURE_ELSEWHERE = {"governor/policy.py", "governor/pacing.py", "governor/context_policy.py",
+                  "governor/browser_concurrency.py", "browser/jobverdict.py"}
 #: The pytest side: the only modules that may import pytest.
 PYTEST_SIDE = {"harness", "cluster/fixture.py", "cluster/run.py", "cluster/redisserver.py"}
 #: What a pure module must not import: the test runner, the crawler, processes, threads, files and the network.

@@ -464,8 +464,11 @@ class Policy:
         concurrency = min(cfg.base_concurrency, max(current + 1, min(allowed, 2 * current)))
         active = min(cfg.base_active_size, max(self.levers.max_active_size * 2, self.levers.max_active_size + _MIB))
         item_cap = self._restored_item_cap(sample)
-        self.levers = Levers(concurrency, active, gate_start=False, spill=False, item_cap=item_cap)
+        levers = Levers(concurrency, active, gate_start=False, spill=False, item_cap=item_cap)
         self._calm_ticks = 0
+        if levers == self.levers:  # the headroom gives nothing more: no decision to say (a capped crawl said it
+            return []  # every 0.75 s)
+        self.levers = levers
         return [Decision(
             RESTORE, self.levers,
             f"RSS {_mib(sample.rss_bytes)} under {cfg.low_share:.0%} of the {_mib(cfg.budget_bytes)} budget:"

@@ -1,0 +1,38 @@
+"""The governor extension's timings and thresholds, each with the measurement that set it (pure)."""
+
+from __future__ import annotations
+
+from pytest_crawlmem.governor.policy import MIN_RETAINED_BYTES
+
+#: Least seconds between two malloc_trim(0) calls (7.8 ms each, DESIGN.md) while governing over the act share.
+TRIM_EVERY_SECONDS = 5.0
+#: Least seconds between two trims that a lowering decision asks for.
+FORCED_TRIM_SECONDS = 1.0
+#: A trim that gives back less than this doubles the least interval to the next (up to TRIM_MAX_BACKOFF times).
+TRIM_MIN_BYTES = 4 * 2**20
+TRIM_MAX_BACKOFF = 8
+#: Growth of RSS (share of the act threshold) since the last reclaim (gc.collect() + malloc_trim) that calls for another.
+RECLAIM_GROWTH = 0.03
+#: Least seconds between two reclaims: a full collection of a big heap costs tens of ms of the crawl's CPU.
+RECLAIM_EVERY_SECONDS = 2.0
+#: Rise of RSS over the highest reading a reclaim ran at after which memory not yet called retained is judged again
+#: without waiting RECLAIM_EVERY_SECONDS: judged once as it passes MIN_RETAINED_BYTES, a crawl keeping 200 kB a response
+#: read 9.7 of 16.2 MiB unexplained (under the half the rule asks) and ended before the next reclaim, in 1 of 3 runs.
+REJUDGE_RETAINED_BYTES = MIN_RETAINED_BYTES // 2
+#: Least seconds between two statm reads that a response's signal makes (over the act share it ticks out of turn).
+SIGNAL_TICK_SECONDS = 0.02
+#: One signal handler call in this many is timed, in thread CPU time (``thread_time`` is a system call: 3.3 us, more
+#: than a handler's ~1 us); the handlers' CPU is the sampled calls' CPU scaled to every call. Timing every call in wall
+#: time (``perf_counter``) counted the waits of a loaded machine: 2.7 s for 60,000 calls on the catalog crawl at load
+#: 6-15, where the calls cost ~1 us of CPU each. A prime: with 64, a burst of items kept the sampled calls on the same
+#: of the per-item hook's costlier calls (its payload sample was every 16th item, its RSS read every 32nd), and the
+#: pipeline workload's signal CPU read 0.016-0.044 s from run to run.
+SIGNAL_SAMPLE_EVERY = 61
+#: A body announced smaller than this is learnt from its response alone (headers_received returns at once).
+SMALL_BODY_BYTES = 64 * 1024
+#: A quiet crawl (no signal since the last tick) is read every this many intervals (_pace).
+QUIET_TICKS = 4
+#: Weight of the latest response in the mean body size.
+BODY_WEIGHT = 0.25
+#: Seconds over the close share before the governor closes the crawl.
+CLOSE_AFTER_SECONDS = 3.0
