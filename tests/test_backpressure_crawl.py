@@ -1,12 +1,12 @@
 """A real crawl whose pipeline serializes its writes behind 256 KiB pages reads ``response-processing`` (issue 54).
 
-An inner pytest session (``runpytest_subprocess``): 600 pages (as benchmarks/backpressure.py crawls; 400 read
-steady once in a CI run) of 256 KiB trickling in over 650 ms, 16 at once, one
-item each, through a pipeline holding one lock for 50 ms a write (a database with one connection). Plain Scrapy's
-scraper is over SCRAPER_SLOT_MAX_ACTIVE_SIZE in 27-57% of 50 ms samples of that crawl (benchmarks/backpressure.py);
-the plugin's drained checkpoints empty it, so under the plugin it is over its limit in 11-14% of the samples taken
-outside its pauses and refills, and the verdict read ``steady``. The scraper never catches up between checkpoints (it
-holds responses in ~96% of those samples): that is the evidence that decides now.
+An inner pytest session (``runpytest_subprocess``): 400 pages of 256 KiB trickling in over 650 ms, 16 at once, one
+item each, through a pipeline holding one lock for 100 ms a write (a database with one connection), with
+SCRAPER_SLOT_MAX_ACTIVE_SIZE at 2 MiB. Its scraper was over that limit in 55-60% of the samples taken outside the
+plugin's pauses and refills (four such crawls at once on 2 cores), twice the 25% the rule asks. The shape at the
+edge of the rule is not a test: 600 pages at 50 ms a write and the default 5 MB limit were over it in 11% of the
+samples, and read ``steady`` in 1 of 2 crawls under that load and in two fresh-clone CI runs (docs/verdicts.md says
+so in its limits).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class LargePages(scrapy.Spider):
     name = "large_pages"
 
     async def start(self):
-        for i in range(600):
+        for i in range(400):
             yield scrapy.Request(f"{self.base}/drip/{i}?kb=256&ms=650")
 
     def parse(self, response):
@@ -41,7 +41,7 @@ class SerializedWrites:
         if self.lock is None:
             self.lock = asyncio.Lock()
         async with self.lock:
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.1)
         return item
 
 
@@ -49,8 +49,8 @@ class SerializedWrites:
 def test_serialized_writes(crawl, fixture_site):
     result = crawl(LargePages, base=fixture_site.base_url, settings={
         "ITEM_PIPELINES": {"test_suite.SerializedWrites": 300},
-        "CONCURRENT_REQUESTS": 16, "CONCURRENT_REQUESTS_PER_DOMAIN": 16})
-    assert result.responses == 600
+        "CONCURRENT_REQUESTS": 16, "CONCURRENT_REQUESTS_PER_DOMAIN": 16, "SCRAPER_SLOT_MAX_ACTIVE_SIZE": 2097152})
+    assert result.responses == 400
 '''
 
 
