@@ -529,9 +529,10 @@ class MemoryGovernor:
         for decision in self.policy.step(sample):
             self._apply(engine, decision, sample)
         self._pause(self.policy.paused(sample) and not self._closing)
+        held = self._item_cap_holds()  # read every tick: "since the last tick" means the last one
         if self.policy.governing and sample.rss_bytes >= self.config.high_share * self.config.budget_bytes:
             self._trim()
-        elif self._item_cap_holds() and sample.rss_bytes > self.config.low_share * self.config.budget_bytes:
+        elif held and sample.rss_bytes > self.config.low_share * self.config.budget_bytes:
             # the item cap holds the crawl on a reading that may be freed heap (the items that drained): without a
             # trim, RSS stood at 79% of the budget for 20 s, under the act share (no trim) and over the restore share
             # (no restore), while 550 items of 128 KiB were all the pipelines held
