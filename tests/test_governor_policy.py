@@ -430,6 +430,7 @@ class _Stats:
 class _Request:
     def __init__(self, url: str) -> None:
         self.url = url
+        self.body = b""
 
 
 def test_a_small_request_is_not_unmeetable_when_the_crawl_itself_is_over_its_budget() -> None:
@@ -462,3 +463,145 @@ def test_the_admissions_quick_bound_never_admits_what_the_full_count_refuses(
     admission.downloading = lambda: downloading
     full = admits_by_cost(rss, admission.outstanding(), admission.parse, limit)
     assert admission.fits() == full
+
+
+@given(st.lists(st.floats(-1e3, 1e3), min_size=9, max_size=9), st.lists(st.floats(-1e3, 1e3), min_size=3, max_size=3),
+       st.floats(0.1, 100.0))
+def test_the_closed_form_solve_satisfies_the_system(entries: list[float], b: list[float], ridge: float) -> None:
+    """The cost model's 3x3 solve (Cramer's rule): A x = b on the symmetric positive definite systems it is given."""
+    from pytest_crawlmem.governor.policy import _solve3
+
+    m = [entries[0:3], entries[3:6], entries[6:9]]
+    a = [[sum(m[i][k] * m[j][k] for k in range(3)) + (ridge if i == j else 0.0) for j in range(3)] for i in range(3)]
+    x = _solve3(a, b)
+    assert x is not None
+    scale = max(1.0, *(abs(v) for row in a for v in row)) * max(1.0, *(abs(v) for v in x))
+    for i in range(3):
+        assert abs(sum(a[i][j] * x[j] for j in range(3)) - b[i]) <= 1e-6 * scale
+
+
+def test_the_closed_form_solve_says_a_singular_system_has_no_answer() -> None:
+    from pytest_crawlmem.governor.policy import _solve3
+
+    assert _solve3([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 1.0, 1.0]], [1.0, 2.0, 3.0]) is None
+
+
+@given(st.integers(1, 512 * MIB), st.integers(0, 400 * MIB), st.integers(1 * MIB, 600 * MIB), st.floats(1.0, 12.0),
+       st.sampled_from(["announced", "measured"]))
+def test_the_unmeetable_checks_quick_pass_is_what_unmeetable_says(body: int, base: int, budget: int,
+                                                                   amplification: float, basis: str) -> None:
+    """The admission skips the full statement when body x (1 + amplification) fits over the base: unmeetable() agrees."""
+    from pytest_crawlmem.governor.policy import ParseCost, unmeetable
+
+    parse = ParseCost(amplification=amplification, readings=1)
+    if body * (1.0 + amplification) <= budget - base:
+        assert unmeetable("u", body, basis, base + (body if basis == "measured" else 0), budget, parse) is None
+
+
+def test_parses_are_sampled_once_learnt_and_a_larger_body_is_always_measured() -> None:
+    """The first PARSE_LEARN large parses are measured (two RSS reads each), then one in PARSE_SAMPLE_EVERY of a body
+    no larger than any measured, and every parse of a larger body."""
+    from pytest_crawlmem.governor.admit import CostAdmission
+    from pytest_crawlmem.governor.policy import PARSE_LEARN, PARSE_SAMPLE_EVERY
+
+    reads = []
+
+    def rss() -> int:
+        reads.append(1)
+        return 100 * MIB
+
+    admission = CostAdmission(300 * MIB, 255 * MIB, rss, _Stats(), base_rss=lambda: 80 * MIB)
+
+    def parse(body: int) -> int:
+        response = _Request(f"http://x/{len(reads)}")
+        response.body = b"x" * body
+        before = len(reads)
+        admission.parse_phase(response, 0)
+        admission.parse_phase(response, 2)
+        return len(reads) - before
+
+    assert [parse(512 * 1024) for _ in range(PARSE_LEARN)] == [2] * PARSE_LEARN
+    assert admission.parse.readings == PARSE_LEARN
+    later = [parse(512 * 1024) for _ in range(8 * PARSE_SAMPLE_EVERY)]
+    assert later.count(2) == 8 and later.count(0) == 8 * (PARSE_SAMPLE_EVERY - 1)
+    assert parse(2 * MIB) == 2  # larger than any measured: measured at once
+    assert parse(64 * 1024) == 0  # too small to teach anything
+
+
+def test_the_high_water_mark_is_read_from_the_file_only_when_getrusage_says_it_moved() -> None:
+    """``_Status.high_bytes``: VmHWM as the file says, without reading it while ru_maxrss stands (in a subprocess: it
+    grows its own peak by 64 MiB)."""
+    import subprocess
+    import sys
+
+    script = """
+import resource
+from pytest_crawlmem.governor.setup import _Status
+
+kept = []
+
+def grow(nbytes):
+    block = bytearray(nbytes)
+    block[::4096] = b"x" * len(block[::4096])
+    kept.append(block)
+
+status = _Status()
+# ru_maxrss starts at the parent's peak (exec records it): while it is above VmHWM, every call reads the file
+inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+first = status.high_bytes()
+if inherited > first:
+    reads = status.reads
+    status.high_bytes()
+    assert status.reads == reads + 1
+    grow(inherited - first + 16 * 2**20)
+first = status.high_bytes()
+reads = status.reads
+for _ in range(50):
+    assert status.high_bytes() == first
+assert status.reads == reads, (status.reads, reads)  # ru_maxrss stood: no read
+grow(64 * 2**20)
+high = status.high_bytes()
+assert status.reads == reads + 1 and high == status.peak_bytes() and high >= first + 60 * 2**20, (first, high)
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+
+def test_the_downloads_a_gate_release_starts_are_not_counted_as_the_governors_cpu() -> None:
+    """A release runs the waiting download's start inside the governor's call (a parse's end, a tick): its CPU is the
+    crawl's, kept apart in ``released_seconds`` (in a subprocess: it installs a reactor)."""
+    import subprocess
+    import sys
+
+    script = """
+from twisted.internet import reactor  # installed, not run: the gate awaits plain Deferreds under it
+import time
+from twisted.internet.defer import Deferred
+from pytest_crawlmem.governor.gates import DownloadGate
+
+class Downloader:
+    def __init__(self):
+        self.finish = []
+    async def _enqueue_request(self, request):
+        began = time.thread_time()
+        while time.thread_time() - began < 0.02:  # the download's own start: 20 ms of CPU
+            pass
+        done = Deferred()
+        self.finish.append(done)
+        return await done
+
+downloader = Downloader()
+gate = DownloadGate(downloader)
+gate.set_limit(1)
+first = Deferred.fromCoroutine(downloader._enqueue_request("a"))
+second = Deferred.fromCoroutine(downloader._enqueue_request("b"))
+assert gate.waiting == 1 and gate.released_seconds == 0.0, (gate.waiting, gate.released_seconds)
+downloader.finish[0].callback("a done")  # the first ends: the gate releases the second, whose start runs inside
+assert gate.waiting == 0 and len(downloader.finish) == 2
+assert 0.015 <= gate.released_seconds <= 0.5, gate.released_seconds
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr

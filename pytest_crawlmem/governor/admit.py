@@ -20,7 +20,9 @@ from typing import Any
 
 from pytest_crawlmem.governor.policy import (
     BODY_COPIES,
+    PARSE_LEARN,
     PARSE_MIN_BODY_BYTES,
+    PARSE_SAMPLE_EVERY,
     Outstanding,
     ParseCost,
     Unmeetable,
@@ -37,10 +39,12 @@ class CostAdmission:
     """Admits downloads by what they will cost; learns the parse amplification; says what cannot fit the budget."""
 
     def __init__(self, budget_bytes: int, limit_bytes: float, rss: Callable[[], int], stats: Any,
-                 base_rss: Callable[[], int] | None = None) -> None:
+                 base_rss: Callable[[], int] | None = None, recent_rss: Callable[[], int] | None = None) -> None:
         self.budget_bytes = budget_bytes
         self.limit_bytes = limit_bytes  # the projection must stay under this (the act share)
-        self.rss = rss
+        self.rss = rss  # RSS now: a parse's rise is measured with it
+        #: RSS for an answer: a reading a few ms old and the bodies received since will do
+        self.recent_rss = recent_rss or rss
         #: RSS with nothing in flight (the governor's reading at the open): what one request alone adds to
         self.base_rss = base_rss or rss
         self.stats = stats
@@ -53,6 +57,8 @@ class CostAdmission:
         self._parsing: dict[int, tuple[int, int]] = {}  # id(response) -> (body bytes, RSS as its callback began)
         self.holds = 0  # downloads held back by their cost
         self._largest_seen = 0  # the largest body announced or received so far (fits' bound)
+        self._largest_parsed = 0  # the largest body whose parse was measured
+        self._parses = 0  # parses of bodies large enough to measure
         self.unmet: list[Unmeetable] = []
         self.unmet_count = 0
         self._said: weakref.WeakSet[Any] = weakref.WeakSet()  # requests already named
@@ -69,7 +75,7 @@ class CostAdmission:
 
         First against a bound that needs no walk of the downloads under way: each of them, and one more, at the
         largest body seen; most downloads of a crawl far from its budget are admitted there."""
-        rss = self.rss()
+        rss = self.recent_rss()
         largest = max(self._largest_seen, self.mean_body_bytes)
         if self.mean_body_bytes > 0:
             coming = max(self.downloading(), len(self._announced)) + 1
@@ -102,14 +108,23 @@ class CostAdmission:
         return bool(self._parsing)
 
     def parse_phase(self, response: Any, phase: int) -> None:
-        """The start gate saw a callback begin (0), give its first output (1) or end (2): learn what the parse cost."""
+        """The start gate saw a callback begin (0), give its first output (1) or end (2): learn what the parse cost.
+
+        The first PARSE_LEARN parses of bodies of PARSE_MIN_BODY_BYTES and more are measured, then one in
+        PARSE_SAMPLE_EVERY and each of a body larger than any measured."""
         key = id(response)
         if phase == 0:
             body = self._received.pop(response, None)
             if body is None:
                 body = len(getattr(response, "body", b"") or b"")
-            if body >= PARSE_MIN_BODY_BYTES:  # a smaller parse teaches nothing (ParseCost.observe): no RSS read
-                self._parsing[key] = (body, self.rss())
+            if body < PARSE_MIN_BODY_BYTES:  # a smaller parse teaches nothing (ParseCost.observe): no RSS read
+                return
+            self._parses += 1
+            if (self.parse.readings >= PARSE_LEARN and body <= self._largest_parsed
+                    and self._parses % PARSE_SAMPLE_EVERY):
+                return
+            self._largest_parsed = max(self._largest_parsed, body)
+            self._parsing[key] = (body, self.rss())
             return
         began = self._parsing.pop(key, None)
         if began is not None:
@@ -119,9 +134,12 @@ class CostAdmission:
         """Say once when this request alone, over the crawl's RSS with nothing in flight, passes the budget. Not over
         RSS now: a crawl over its budget called a 20 KiB page unmeetable (and each check read RSS, a third of the
         governor's CPU on a crawl of small pages)."""
+        base = self.base_rss()
+        if body_length * (1.0 + self.parse.amplification) <= self.budget_bytes - base:
+            return  # what unmeetable() says of it (announced: the body and its parse; measured: its parse over base + body)
         if request in self._said:
             return
-        base = self.base_rss() + (body_length if basis == "measured" else 0)  # a measured body is in RSS already
+        base += body_length if basis == "measured" else 0  # a measured body is in RSS already
         found = unmeetable(str(getattr(request, "url", "?")), body_length, basis, base, self.budget_bytes, self.parse)
         if found is None:
             return

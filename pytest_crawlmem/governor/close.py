@@ -1,13 +1,16 @@
 """The memory governor's close without JOBDIR: what it leaves uncrawled, counted, and the evidence (crawl process).
 
 :func:`undone_counts` reads what a close leaves (the queue, spilled requests, ``start()`` read to its end, downloads and
-items that still finish); :func:`danger_snapshot` is the crawl's state as the governor closes it. Both read the engine
-and the governor's levers; neither imports the governor (``governor/extension.py`` calls them).
+items that still finish); :func:`danger_snapshot` is the crawl's state as the governor closes it; :func:`write_record`
+writes governor.json as the crawl ends. They read the engine and the governor's levers; none imports the governor
+(``governor/extension.py`` calls them).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,8 @@ from pytest_crawlmem.governor.gates import is_spilling
 from pytest_crawlmem.governor.spill import SpillingScheduler, StartGate
 from pytest_crawlmem.probes import readings as probes
 from pytest_crawlmem.probes.danger import write_danger
+
+logger = logging.getLogger("pytest_crawlmem.governor")
 
 
 async def undone_counts(engine: Any, scheduler: Any, gate: StartGate | None) -> dict[str, int]:
@@ -67,3 +72,26 @@ def measured_danger(crawler: Any, governor: object) -> bool:
             return True
     return False
 
+
+
+def write_record(governor: Any, path: Path, reason: str) -> None:
+    """Write governor.json: the budget, the decisions, the learned costs (crawl process, at the close)."""
+    cost_f, cost_q = governor.policy.model.costs()
+    record: dict[str, Any] = {
+        "budget_bytes": governor.config.budget_bytes, "finish_reason": reason,
+        "peak_rss_bytes": governor.peak_rss_bytes, "ticks": governor.ticks, "cpu_seconds": governor.cpu_seconds,
+        "cost_in_flight_bytes": int(cost_f), "cost_queued_bytes": int(cost_q), "decisions": governor.records()}
+    if governor.danger is not None:
+        record["danger"] = governor.danger.to_json()
+    if governor.undone:
+        record["undone"] = governor.undone
+    admission = governor.admission
+    if admission is not None:
+        record["parse_amplification"] = admission.parse.amplification
+        record["unmeetable"] = admission.records()
+        record["unmeetable_count"] = admission.unmet_count
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=1), encoding="utf-8")
+    except OSError as exc:
+        logger.warning("crawlmem governor: could not write %s: %s", path, exc)

@@ -16,7 +16,6 @@ Each decision is a stat under ``crawlmem/governor/``, an INFO log line, and an e
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import math
 import time
@@ -31,12 +30,13 @@ from pytest_crawlmem.core.defaults import CrawlMemConfig, name_of
 from pytest_crawlmem.core.models import DangerSnapshot
 from pytest_crawlmem.governor.admit import CostAdmission, payload_bytes
 from pytest_crawlmem.governor.browser_concurrency import BROWSER_CONCURRENCY
-from pytest_crawlmem.governor.close import danger_snapshot, undone_counts
+from pytest_crawlmem.governor.close import danger_snapshot, undone_counts, write_record
 from pytest_crawlmem.governor.context_policy import BROWSER_CONTEXT
 from pytest_crawlmem.governor.contextlever import ContextLever, LeverEvent
 from pytest_crawlmem.governor.gates import DownloadGate, PullHold, is_spilling
 from pytest_crawlmem.governor.metrics import register_metrics
 from pytest_crawlmem.governor.pacing import (
+    ANSWER_RSS_SECONDS,
     BODY_WEIGHT,
     CLOSE_AFTER_SECONDS,
     FORCED_TRIM_SECONDS,
@@ -68,7 +68,6 @@ from pytest_crawlmem.governor.setup import (
     ADDON_PATH,
     BUDGET,
     GovernorAddon,
-    _clock_overhead,
     _Statm,
     _Status,
     add_components,
@@ -127,7 +126,6 @@ class MemoryGovernor:
         self.signal_calls = 0  # signal handler calls
         self.signal_sampled = 0  # ... of which timed (one in SIGNAL_SAMPLE_EVERY)
         self.signal_sampled_seconds = 0.0  # thread CPU of the timed calls (their ticks excepted)
-        self._clock_seconds = _clock_overhead()  # what an empty span of two thread_time() reads measures
         self.spill_seconds = 0.0  # of cpu_seconds: moving requests to disk
         self.ticks = 0
         self._statm = _Statm()
@@ -291,44 +289,19 @@ class MemoryGovernor:
         if self.admission is not None:
             stats.set_value("crawlmem/governor/cost_holds", self.admission.holds)
             stats.set_value("crawlmem/governor/parse_amplification", round(self.admission.parse.amplification, 2))
-        stats.set_value("crawlmem/governor/peak_rss_bytes", self.peak_rss_bytes)
-        stats.set_value("crawlmem/governor/ticks", self.ticks)
-        stats.set_value("crawlmem/governor/cpu_seconds", round(self.cpu_seconds, 6))
-        stats.set_value("crawlmem/governor/cpu_seconds/signals", round(self.signal_seconds, 6))
-        stats.set_value("crawlmem/governor/cpu_seconds/spill", round(self.spill_seconds, 6))
-        stats.set_value("crawlmem/governor/cpu_seconds/trim", round(self.trim_seconds, 6))
-        stats.set_value("crawlmem/governor/trims", self.trims)
         cost_f, cost_q = self.policy.model.costs()
-        stats.set_value("crawlmem/governor/cost_in_flight_bytes", int(cost_f))
-        stats.set_value("crawlmem/governor/cost_queued_bytes", int(cost_q))
+        for key, value in {"peak_rss_bytes": self.peak_rss_bytes, "ticks": self.ticks, "trims": self.trims,
+                           "cpu_seconds": round(self.cpu_seconds, 6), "cpu_seconds/signals": round(self.signal_seconds, 6),
+                           "cpu_seconds/spill": round(self.spill_seconds, 6), "cpu_seconds/trim": round(self.trim_seconds, 6),
+                           "cost_in_flight_bytes": int(cost_f), "cost_queued_bytes": int(cost_q)}.items():
+            stats.set_value(f"crawlmem/governor/{key}", value)
         if self.lever is not None:
             stats.set_value("crawlmem/governor/browser_peak_pss_bytes", self.lever.peak_tree_bytes)
             stats.set_value("crawlmem/governor/browser_read_cpu_seconds", round(self.lever.cpu_seconds, 6))
             stats.set_value("crawlmem/governor/browser_reads", self.lever.tree.samples)
             stats.set_value("crawlmem/governor/browser_pss_reads", self.lever.tree.detail_samples)
         if self.record_path is not None:
-            self._write_record(reason)
-
-    def _write_record(self, reason: str) -> None:
-        """Write governor.json: the budget, the decisions, the learned costs (crawl process, at the close)."""
-        assert self.record_path is not None
-        cost_f, cost_q = self.policy.model.costs()
-        record: dict[str, Any] = {"budget_bytes": self.config.budget_bytes, "finish_reason": reason,
-                  "peak_rss_bytes": self.peak_rss_bytes, "ticks": self.ticks, "cpu_seconds": self.cpu_seconds,
-                  "cost_in_flight_bytes": int(cost_f), "cost_queued_bytes": int(cost_q), "decisions": self.records()}
-        if self.danger is not None:
-            record["danger"] = self.danger.to_json()
-        if self.undone:
-            record["undone"] = self.undone
-        if self.admission is not None:
-            record["parse_amplification"] = self.admission.parse.amplification
-            record["unmeetable"] = self.admission.records()
-            record["unmeetable_count"] = self.admission.unmet_count
-        try:
-            self.record_path.parent.mkdir(parents=True, exist_ok=True)
-            self.record_path.write_text(json.dumps(record, indent=1), encoding="utf-8")
-        except OSError as exc:
-            logger.warning("crawlmem governor: could not write %s: %s", self.record_path, exc)
+            write_record(self, self.record_path, reason)
 
     def headers_received(self, headers: Any, body_length: int, request: Any, spider: Any) -> None:
         """A download's headers arrived: learn its announced size before its body is in memory (not a small one's:
@@ -343,19 +316,23 @@ class MemoryGovernor:
 
     def _signal(self, handler: Any, *args: Any) -> Any:
         """Run a signal's handler (or a gate's question) and return its answer; time one call in SIGNAL_SAMPLE_EVERY
-        in thread CPU (a tick it runs counts apart, and a call in which the collector ran is not a sample: whichever
-        allocation crosses its threshold pays for it)."""
+        in thread CPU (a tick it runs counts apart, the downloads a release starts are the crawl's, and a call in
+        which the collector ran is not a sample: whichever allocation crosses its threshold pays for it)."""
         self.signal_calls += 1
         if self.signal_calls % SIGNAL_SAMPLE_EVERY:
             return handler(*args)
-        young, ticks, began = gc.get_count()[0], self.tick_seconds, time.thread_time()
+        collections, ticks, released, began = _collections(), self.tick_seconds, self._released(), time.thread_time()
         answer = handler(*args)
-        spent = time.thread_time() - began - (self.tick_seconds - ticks) - self._clock_seconds
-        if gc.get_count()[0] < young:  # a collection ran in the call: the crawl's allocations pay it, not the handler
+        spent = time.thread_time() - began - (self.tick_seconds - ticks) - (self._released() - released)
+        if _collections() != collections:  # the collector ran in the call: the crawl's allocations pay it
             return answer
         self.signal_sampled_seconds += max(0.0, spent)
         self.signal_sampled += 1
         return answer
+
+    def _released(self) -> float:
+        """Thread CPU of the downloads the download gate's releases started: the crawl's work, not the governor's."""
+        return self.download_gate.released_seconds if self.download_gate is not None else 0.0
 
     def _on_headers(self, body_length: int, request: Any = None) -> None:
         first = self._body_bytes <= 0
@@ -365,12 +342,11 @@ class MemoryGovernor:
                 self.admission.headers(request, body_length)
         if first and self._body_bytes > 0:  # the first size shown: decide from it before more downloads start
             self.tick()
-            self._sync_gate()
-        else:
-            self._signal_tick()
+            self._sync_gate()  # else its response ticks out of turn if need be: this body is not in memory yet
 
     def _on_response(self, body_length: int, request: Any = None, response: Any = None) -> None:
         self._received += 1
+        self._statm.add(body_length)
         first = self._body_bytes <= 0
         self._learn_body(body_length)
         if self.admission is not None:
@@ -461,7 +437,8 @@ class MemoryGovernor:
         each parse cost."""
         admission = self.admission = CostAdmission(
             self.config.budget_bytes, self.config.high_share * self.config.budget_bytes, self._statm.rss_bytes,
-            self.crawler.stats, base_rss=lambda: self.policy.open_bytes or self._statm.rss_bytes())
+            self.crawler.stats, base_rss=lambda: self.policy.open_bytes or self._statm.rss_bytes(),
+            recent_rss=lambda: self._statm.recent_bytes(ANSWER_RSS_SECONDS))
         admission.downloading = lambda: download_gate.passed
         download_gate.fits = lambda: bool(self._signal(admission.fits))  # the governor's CPU counts its answers
         if gate is not None:
@@ -469,8 +446,10 @@ class MemoryGovernor:
 
     def _parse_signal(self, response: Any, phase: int) -> None:
         """The start gate saw a callback begin (0), give its first output (1) or end (2); the first output matters
-        only to a parse being measured (a large body)."""
-        if phase == 1 and (self.admission is None or not self.admission.measuring):
+        only to a parse being measured (a large body), the end also to downloads waiting at the gate."""
+        measuring = self.admission is not None and self.admission.measuring
+        waiting = self.download_gate is not None and self.download_gate.waiting > 0
+        if phase and not measuring and (phase == 1 or not waiting):
             return
         self._signal(self._on_parse, response, phase)
 
@@ -500,7 +479,7 @@ class MemoryGovernor:
 
     def tick(self) -> None:
         """Read memory and the queues, decide, act (reactor thread; never raises into the LoopingCall)."""
-        began = time.thread_time()
+        began, released = time.thread_time(), self._released()
         try:
             if not self._metrics_registered and self.ticks <= 1:
                 self._register_metrics()  # the measuring extension starts its server when the spider opens
@@ -508,7 +487,7 @@ class MemoryGovernor:
         except Exception:  # a Scrapy internal that moved must not stop the crawl
             logger.exception("crawlmem governor: a tick failed")
         finally:
-            self.tick_seconds += time.thread_time() - began
+            self.tick_seconds += time.thread_time() - began - (self._released() - released)
 
     def _tick(self) -> None:
         engine = probes._engine(self.crawler)
@@ -621,7 +600,7 @@ class MemoryGovernor:
         slot = getattr(engine.scraper, "slot", None)
         held = len(getattr(slot, "active", ()) or ())
         downloading = len(engine.downloader.active) - (self.download_gate.waiting if self.download_gate else 0)
-        high = self._status.peak_bytes() or 0  # a new high since the last reading is a spike the ticks missed
+        high = self._status.high_bytes() or 0  # a new high since the last reading is a spike the ticks missed
         spike, self._high_bytes = (high if high > self._high_bytes else 0), max(high, self._high_bytes)
         return Sample(
             collected=False, t_seconds=time.monotonic(),
@@ -788,6 +767,11 @@ class MemoryGovernor:
     def records(self) -> list[dict[str, Any]]:
         """The decisions as plain dicts (report.json, the timeline's bands)."""
         return [asdict(record) for record in self.decisions]
+
+
+def _collections() -> int:
+    """Collections the garbage collector ran so far (``gc.get_count()`` also falls as objects are freed)."""
+    return sum(generation["collections"] for generation in gc.get_stats())
 
 
 def governor_danger(crawler: Any) -> DangerSnapshot | None:

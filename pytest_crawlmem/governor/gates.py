@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -40,6 +41,9 @@ class DownloadGate:
         self.waits = 0  # requests that had to wait
         self.peak_passed = 0
         self.fits: Callable[[], bool] | None = None  # one more fits by cost (asked while something downloads)
+        #: thread CPU of the downloads a release started (the crawl's own work, run inside the governor's calls)
+        self.released_seconds = 0.0
+        self._releasing = False
         self._waiting: deque[Deferred[None]] = deque()
         self._original = downloader._enqueue_request
         downloader._enqueue_request = self._enqueue_request
@@ -96,7 +100,15 @@ class DownloadGate:
         while self._waiting and self._admits():
             waiter = self._waiting.popleft()
             self.passed += 1
-            waiter.callback(None)
+            if self._releasing:  # a release inside a release's download: the outer one times it
+                waiter.callback(None)
+                continue
+            self._releasing, began = True, time.thread_time()
+            try:
+                waiter.callback(None)  # the download starts now, inside this call
+            finally:
+                self._releasing = False
+                self.released_seconds += time.thread_time() - began
 
     def release(self) -> None:
         """Let every waiting request through (the crawl closes: nothing may stay held)."""

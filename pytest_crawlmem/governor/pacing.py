@@ -21,13 +21,16 @@ RECLAIM_EVERY_SECONDS = 2.0
 REJUDGE_RETAINED_BYTES = MIN_RETAINED_BYTES // 2
 #: Least seconds between two statm reads that a response's signal makes (over the act share it ticks out of turn).
 SIGNAL_TICK_SECONDS = 0.02
-#: One signal handler call in this many is timed, in thread CPU time (``thread_time`` is a system call: 3.3 us, more
-#: than a handler's ~1 us); the handlers' CPU is the sampled calls' CPU scaled to every call. Timing every call in wall
-#: time (``perf_counter``) counted the waits of a loaded machine: 2.7 s for 60,000 calls on the catalog crawl at load
-#: 6-15, where the calls cost ~1 us of CPU each. A prime: with 64, a burst of items kept the sampled calls on the same
-#: of the per-item hook's costlier calls (its payload sample was every 16th item, its RSS read every 32nd), and the
-#: pipeline workload's signal CPU read 0.016-0.044 s from run to run.
-SIGNAL_SAMPLE_EVERY = 61
+#: Age of the RSS reading the cost admission answers from (with the bodies received since): a gate releasing
+#: downloads asks once a download, in one reactor turn.
+ANSWER_RSS_SECONDS = 0.005
+#: One signal handler call in this many is timed, in thread CPU time; the handlers' CPU is the sampled calls' CPU
+#: scaled to every call, the timing reads left in (they are the governor's too: 0.5 us a pair inside a crawl). Timing
+#: every call in wall time (``perf_counter``) counted the waits of a loaded machine: 2.7 s for 60,000 calls on the
+#: catalog crawl at load 6-15, where the calls cost ~1 us of CPU each. One in 61 (about 35 samples of a crawl of 400
+#: large pages, heavy-tailed: a few calls take 50-100 us) read the same crawl's signals at 13-27 ms from run to run. A
+#: prime: with 64, a burst of items kept the sampled calls on the same of the per-item hook's costlier calls.
+SIGNAL_SAMPLE_EVERY = 7
 #: A body announced smaller than this is learnt from its response alone (headers_received returns at once).
 SMALL_BODY_BYTES = 64 * 1024
 #: A quiet crawl (no signal since the last tick) is read every this many intervals (_pace).
