@@ -154,12 +154,12 @@ class MemoryGovernor:
         self.pull_hold: PullHold | None = None  # the engine pulls no request while the pipelines hold the item cap
         self._received = 0  # responses received (response_received), for the items they will yield
         self._holds_seen = 0  # the pull hold's refusals at the last tick
-        self._calls_seen = 0  # signal handler calls at the last tick (_pace)
+        self._calls_seen = 0  # headers, responses, items and ended outputs at the last tick (_pace)
+        self._headers = 0  # headers received
         self._status = _Status()  # VmHWM
         self._high_bytes = 0  # the last VmHWM read
         self._item_bytes = 0.0  # mean payload of a sampled item
-        self._items_out = 0  # items the spider yielded (seen by the start gate)
-        self._responses_out = 0  # responses whose output the start gate saw
+        self._start_gate: StartGate | None = None  # counts the items the callbacks yielded and the outputs that ended
         self.undone: dict[str, int] = {}  # what a close without JOBDIR leaves uncrawled
         self.browser_cap: int | None = None  # the browser lever's cap on concurrency (the tree's floor), if any
 
@@ -228,14 +228,15 @@ class MemoryGovernor:
         gate = self._gate()
         if gate is not None:
             gate.on_item = self._signal_tick  # RSS read every 20 ms: start() can yield 400 MB of requests in one 0.25 s tick
-            gate.on_output = lambda output: self._signal(self._on_output, output, gate.items_out)  # timed as signals
+            gate.on_output = lambda output: self._signal(self._on_output, output)  # timed as signals
+            self._start_gate = gate
         levers += ["start gate"] if gate is not None else []
         spilling = is_spilling(self._scheduler(), SpillingScheduler)
         levers += ["spill to disk"] if spilling else []
         engine = probes._engine(self.crawler)
         if engine is not None:
             self.download_gate = DownloadGate(engine.downloader)
-            self.pull_hold = PullHold(engine.downloader, engine, self._items_promised)
+            self.pull_hold = PullHold(engine.downloader, engine, lambda: self._signal(self._items_promised))
             self._admit(self.download_gate, gate)
             levers += ["download gate", "items in pipelines"]
         levers += ["browser contexts"] if probes._attempt(probes.playwright_handlers, self.crawler) else []
@@ -263,7 +264,7 @@ class MemoryGovernor:
                 if self.download_gate is not None:  # until a response shows its size, two at a time
                     self.download_gate.set_limit(min(2, self.policy.levers.concurrency))
         self.tick_seconds += time.thread_time() - began
-        self._task = task.LoopingCall(self.tick)
+        self._task = task.LoopingCall(self._scheduled_tick)
         self._task.start(self.interval_seconds, now=True)
 
     def spider_closed(self, spider: Any, reason: str) -> None:
@@ -306,6 +307,7 @@ class MemoryGovernor:
     def headers_received(self, headers: Any, body_length: int, request: Any, spider: Any) -> None:
         """A download's headers arrived: learn its announced size before its body is in memory (not a small one's:
         its response tells the same in a moment, and the cost admission counts it at the mean body meanwhile)."""
+        self._headers += 1
         if body_length < SMALL_BODY_BYTES and self._body_bytes > 0:
             return
         self._signal(self._on_headers, body_length, request)
@@ -351,37 +353,39 @@ class MemoryGovernor:
         self._learn_body(body_length)
         if self.admission is not None:
             self.admission.response(request, response, body_length)
+            self.admission.yield_bytes = self._item_bytes * self._per_response()
         if first:
             self.tick()
             self._sync_gate()
         else:
             self._signal_tick()
 
-    def _on_output(self, output: Any, items_out: int) -> None:
-        """The start gate saw the end of a callback's output (None), or one item in its OUTPUT_EVERY: learn what an
-        item carries; ``items_out`` is every item the callbacks yielded so far."""
-        self._items_out = items_out
-        if output is None:  # the end of one response's output
-            self._responses_out += 1
-            if self.admission is not None:
-                self.admission.yield_bytes = self._item_bytes * self._items_out / self._responses_out
-            return
+    def _on_output(self, output: Any) -> None:
+        """The start gate saw one item in its OUTPUT_EVERY: learn what an item carries."""
         if time.monotonic() - self._last_tick >= self.interval_seconds:  # a callback's burst can hold the reactor
             self.tick()
         if self._item_bytes > 0:  # a callback can yield 100 MB of items between two ticks
             self._item_tick()
         size = float(payload_bytes(output))
         self._item_bytes = size if self._item_bytes <= 0 else BODY_WEIGHT * size + (1 - BODY_WEIGHT) * self._item_bytes
+        if self.admission is not None:
+            self.admission.yield_bytes = self._item_bytes * self._per_response()
+
+    def _per_response(self) -> float:
+        """Items a callback yields, on average (0 before a callback's output ended): the start gate counts them."""
+        gate = self._start_gate
+        return gate.items_out / gate.responses_out if gate is not None and gate.responses_out else 0.0
 
     def _item_tick(self) -> None:
         """Tick now (at most every 20 ms) when RSS and what the downloads under way will yield pass the act share."""
         now = time.monotonic()
-        if now - self._last_signal_read < SIGNAL_TICK_SECONDS or not self._responses_out:
+        per_response = self._per_response()
+        if now - self._last_signal_read < SIGNAL_TICK_SECONDS or not per_response:
             return
         self._last_signal_read = now
         engine = probes._engine(self.crawler)
         downloading = len(getattr(getattr(engine, "downloader", None), "active", ()) or ())
-        coming = downloading * self._item_bytes * self._items_out / self._responses_out
+        coming = downloading * self._item_bytes * per_response
         if self._statm.rss_bytes() + coming >= self.config.high_share * self.config.budget_bytes:
             self.tick()
 
@@ -401,11 +405,12 @@ class MemoryGovernor:
         engine = probes._engine(self.crawler)
         slot = getattr(getattr(engine, "scraper", None), "slot", None)
         items = int(getattr(slot, "itemproc_size", 0) or 0)
-        if not self._responses_out:
+        gate = self._start_gate
+        if gate is None or not gate.responses_out:
             return items
-        scraping = min(self._received - self._responses_out, len(getattr(slot, "active", ()) or ()))
+        scraping = min(self._received - gate.responses_out, len(getattr(slot, "active", ()) or ()))
         pending = len(getattr(getattr(engine, "downloader", None), "active", ()) or ()) + max(0, scraping)
-        return promised_items(items, pending, self._items_out / self._responses_out)
+        return promised_items(items, pending, gate.items_out / gate.responses_out)
 
     def _pause(self, paused: bool) -> None:
         """Start no new download while over the close share (and again once under it)."""
@@ -477,6 +482,12 @@ class MemoryGovernor:
 
     # -- one tick -----------------------------------------------------------------------
 
+    def _scheduled_tick(self) -> None:
+        """The LoopingCall's tick, skipped when a signal ticked out of turn within half an interval: its reading is
+        fresh (a crawl over the act share ticks on its responses every 20 ms)."""
+        if time.monotonic() - self._last_tick >= self.interval_seconds / 2:
+            self.tick()
+
     def tick(self) -> None:
         """Read memory and the queues, decide, act (reactor thread; never raises into the LoopingCall)."""
         began, released = time.thread_time(), self._released()
@@ -520,13 +531,15 @@ class MemoryGovernor:
         self._pace(sample)
 
     def _pace(self, sample: Sample) -> None:
-        """Tick every QUIET_TICKS intervals while the crawl is quiet (no response, output or parse since the last
-        tick, under the close share, no browser whose tree grows between responses: memory grows with what arrives,
-        and the first signal ticks out of turn), else every interval. A crawl waiting on a slow item pipeline spent
-        most of the governor's CPU on ticks that read the same figures."""
-        quiet = (self.signal_calls == self._calls_seen and not self._closing and self.lever is None
+        """Tick every QUIET_TICKS intervals while the crawl is quiet (no headers, response, item or ended output
+        since the last tick, under the close share, no browser whose tree grows between responses: memory grows with
+        what arrives, and the first signal ticks out of turn), else every interval. A crawl waiting on a slow item
+        pipeline spent most of the governor's CPU on ticks that read the same figures."""
+        gate = self._start_gate
+        arrivals = self._headers + self._received + (gate.items_out + gate.responses_out if gate is not None else 0)
+        quiet = (arrivals == self._calls_seen and not self._closing and self.lever is None
                  and sample.rss_bytes < self.config.hard_share * self.config.budget_bytes)
-        self._calls_seen = self.signal_calls
+        self._calls_seen = arrivals
         interval = self.interval_seconds * (QUIET_TICKS if quiet else 1)
         if self._task is not None and self._task.interval != interval:
             self._task.interval = interval
@@ -600,6 +613,9 @@ class MemoryGovernor:
         slot = getattr(engine.scraper, "slot", None)
         held = len(getattr(slot, "active", ()) or ())
         downloading = len(engine.downloader.active) - (self.download_gate.waiting if self.download_gate else 0)
+        per_response = self._per_response()
+        if self.admission is not None:  # what a response's items carry, for the admission's answers until the next tick
+            self.admission.yield_bytes = self._item_bytes * per_response
         high = self._status.high_bytes() or 0  # a new high since the last reading is a spike the ticks missed
         spike, self._high_bytes = (high if high > self._high_bytes else 0), max(high, self._high_bytes)
         return Sample(
@@ -611,7 +627,7 @@ class MemoryGovernor:
             active_responses=held,
             body_bytes=self._body_bytes,
             high_bytes=spike, items=int(getattr(slot, "itemproc_size", 0) or 0), item_bytes=self._item_bytes,
-            items_per_response=self._items_out / self._responses_out if self._responses_out else 0.0,
+            items_per_response=per_response,
             downloading=downloading,
         )
 

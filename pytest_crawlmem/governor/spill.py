@@ -114,11 +114,11 @@ class StartGate:
         #: most every 20 ms): Scrapy reads start() without yielding to the reactor while the downloader is full, so
         #: the governor's LoopingCall would not run until it ends.
         self.on_item: Callable[[], None] | None = None
-        #: Called with one item in OUTPUT_EVERY that a callback yields (the first of each OUTPUT_EVERY), and with None
-        #: when a callback's output ends: the governor learns what an item carries and, from ``items_out``, how many a
-        #: response yields.
+        #: Called with one item in OUTPUT_EVERY that a callback yields (the first of each OUTPUT_EVERY): the governor
+        #: learns what an item carries, and from ``items_out`` and ``responses_out`` how many a response yields.
         self.on_output: Callable[[Any], None] | None = None
         self.items_out = 0  # items (not requests) the callbacks yielded
+        self.responses_out = 0  # callbacks whose output ended
         #: Called with a response as its callback begins (0), gives an output (1) and ends (2): the governor measures
         #: what a parse costs (admit.py).
         self.on_parse: Callable[[Any, int], None] | None = None
@@ -228,8 +228,7 @@ class StartGate:
                     self._count_output(item)
                     yield item
         finally:
-            if self.on_output is not None:
-                self.on_output(None)
+            self.responses_out += 1
             if self.on_parse is not None:
                 self.on_parse(response, 2)
             release_parse_tree(response)
@@ -247,8 +246,7 @@ class StartGate:
                 self._count_output(item)
                 yield item
         finally:
-            if self.on_output is not None:
-                self.on_output(None)
+            self.responses_out += 1
             if self.on_parse is not None:
                 self.on_parse(response, 2)
             release_parse_tree(response)
