@@ -605,3 +605,40 @@ print("ok")
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_crawl_that_loads_the_governor_loads_only_the_governors_modules() -> None:
+    """A governed crawl that fits its budget must not peak above the same crawl ungoverned: the governor's import
+    loads its own modules, not the package's verdicts, budgets, models, browser reader or psutil (85 MiB against 82
+    on the fits workload when the package loaded them all). In a subprocess: a fresh interpreter."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+import scrapy.crawler, scrapy.core.engine, scrapy.core.scheduler
+before = set(sys.modules)
+import pytest_crawlmem.governor
+for name in ("GovernorAddon", "MemoryGovernor", "StartGate", "SpillingScheduler"):
+    getattr(pytest_crawlmem.governor, name)
+new = sorted(set(sys.modules) - before)
+print(" ".join(new))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.split()
+    unwanted = ("psutil", "tracemalloc", "pytest_crawlmem.core.budgets", "pytest_crawlmem.core.cluster",
+                "pytest_crawlmem.core.models", "pytest_crawlmem.core.assemble", "pytest_crawlmem.probes.danger",
+                "pytest_crawlmem.browser", "pytest_crawlmem.governor.contextlever", "pytest_crawlmem.governor.metrics")
+    assert not [m for m in loaded if m.startswith(unwanted)], loaded
+    assert len([m for m in loaded if m.startswith("pytest_crawlmem")]) <= 20, loaded
+
+
+def test_the_packages_public_names_load_on_first_use() -> None:
+    import pytest_crawlmem
+    from pytest_crawlmem.core.budgets import Budgets
+
+    assert pytest_crawlmem.Budgets is Budgets
+    assert all(getattr(pytest_crawlmem, name) is not None for name in pytest_crawlmem.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        pytest_crawlmem.Nope  # noqa: B018

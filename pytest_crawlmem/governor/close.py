@@ -12,14 +12,15 @@ import contextlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_crawlmem.core.models import DangerSnapshot
 from pytest_crawlmem.core.stops import MEMORY_BUDGET
 from pytest_crawlmem.governor.gates import is_spilling
 from pytest_crawlmem.governor.spill import SpillingScheduler, StartGate
 from pytest_crawlmem.probes import readings as probes
-from pytest_crawlmem.probes.danger import write_danger
+
+if TYPE_CHECKING:
+    from pytest_crawlmem.core.models import DangerSnapshot
 
 logger = logging.getLogger("pytest_crawlmem.governor")
 
@@ -43,6 +44,9 @@ def danger_snapshot(crawler: Any, engine: Any, *, queued: int, threshold_bytes: 
 
     Written as ``danger.json`` in ``record_dir`` unless the measuring extension took one in this crawl.
     """
+    from pytest_crawlmem.core.models import DangerSnapshot  # at a close: the evidence's modules are not loaded before
+    from pytest_crawlmem.probes.danger import write_danger
+
     stats = crawler.stats
     slot = getattr(engine.scraper, "slot", None)
     try:

@@ -19,22 +19,19 @@ import gc
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from pytest_crawlmem.core.defaults import CrawlMemConfig, name_of
-from pytest_crawlmem.core.models import DangerSnapshot
 from pytest_crawlmem.governor.admit import CostAdmission, payload_bytes
 from pytest_crawlmem.governor.browser_concurrency import BROWSER_CONCURRENCY
 from pytest_crawlmem.governor.close import danger_snapshot, undone_counts, write_record
 from pytest_crawlmem.governor.context_policy import BROWSER_CONTEXT
-from pytest_crawlmem.governor.contextlever import ContextLever, LeverEvent
 from pytest_crawlmem.governor.gates import DownloadGate, PullHold, is_spilling
-from pytest_crawlmem.governor.metrics import register_metrics
 from pytest_crawlmem.governor.pacing import (
     ANSWER_RSS_SECONDS,
     BODY_WEIGHT,
@@ -57,6 +54,7 @@ from pytest_crawlmem.governor.policy import (
     RESTORE,
     RETAINED,
     Decision,
+    DecisionRecord,
     Levers,
     Policy,
     PolicyConfig,
@@ -78,25 +76,13 @@ from pytest_crawlmem.governor.setup import (
 from pytest_crawlmem.governor.spill import SpillingScheduler, StartGate
 from pytest_crawlmem.probes import readings as probes
 
+if TYPE_CHECKING:
+    from pytest_crawlmem.core.models import DangerSnapshot
+    from pytest_crawlmem.governor.contextlever import ContextLever, LeverEvent
+
 __all__ = ["ContextLever", "GovernorAddon", "MemoryGovernor", "add_governor", "governor_danger", "read_cgroup_limit",
            "resolve_budget"]
 logger = logging.getLogger("pytest_crawlmem.governor")
-
-
-@dataclass(frozen=True)
-class DecisionRecord:
-    """One decision as the report keeps it: when, what, the levers after it and the sentence."""
-
-    t_seconds: float
-    responses: int
-    kind: str
-    rss_bytes: int
-    concurrency: int
-    max_active_size: int
-    gate_start: bool
-    spill: bool
-    message: str
-    browser_pss_bytes: int = 0  # the browser tree's PSS the browser lever saw (browser_context decisions)
 
 
 class MemoryGovernor:
@@ -550,56 +536,42 @@ class MemoryGovernor:
         if not handlers:
             return
         if self.lever is None:
-            self.lever = ContextLever(self.config.budget_bytes, self.config.high_share, self.config.low_share,
-                                      base_concurrency=self.config.base_concurrency,
-                                      least_concurrency=self.config.min_concurrency)
+            self.lever = _lever_class()(self.config.budget_bytes, self.config.high_share, self.config.low_share,
+                                        base_concurrency=self.config.base_concurrency,
+                                        least_concurrency=self.config.min_concurrency)
         for event in self.lever.tick(handlers, concurrency=self.policy.levers.concurrency):
-            if event.action in ("lower", "raise"):
-                self._cap_browser(event, sample)
-            else:
-                self._record_browser(event, sample)
+            self._browser_event(event, sample)
 
-    def _cap_browser(self, event: LeverEvent, sample: Sample) -> None:
-        """The browser concurrency lever: cap (or raise, or lift the cap on) the downloader's concurrency; count, log
-        and record it (a lowering is a ``browser_concurrency`` decision, a raise a ``restore``)."""
-        self.browser_cap = event.cap
-        levers = self.policy.levers
-        concurrency = self._concurrency(levers)
-        engine = probes._engine(self.crawler)
-        if engine is not None:
-            engine.downloader.total_concurrency = concurrency  # requests wait in the scheduler: none is dropped
-            self._sync_gate()
-        kind = BROWSER_CONCURRENCY if event.action == "lower" else RESTORE
+    def _browser_event(self, event: LeverEvent, sample: Sample) -> None:
+        """Act on, count, log and record what the browser lever did: a cap on concurrency (``lower``, a
+        ``browser_concurrency`` decision; ``raise``, a ``restore``), a rotation, a rotated context's close, the floor."""
         stats = self.crawler.stats
+        if event.action in ("lower", "raise"):
+            kind = BROWSER_CONCURRENCY if event.action == "lower" else RESTORE
+            self.browser_cap = event.cap
+            concurrency = self._concurrency(self.policy.levers)
+            engine = probes._engine(self.crawler)
+            if engine is not None:
+                engine.downloader.total_concurrency = concurrency  # requests wait in the scheduler: none is dropped
+                self._sync_gate()
+            stats.set_value("crawlmem/governor/concurrency", concurrency)
+            stats.min_value("crawlmem/governor/min_concurrency", concurrency)
+            stats.set_value("crawlmem/governor/browser_concurrency_cap", event.cap or 0)
+            if event.cap is not None:
+                stats.min_value("crawlmem/governor/browser_min_concurrency", event.cap)
+        else:
+            kind = BROWSER_CONTEXT
+            counter = {"rotate": "browser_rotations", "close": "browser_contexts_closed"}.get(event.action, "browser_floor")
+            stats.inc_value(f"crawlmem/governor/{counter}")
         stats.inc_value("crawlmem/governor/decisions")
         stats.inc_value(f"crawlmem/governor/decisions/{kind}")
-        stats.set_value("crawlmem/governor/concurrency", concurrency)
-        stats.min_value("crawlmem/governor/min_concurrency", concurrency)
-        stats.set_value("crawlmem/governor/browser_concurrency_cap", event.cap or 0)
-        if event.cap is not None:
-            stats.min_value("crawlmem/governor/browser_min_concurrency", event.cap)
-        stats.max_value("crawlmem/governor/browser_peak_pss_bytes", event.tree_bytes)
-        logger.info("crawlmem governor: %s", event.message)
-        self.decisions.append(DecisionRecord(
-            round(time.monotonic() - self._started, 3), int(stats.get_value("response_received_count", 0) or 0),
-            kind, sample.rss_bytes, concurrency, levers.max_active_size, levers.gate_start, levers.spill,
-            event.message, browser_pss_bytes=event.tree_bytes,
-        ))
-
-    def _record_browser(self, event: LeverEvent, sample: Sample) -> None:
-        """Count, log and record what the browser lever did (a rotation, or the close of a rotated context)."""
-        stats = self.crawler.stats
-        stats.inc_value("crawlmem/governor/decisions")
-        stats.inc_value(f"crawlmem/governor/decisions/{BROWSER_CONTEXT}")
-        counter = {"rotate": "browser_rotations", "close": "browser_contexts_closed"}.get(event.action, "browser_floor")
-        stats.inc_value(f"crawlmem/governor/{counter}")
         stats.max_value("crawlmem/governor/browser_peak_pss_bytes", event.tree_bytes)
         logger.log(logging.WARNING if event.action == "floor" else logging.INFO, "crawlmem governor: %s", event.message)
         levers = self.policy.levers
         self.decisions.append(DecisionRecord(
             round(time.monotonic() - self._started, 3), int(stats.get_value("response_received_count", 0) or 0),
-            BROWSER_CONTEXT, sample.rss_bytes, self._concurrency(levers), levers.max_active_size, levers.gate_start,
-            levers.spill, event.message, browser_pss_bytes=event.tree_bytes,
+            kind, sample.rss_bytes, self._concurrency(levers), levers.max_active_size, levers.gate_start, levers.spill,
+            event.message, browser_pss_bytes=event.tree_bytes,
         ))
 
     def _sample(self, engine: Any) -> Sample:
@@ -764,6 +736,8 @@ class MemoryGovernor:
     def _register_metrics(self) -> None:
         """Add the governor's gauges to the measuring extension's Prometheus endpoint, once, when it serves one."""
         if not self._metrics_registered:
+            from pytest_crawlmem.governor.metrics import register_metrics
+
             self._metrics_registered = register_metrics(self)
 
     # -- where the levers are -----------------------------------------------------------
@@ -788,6 +762,26 @@ class MemoryGovernor:
 def _collections() -> int:
     """Collections the garbage collector ran so far (``gc.get_count()`` also falls as objects are freed)."""
     return sum(generation["collections"] for generation in gc.get_stats())
+
+
+def _lever_class() -> type[ContextLever]:
+    """The browser lever's class, imported once a scrapy-playwright handler is loaded (its browser tree reader loads
+    psutil); a class set on this module (a benchmark's variant) is used as it is."""
+    lever: type[ContextLever] | None = globals().get("ContextLever")
+    if lever is None:
+        from pytest_crawlmem.governor.contextlever import ContextLever as imported
+
+        return imported
+    return lever
+
+
+def __getattr__(name: str) -> Any:
+    """``ContextLever``, re-exported here, loads with its module when first asked for."""
+    if name in ("ContextLever", "LeverEvent"):
+        from pytest_crawlmem.governor import contextlever
+
+        return getattr(contextlever, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def governor_danger(crawler: Any) -> DangerSnapshot | None:

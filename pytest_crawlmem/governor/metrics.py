@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sized
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_crawlmem.governor.contextlever import ContextLever
 from pytest_crawlmem.governor.policy import Levers, Policy, PolicyConfig
+
+if TYPE_CHECKING:
+    from pytest_crawlmem.governor.contextlever import ContextLever
 
 
 class GovernorState(Protocol):

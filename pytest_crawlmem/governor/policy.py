@@ -108,6 +108,22 @@ class Decision:
     close: bool = False
 
 
+@dataclass(frozen=True)
+class DecisionRecord:
+    """One decision as the report keeps it: when, what, the levers after it and the sentence."""
+
+    t_seconds: float
+    responses: int
+    kind: str
+    rss_bytes: int
+    concurrency: int
+    max_active_size: int
+    gate_start: bool
+    spill: bool
+    message: str
+    browser_pss_bytes: int = 0  # the browser tree's PSS the browser lever saw (browser_context decisions)
+
+
 def _solve3(a: list[list[float]], b: list[float]) -> list[float] | None:
     """Solve the 3x3 system by Cramer's rule (a tick solves one: 2 us where elimination took 11 us); None when singular
     or not finite."""

@@ -17,10 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-import psutil
-
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-_PROCESS = psutil.Process()
 
 
 def read_rss_bytes() -> int:
@@ -29,7 +26,9 @@ def read_rss_bytes() -> int:
         with open("/proc/self/statm", "rb") as statm:
             return int(statm.read().split()[1]) * _PAGE_SIZE
     except (OSError, IndexError, ValueError):
-        return int(_PROCESS.memory_info().rss)
+        import psutil  # without /proc only (it is 0.9 MiB of modules)
+
+        return int(psutil.Process().memory_info().rss)
 
 
 class ProcessReading(TypedDict):
@@ -82,6 +81,11 @@ class _MallInfo2(ctypes.Structure):
 
 
 def _load_libc() -> Any:
+    """glibc by its soname; else as ``find_library`` finds it (it runs ``ldconfig -p`` in a subprocess)."""
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        pass
     name = ctypes.util.find_library("c")
     if name is None:
         return None
