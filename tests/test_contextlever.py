@@ -13,8 +13,6 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
-
 from pytest_crawlmem.governor.contextlever import ContextLever
 
 MIB = 2**20
@@ -202,39 +200,3 @@ def test_the_tree_is_read_every_2_s_far_under_the_budget_and_every_read_seconds_
 
     run(lambda: scenario(10 * MIB, 5))  # at 0, 2, 4, 6 and 8 s
     run(lambda: scenario(75 * MIB, 20))  # over the restore share: every 0.5 s
-
-
-class _Tree:
-    """A browser tree whose RSS-based estimate and PSS reading are set by the test."""
-
-    def __init__(self) -> None:
-        self.estimate = 0
-        self.pss = 0
-        self.last_detail = SimpleNamespace(processes=[1])  # a PSS reading was taken: estimates may follow
-
-    def sample(self, detail: bool = False, read_new: bool = True) -> Any:
-        return SimpleNamespace(pss_bytes=self.pss if detail else None)
-
-    def estimate_pss_bytes(self, reading: Any) -> int:
-        return self.estimate
-
-
-def test_the_pss_reading_that_confirms_an_estimate_corrects_the_estimates_after_it():
-    """The estimate read 663 MiB where PSS was 766 (a context's stored pages): later estimates are scaled by what the
-    confirming reading showed, so the next rotation starts near the act share, not 100 MiB past it."""
-    lever = ContextLever(768 * MIB, 0.85, 0.70, read_seconds=0.0)
-    tree = lever.tree = _Tree()  # type: ignore[assignment]
-    tree.estimate, tree.pss = 663 * MIB, 766 * MIB
-    assert lever._read(1.0) == 663 * MIB  # no correction yet
-    assert lever._read(1.0, detail=True) == 766 * MIB
-    assert lever.estimate_bias == pytest.approx(766 / 663)
-    tree.estimate = 580 * MIB  # a fresh context's pages: the raw estimate is under the act share (653 MiB)...
-    assert lever._read(2.0) == int(580 * MIB * 766 / 663)  # ...the corrected one is over it: confirm and rotate
-    tree.pss = 700 * MIB
-    lever._read(3.0, detail=True)  # a PSS reading on schedule, not right after an estimate: no new correction
-    assert lever.estimate_bias == pytest.approx(766 / 663)
-    tree.estimate, tree.pss = 100 * MIB, 900 * MIB
-    lever._read(4.0)
-    lever._read(4.0, detail=True)
-    assert lever.estimate_bias == 2.0  # bounded: one odd reading cannot make every estimate a rotation
-

@@ -49,10 +49,6 @@ CONFIRM_SECONDS = 3.0
 #: After a PSS reading found the tree under the act share that the estimate said it was over, the next one waits
 #: twice as long as the last wait (from CONFIRM_SECONDS), up to this; a rotation starts over.
 MAX_CONFIRM_WAIT_SECONDS = 30.0
-#: The range of the estimate's bias: the PSS reading that confirms an estimate over the act share scales the estimates
-#: after it. The RSS-based estimate read 15-25% under PSS as a context's pages stored more (663 MiB where PSS was 766):
-#: the rotation waited for it, and a 768 MiB budget peaked at 819-862 MiB.
-ESTIMATE_BIAS_RANGE = (0.8, 2.0)
 #: The most pages a context serves before it may be rotated, once rotations stopped helping (the back-off's cap).
 MAX_SERVED_PAGES = 64
 _DEFAULT_CONTEXT = "default"
@@ -109,9 +105,6 @@ class ContextLever:
         self._last_read = float("-inf")
         self._last_detail = float("-inf")
         self._last_pss = 0  # the last PSS reading of the tree
-        #: PSS over the estimate, as the last PSS reading taken right after an estimate found it (ESTIMATE_BIAS_RANGE)
-        self.estimate_bias = 1.0
-        self._estimate: tuple[float, int] = (float("-inf"), 0)  # (when, the raw estimate) of the last estimate
         self.tree_bytes = 0  # the last footprint read (PSS, or RSS estimated as PSS)
         self.peak_tree_bytes = 0
         self.rotations = 0
@@ -276,16 +269,10 @@ class ContextLever:
                       and now - self._last_detail >= self.detail_seconds)
         reading = self.tree.sample(detail=detail, read_new=False)  # a new renderer counts at its kind's PSS/RSS
         if reading.pss_bytes is not None:
-            at, raw = self._estimate
-            if at == now and raw > 0:  # the estimate this reading confirms: how far off it was
-                low, high = ESTIMATE_BIAS_RANGE
-                self.estimate_bias = min(high, max(low, reading.pss_bytes / raw))
             self._last_detail = now
             footprint = self._last_pss = reading.pss_bytes
         else:
-            raw = self.tree.estimate_pss_bytes(reading)
-            self._estimate = (now, raw)
-            footprint = int(raw * self.estimate_bias)
+            footprint = self.tree.estimate_pss_bytes(reading)
         self.tree_bytes = footprint
         self.peak_tree_bytes = max(self.peak_tree_bytes, footprint)
         return footprint
