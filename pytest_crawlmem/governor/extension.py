@@ -140,7 +140,7 @@ class MemoryGovernor:
         self.pull_hold: PullHold | None = None  # the engine pulls no request while the pipelines hold the item cap
         self._received = 0  # responses received (response_received), for the items they will yield
         self._holds_seen = 0  # the pull hold's refusals at the last tick
-        self._calls_seen = 0  # headers, responses, items and ended outputs at the last tick (_pace)
+        self._arrivals_seen = 0  # headers, responses, items and ended outputs at the last tick (_pace)
         self._headers = 0  # headers received
         self._status = _Status()  # VmHWM
         self._high_bytes = 0  # the last VmHWM read
@@ -523,9 +523,9 @@ class MemoryGovernor:
         pipeline spent most of the governor's CPU on ticks that read the same figures."""
         gate = self._start_gate
         arrivals = self._headers + self._received + (gate.items_out + gate.responses_out if gate is not None else 0)
-        quiet = (arrivals == self._calls_seen and not self._closing and self.lever is None
+        quiet = (arrivals == self._arrivals_seen and not self._closing and self.lever is None
                  and sample.rss_bytes < self.config.hard_share * self.config.budget_bytes)
-        self._calls_seen = arrivals
+        self._arrivals_seen = arrivals
         interval = self.interval_seconds * (QUIET_TICKS if quiet else 1)
         if self._task is not None and self._task.interval != interval:
             self._task.interval = interval
