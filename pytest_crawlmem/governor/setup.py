@@ -67,14 +67,12 @@ class _Statm:
             self.fd: int | None = os.open("/proc/self/statm", os.O_RDONLY)
         except OSError:
             self.fd = None
-        self.reads = 0
         self._last = 0  # the last reading
         self._read_at = -math.inf  # when it was taken (time.monotonic())
         self._added = 0  # bytes said to have arrived since (add())
 
     def rss_bytes(self) -> int:
         """RSS now (a read)."""
-        self.reads += 1
         value = probes.read_rss_bytes() if self.fd is None else int(os.pread(self.fd, 128, 0).split()[1]) * _PAGE_SIZE
         self._last, self._read_at, self._added = value, time.monotonic(), 0
         return value
