@@ -458,7 +458,7 @@ def test_the_admissions_quick_bound_never_admits_what_the_full_count_refuses(
     requests = [_Request(f"http://x/{n}") for n in range(len(announced))]  # kept alive: the admission holds weakrefs
     for request, size in zip(requests, announced, strict=True):
         admission.headers(request, size)
-    admission.mean_body_bytes, admission.yield_bytes = float(mean), float(yield_bytes)
+    admission.mean_body_bytes, admission.yielded = float(mean), lambda: float(yield_bytes)
     admission.parse = ParseCost(amplification=amplification, readings=1)
     admission.downloading = lambda: downloading
     full = admits_by_cost(rss, admission.outstanding(), admission.parse, limit)

@@ -50,7 +50,8 @@ class CostAdmission:
         self.stats = stats
         self.parse = ParseCost()
         self.mean_body_bytes = 0.0  # the governor's mean body (headers and responses)
-        self.yield_bytes = 0.0  # what a response's items carry (the governor's items a response x item payload)
+        #: what a response's items carry (the governor's items a response x item payload)
+        self.yielded: Callable[[], float] = lambda: 0.0
         self.downloading: Callable[[], int] = lambda: 0  # downloads let through the gate, not yet received
         self._announced: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # request -> Content-Length
         self._received: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()  # response -> body, unparsed
@@ -68,7 +69,7 @@ class CostAdmission:
         announced = list(self._announced.values())
         largest = max([*announced, *self._received.values()], default=0)
         return Outstanding(self.downloading(), len(announced), sum(announced), self.mean_body_bytes, float(largest),
-                           self.yield_bytes)
+                           self.yielded())
 
     def fits(self) -> bool:
         """Whether one more download fits by cost (the gate asks while something is downloading).
@@ -79,7 +80,7 @@ class CostAdmission:
         largest = max(self._largest_seen, self.mean_body_bytes)
         if self.mean_body_bytes > 0:
             coming = max(self.downloading(), len(self._announced)) + 1
-            bound = rss + coming * (BODY_COPIES * largest + self.yield_bytes) + self.parse.amplification * largest
+            bound = rss + coming * (BODY_COPIES * largest + self.yielded()) + self.parse.amplification * largest
             if bound <= self.limit_bytes:
                 return True
         if admits_by_cost(rss, self.outstanding(), self.parse, self.limit_bytes):

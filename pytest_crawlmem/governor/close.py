@@ -77,7 +77,6 @@ def measured_danger(crawler: Any, governor: object) -> bool:
     return False
 
 
-
 def write_record(governor: Any, path: Path, reason: str) -> None:
     """Write governor.json: the budget, the decisions, the learned costs (crawl process, at the close)."""
     cost_f, cost_q = governor.policy.model.costs()

@@ -339,7 +339,6 @@ class MemoryGovernor:
         self._learn_body(body_length)
         if self.admission is not None:
             self.admission.response(request, response, body_length)
-            self.admission.yield_bytes = self._item_bytes * self._per_response()
         if first:
             self.tick()
             self._sync_gate()
@@ -354,8 +353,6 @@ class MemoryGovernor:
             self._item_tick()
         size = float(payload_bytes(output))
         self._item_bytes = size if self._item_bytes <= 0 else BODY_WEIGHT * size + (1 - BODY_WEIGHT) * self._item_bytes
-        if self.admission is not None:
-            self.admission.yield_bytes = self._item_bytes * self._per_response()
 
     def _per_response(self) -> float:
         """Items a callback yields, on average (0 before a callback's output ended): the start gate counts them."""
@@ -431,6 +428,7 @@ class MemoryGovernor:
             self.crawler.stats, base_rss=lambda: self.policy.open_bytes or self._statm.rss_bytes(),
             recent_rss=lambda: self._statm.recent_bytes(ANSWER_RSS_SECONDS))
         admission.downloading = lambda: download_gate.passed
+        admission.yielded = lambda: self._item_bytes * self._per_response()
         download_gate.fits = lambda: bool(self._signal(admission.fits))  # the governor's CPU counts its answers
         if gate is not None:
             gate.on_parse = self._parse_signal
@@ -586,8 +584,6 @@ class MemoryGovernor:
         held = len(getattr(slot, "active", ()) or ())
         downloading = len(engine.downloader.active) - (self.download_gate.waiting if self.download_gate else 0)
         per_response = self._per_response()
-        if self.admission is not None:  # what a response's items carry, for the admission's answers until the next tick
-            self.admission.yield_bytes = self._item_bytes * per_response
         high = self._status.high_bytes() or 0  # a new high since the last reading is a spike the ticks missed
         spike, self._high_bytes = (high if high > self._high_bytes else 0), max(high, self._high_bytes)
         return Sample(
@@ -767,11 +763,7 @@ def _collections() -> int:
 def _lever_class() -> type[ContextLever]:
     """The browser lever's class, imported once a scrapy-playwright handler is loaded (its browser tree reader loads
     psutil); a class set on this module (a benchmark's variant) is used as it is."""
-    lever: type[ContextLever] | None = globals().get("ContextLever")
-    if lever is None:
-        from pytest_crawlmem.governor.contextlever import ContextLever as imported
-
-        return imported
+    lever: type[ContextLever] = globals().get("ContextLever") or __getattr__("ContextLever")
     return lever
 
 

@@ -33,7 +33,8 @@ ANSWER_RSS_SECONDS = 0.005
 SIGNAL_SAMPLE_EVERY = 7
 #: A body announced smaller than this is learnt from its response alone (headers_received returns at once).
 SMALL_BODY_BYTES = 64 * 1024
-#: A quiet crawl (no signal since the last tick) is read every this many intervals (_pace).
+#: A quiet crawl (no headers, response, item or ended output since the last tick) is read every this many intervals
+#: (_pace).
 QUIET_TICKS = 4
 #: Weight of the latest response in the mean body size.
 BODY_WEIGHT = 0.25

@@ -132,7 +132,7 @@ def _solve3(a: list[list[float]], b: list[float]) -> list[float] | None:
     c0, c1, c2 = a11 * a22 - a12 * a21, a10 * a22 - a12 * a20, a10 * a21 - a11 * a20
     det = a00 * c0 - a01 * c1 + a02 * c2
     scale = abs(a00 * a11 * a22) + abs(a01 * a12 * a20) + abs(a02 * a10 * a21)
-    if not math.isfinite(det) or abs(det) <= 1e-12 * scale or det == 0.0:
+    if not math.isfinite(det) or abs(det) <= 1e-12 * scale:
         return None
     x0 = (b0 * c0 - a01 * (b1 * a22 - a12 * b2) + a02 * (b1 * a21 - a11 * b2)) / det
     x1 = (a00 * (b1 * a22 - a12 * b2) - b0 * c1 + a02 * (a10 * b2 - b1 * a20)) / det
