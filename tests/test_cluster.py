@@ -158,8 +158,10 @@ def test_a_sigkilled_worker_loses_the_requests_it_took_and_the_lost_budget_names
 def test_sigterm_deletes_the_shared_queue_unless_the_scheduler_persists(pytester, persist):
     outcome = run(pytester, f"""
     url = fixture_site.url("/catalog/?pages=3&per_page=100")  # 100 products a page: the queue is full at the signal
+    # 50 ms a request: one worker alone takes 15 s, so the other wakes (Scrapy's 5 s heartbeat) while the queue is
+    # full; without it, a CI run under load once had worker 1 take the start request and all 303 before worker 0 woke
     result = crawl_cluster(Catalog, workers=2, start_urls=[url], kill={{"worker": 0, "after_responses": 10, "signal": "TERM"}},
-                           settings={{"SCHEDULER_PERSIST": {persist}, "CONCURRENT_REQUESTS": 2}})
+                           settings={{"SCHEDULER_PERSIST": {persist}, "CONCURRENT_REQUESTS": 2, "DOWNLOAD_DELAY": 0.05}})
     ledger = result.ledger
     assert result.ends[0].how == "terminated" and result.workers[0].finish_reason == "shutdown"
     assert ledger.balanced and ledger.lost_in_workers == 0  # a graceful close finishes what it took
@@ -263,9 +265,10 @@ def test_no_worker_or_redis_server_outlives_the_session(pytester, monkeypatch):
 from spiders import Catalog
 
 def test_killed(crawl_cluster, fixture_site):
-    # 315 responses: at 84, worker 1 once took all of them before worker 0 got its first (the kill never fired)
+    # 315 responses: at 84, worker 1 once took all of them before worker 0 got its first (the kill never fired);
+    # at 30 ms a request one worker alone takes 9 s, and the other wakes within Scrapy's 5 s heartbeat
     crawl_cluster(Catalog, workers=2, start_urls=[fixture_site.url("/catalog/?pages=15&per_page=20")],
-                  kill={"worker": 0, "after_responses": 5})
+                  kill={"worker": 0, "after_responses": 5}, settings={"DOWNLOAD_DELAY": 0.03})
 """)
     started = time.time() - 1
     # this session's temp dirs only (clusters of other tests may run beside it under xdist), short enough for a socket

@@ -225,8 +225,9 @@ def test_a_killed_worker_reads_the_same_everywhere_and_a_failed_cluster_says_fai
     from spiders_source import CATALOG_SPIDER
 
     pytester.makepyfile(spiders="import scrapy\n" + CATALOG_SPIDER)
-    # 10 ms a request: without it, one worker crawled all 315 responses before the other had one (a CI run under
-    # load), and the kill planned after worker 0's third response never fired
+    # 30 ms a request: one worker alone takes 9 s, and the other wakes within Scrapy's 5 s heartbeat; without it,
+    # one worker crawled all 315 responses before the other had one (a CI run under load), and the kill planned
+    # after worker 0's third response never fired
     pytester.makepyfile(test_killed='''
 import json
 import pytest
@@ -236,7 +237,7 @@ from spiders import Catalog
 def test_it(crawl_cluster, fixture_site):
     url = fixture_site.url("/catalog/?pages=15&per_page=20")
     result = crawl_cluster(Catalog, workers=2, start_urls=[url], kill={"worker": 0, "after_responses": 3},
-                           settings={"CRAWLMEM_CHECKPOINT_MIN_RESPONSES": 100000, "DOWNLOAD_DELAY": 0.01})
+                           settings={"CRAWLMEM_CHECKPOINT_MIN_RESPONSES": 100000, "DOWNLOAD_DELAY": 0.03})
     print("SPIDERS", [w.spider for w in result.workers])
     print("REASON", result.reason)
     print("RESPONSES", [w.responses for w in result.workers])
