@@ -98,7 +98,7 @@ class ContextLever:
                                      least=max(1, least_concurrency)) if base_concurrency > 0 else None
         self.read_seconds = read_seconds
         self.detail_seconds = detail_seconds
-        self.tree = TreeSampler(None, detail_seconds=detail_seconds, rescan_seconds=RESCAN_SECONDS)
+        self.tree = TreeSampler(None, detail_seconds=detail_seconds, rescan_seconds=RESCAN_SECONDS, watch_forks=True)
         self._confirm_wait = CONFIRM_SECONDS  # after a PSS reading that did not confirm the estimate
         self._next_confirm = float("-inf")
         self._states: weakref.WeakKeyDictionary[Any, _HandlerState] = weakref.WeakKeyDictionary()
