@@ -602,18 +602,16 @@ PSS_CPU_PER_PROCESS_SECONDS = 0.003
 class TreeSampler:
     """Samples a browser tree on a schedule, keeping the peaks; for one sampler thread.
 
-    Each ``sample()`` rediscovers the tree when ``rescan_seconds`` have passed (and when a
-    detail reading is asked for: a checkpoint's), reads PSS/USS when ``detail_seconds`` have
-    passed and RSS only otherwise; a process that exited is dropped without a rediscovery
-    (renderers exit as pages close: rediscovering then made it nearly every reading).
-    ``peak_rss_bytes`` is the highest summed RSS seen. ``peak_pss_bytes`` is the highest summed
-    PSS, measured on detail reads and estimated on RSS reads as each
-    process's last PSS plus its RSS growth since: private growth raises RSS and PSS alike,
-    and new sharers only lower the PSS of the others, so while the tree grows the estimate
-    errs high (~1.1x with five new 50 MiB pages); when sharers exit, the share they leave
-    to the others is seen at the next detail read. A process first seen on an RSS read has
-    its PSS read once then (one ``smaps_rollup``, ~3 ms), so a new renderer is not counted
-    at its RSS, which for Chromium is 3-5 times its PSS (that gave ~1.6x).
+    Each ``sample()`` rediscovers the tree when ``rescan_seconds`` have passed (and when a detail reading is asked
+    for: a checkpoint's), and with ``watch_forks`` adds the zygotes' new children at every reading; it reads PSS/USS
+    when ``detail_seconds`` have passed and RSS only otherwise; a process that exited is dropped without a
+    rediscovery (renderers exit as pages close: rediscovering then made it nearly every reading).
+    ``peak_rss_bytes`` is the highest summed RSS seen. ``peak_pss_bytes`` is the highest summed PSS, measured on
+    detail reads and estimated on RSS reads as each process's last PSS plus its RSS growth since: private growth
+    raises RSS and PSS alike, and new sharers only lower the PSS of the others, so while the tree grows the estimate
+    errs high (~1.1x with five new 50 MiB pages); when sharers exit, the share they leave to the others is seen at
+    the next detail read. A process first seen on an RSS read has its PSS read once then (one ``smaps_rollup``,
+    ~3 ms), so a new renderer is not counted at its RSS, which for Chromium is 3-5 times its PSS (that gave ~1.6x).
     """
 
     def __init__(
@@ -635,7 +633,6 @@ class TreeSampler:
         self._known: dict[int, tuple[bytes, str | None]] = {}  # kinds by name, across rediscoveries
         self._discover = discover or (lambda root: discover_browser_tree(root, self._known))
         self._kinds: dict[int, str] = {}
-        #: between rescans, look for the zygotes' new children (renderers) at every reading (_find_forked)
         self.watch_forks = watch_forks and discover is None and _HAVE_CHILDREN
         self._next_rescan = float("-inf")
         self._next_detail = float("-inf")
@@ -690,7 +687,7 @@ class TreeSampler:
         now = self._clock()
         if now >= self._next_rescan or detail:  # a reading asked for in detail (a checkpoint's) sees the tree as it is
             self.rescan()
-        elif self.watch_forks:
+        elif self.watch_forks:  # between rescans, the zygotes' new children (renderers) at every reading
             self._find_forked()
         if detail is None:
             detail = now >= self._next_detail
@@ -706,9 +703,8 @@ class TreeSampler:
         return reading
 
     def _find_forked(self) -> None:
-        """Add the renderers the zygotes forked since the last rescan (a few children files, ~20 us; a rescan reads
-        those of every thread of the driver and the browser). Without it, the renderers of a rotated context's pages
-        went unseen for up to a rescan interval: estimates read 80-200 MiB (four renderers) under the tree's PSS."""
+        """Add the renderers the zygotes forked since the last rescan (a few children files): unseen, four renderers
+        of a rotated context's pages left estimates 80-200 MiB under the tree's PSS until the next rescan."""
         began = time.thread_time()
         for pid in [pid for pid, kind in self._kinds.items() if kind == "zygote"]:
             for child in _children_of(pid):
