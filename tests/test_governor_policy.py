@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
@@ -642,3 +643,35 @@ def test_the_packages_public_names_load_on_first_use() -> None:
     assert all(getattr(pytest_crawlmem, name) is not None for name in pytest_crawlmem.__all__)
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         pytest_crawlmem.Nope  # noqa: B018
+
+
+def test_a_call_the_governor_makes_inside_another_is_counted_once() -> None:
+    """A parse's end wakes the download gate, which asks the cost admission: the question runs inside the parse
+    signal's call, whose timing already holds it. Counted on its own too, the answers to woken gates were counted
+    twice (with every other call an inner one, the estimate read 2x)."""
+    from types import SimpleNamespace
+
+    from scrapy.settings import Settings
+
+    from pytest_crawlmem.governor import MemoryGovernor
+
+    crawler = SimpleNamespace(settings=Settings({"CONCURRENT_REQUESTS": 16}), spider=SimpleNamespace(name="shop"),
+                              extensions=SimpleNamespace(middlewares=[]))
+    governor = MemoryGovernor(crawler, budget_bytes=300 * 2**20, interval_seconds=0.25)
+    burned = 0.0
+
+    def inner() -> bool:  # the admission's answer: 2 ms of CPU
+        nonlocal burned
+        began = time.thread_time()
+        while time.thread_time() - began < 0.002:
+            pass
+        burned += time.thread_time() - began
+        return True
+
+    def outer() -> None:  # the parse's end, waking the gate
+        assert governor._signal(inner) is True
+
+    for _ in range(70):
+        governor._signal(outer)
+    assert governor.signal_calls == 70
+    assert 0.7 * burned <= governor.signal_seconds <= 1.4 * burned, (governor.signal_seconds, burned)

@@ -112,6 +112,7 @@ class MemoryGovernor:
         self.signal_calls = 0  # signal handler calls
         self.signal_sampled = 0  # ... of which timed (one in SIGNAL_SAMPLE_EVERY)
         self.signal_sampled_seconds = 0.0  # thread CPU of the timed calls (their ticks excepted)
+        self._in_signal = False  # a handler is running (_signal)
         self.spill_seconds = 0.0  # of cpu_seconds: moving requests to disk
         self.ticks = 0
         self._statm = _Statm()
@@ -305,13 +306,22 @@ class MemoryGovernor:
     def _signal(self, handler: Any, *args: Any) -> Any:
         """Run a signal's handler (or a gate's question) and return its answer; time one call in SIGNAL_SAMPLE_EVERY
         in thread CPU (a tick it runs counts apart, the downloads a release starts are the crawl's, and a call in
-        which the collector ran is not a sample: whichever allocation crosses its threshold pays for it)."""
-        self.signal_calls += 1
-        if self.signal_calls % SIGNAL_SAMPLE_EVERY:
+        which the collector ran is not a sample: whichever allocation crosses its threshold pays for it). A call made
+        inside another (a parse's end wakes the gate, which asks the admission) is the outer call's CPU: counted on
+        its own as well, the admission's answers to woken gates were counted twice (not one inside a download a
+        release starts: the outer call leaves that CPU to the crawl)."""
+        if self._in_signal and not (self.download_gate is not None and self.download_gate.releasing):
             return handler(*args)
-        collections, ticks, released, began = _collections(), self.tick_seconds, self._released(), time.thread_time()
-        answer = handler(*args)
-        spent = time.thread_time() - began - (self.tick_seconds - ticks) - (self._released() - released)
+        self.signal_calls += 1
+        outer, self._in_signal = self._in_signal, True
+        try:
+            if self.signal_calls % SIGNAL_SAMPLE_EVERY:
+                return handler(*args)
+            collections, ticks, released, began = _collections(), self.tick_seconds, self._released(), time.thread_time()
+            answer = handler(*args)
+            spent = time.thread_time() - began - (self.tick_seconds - ticks) - (self._released() - released)
+        finally:
+            self._in_signal = outer
         if _collections() != collections:  # the collector ran in the call: the crawl's allocations pay it
             return answer
         self.signal_sampled_seconds += max(0.0, spent)

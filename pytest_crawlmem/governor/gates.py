@@ -43,7 +43,7 @@ class DownloadGate:
         self.fits: Callable[[], bool] | None = None  # one more fits by cost (asked while something downloads)
         #: thread CPU of the downloads a release started (the crawl's own work, run inside the governor's calls)
         self.released_seconds = 0.0
-        self._releasing = False
+        self.releasing = False  # a download the gate let through is starting, inside _wake
         self._waiting: deque[Deferred[None]] = deque()
         self._original = downloader._enqueue_request
         downloader._enqueue_request = self._enqueue_request
@@ -100,14 +100,14 @@ class DownloadGate:
         while self._waiting and self._admits():
             waiter = self._waiting.popleft()
             self.passed += 1
-            if self._releasing:  # a release inside a release's download: the outer one times it
+            if self.releasing:  # a release inside a release's download: the outer one times it
                 waiter.callback(None)
                 continue
-            self._releasing, began = True, time.thread_time()
+            self.releasing, began = True, time.thread_time()
             try:
                 waiter.callback(None)  # the download starts now, inside this call
             finally:
-                self._releasing = False
+                self.releasing = False
                 self.released_seconds += time.thread_time() - began
 
     def release(self) -> None:
