@@ -161,13 +161,29 @@ class CostAdmission:
 
 
 def payload_bytes(item: Any, depth: int = 2) -> int:
-    """The bytes an item carries: its str and bytes values, one container deep (a cheap lower bound)."""
-    if isinstance(item, (bytes, bytearray, str)):
+    """The bytes an item carries: its str and bytes values, one container deep (a cheap lower bound: a loop, not a
+    generator, as it is called inside callbacks' output)."""
+    if isinstance(item, _TEXT):
         return len(item)
     if depth <= 0:
         return 0
-    values = item.values() if hasattr(item, "values") else item if isinstance(item, (list, tuple)) else ()
+    if isinstance(item, (list, tuple)):
+        values: Any = item
+    else:
+        values = getattr(item, "values", None)
+        if values is None:
+            return 0
+        try:
+            values = values()
+        except TypeError:
+            return 0
+    total = 0
     try:
-        return sum(payload_bytes(value, depth - 1) for value in values)
+        for value in values:
+            total += len(value) if isinstance(value, _TEXT) else payload_bytes(value, depth - 1) if depth > 1 else 0
     except TypeError:
         return 0
+    return total
+
+
+_TEXT = (bytes, bytearray, str)

@@ -140,7 +140,6 @@ class MemoryGovernor:
         self.admission: CostAdmission | None = None  # downloads admitted by their cost before the parse
         self.pull_hold: PullHold | None = None  # the engine pulls no request while the pipelines hold the item cap
         self._received = 0  # responses received (response_received), for the items they will yield
-        self._holds_seen = 0  # the pull hold's refusals at the last tick
         self._arrivals_seen = 0  # headers, responses, items and ended outputs at the last tick (_pace)
         self._headers = 0  # headers received
         self._status = _Status()  # VmHWM
@@ -382,13 +381,6 @@ class MemoryGovernor:
         if self._statm.rss_bytes() + coming >= self.config.high_share * self.config.budget_bytes:
             self.tick()
 
-    def _item_cap_holds(self) -> bool:
-        """Whether the item cap refused a pull since the last tick."""
-        if self.pull_hold is None or self.policy.levers.item_cap <= 0:
-            return False
-        seen, self._holds_seen = self._holds_seen, self.pull_hold.holds
-        return self.pull_hold.holds > seen
-
     def _items_promised(self) -> int:
         """What the item cap counts: the items inside the pipelines and those the requests pulled and not yet parsed
         will yield: downloading or waiting at the download gate, and received but with their callback's output not
@@ -508,19 +500,15 @@ class MemoryGovernor:
             # more on this heap) may not be needed any more, and a pause on freed heap lifts (a pipeline crawl paused
             # while its trims backed off: 107 s where its other runs took 27-31 s)
             sample = replace(sample, rss_bytes=self._statm.rss_bytes())
-        if self.policy.wants_fresh_reading(sample) and self._reclaim(sample):
-            sample = replace(self._sample(engine), collected=True)  # decide on what is left once garbage is gone
+        if self.policy.wants_fresh_reading(sample):
+            sample = self._reclaim(engine, sample) or sample  # decide on what is left once garbage is gone
         for decision in self.policy.step(sample):
             self._apply(engine, decision, sample)
         self._pause(self.policy.paused(sample) and not self._closing)
-        held = self._item_cap_holds()  # read every tick: "since the last tick" means the last one
         if self.policy.governing and sample.rss_bytes >= self.config.high_share * self.config.budget_bytes:
+            # not under the act share while the item cap holds the crawl: trims every second there gave back what the
+            # next items took again, 7-30 ms of CPU a crawl (the governor's most), and it ended no sooner
             self._trim()
-        elif held and sample.rss_bytes > self.config.low_share * self.config.budget_bytes:
-            # the item cap holds the crawl on a reading that may be freed heap (the items that drained): without a
-            # trim, RSS stood at 79% of the budget for 20 s, under the act share (no trim) and over the restore share
-            # (no restore), while 550 items of 128 KiB were all the pipelines held
-            self._trim(force=True)
         self._browser_tick(sample)
         self._pace(sample)
 
@@ -689,38 +677,43 @@ class MemoryGovernor:
                        " %s", MEMORY_BUDGET, undone_sentence(self.undone), self.danger.describe())
         probes.close_spider(self.crawler, MEMORY_BUDGET)
 
-    def _reclaim(self, sample: Sample) -> bool:
-        """Collect cyclic garbage and trim the heap before a decision that needs a fresh reading (a close, retained).
-
-        Parse trees no longer wait for a collection (the start gate breaks the Response-Selector cycle), so the
-        levers act on the plain reading; a collection (tens of ms on a big heap) runs only when RSS grew
-        RECLAIM_GROWTH of the act threshold since the last one, and at most every RECLAIM_EVERY_SECONDS, or sooner
-        to judge retained memory again once RSS passed the highest reading a reclaim ran at by REJUDGE_RETAINED_BYTES
-        (under the close share; said once, the judgement stops asking).
-        """
+    def _reclaim(self, engine: Any, sample: Sample) -> Sample | None:
+        """Before a decision that needs a fresh reading (a close, retained): trim the heap, then collect cyclic garbage
+        if the trim was not enough; the reading to decide on (None: none taken). Only when RSS grew RECLAIM_GROWTH of
+        the act threshold since the last reclaim, at most every RECLAIM_EVERY_SECONDS, or sooner to judge retained
+        memory again once RSS passed the highest reading a reclaim ran at by REJUDGE_RETAINED_BYTES (under the close
+        share). Items a slow pipeline let go are freed heap, not garbage: a collection (12-16 ms) decided nothing a
+        1-4 ms trim had not."""
         rss = self._statm.rss_bytes()
         grown = rss - self._after_reclaim
         if grown < RECLAIM_GROWTH * self.config.high_share * self.config.budget_bytes:
-            return False
+            return None
         # a new high, not a rise from the last collection's low: RSS swinging with the bodies in flight never asks
         rejudge = (rss - self._reclaim_high >= REJUDGE_RETAINED_BYTES
                    and sample.rss_bytes < self.config.hard_share * self.config.budget_bytes)
         if time.monotonic() - self._last_reclaim < RECLAIM_EVERY_SECONDS and not rejudge:
-            return False
+            return None
         began = time.thread_time()
-        gc.collect()
         probes.malloc_trim()
         self._last_trim = self._last_reclaim = time.monotonic()
         self._after_reclaim = self._statm.rss_bytes()
         self._reclaim_high = max(self._reclaim_high, rss)
+        trimmed = replace(sample, rss_bytes=self._after_reclaim)
+        if not self.policy.wants_fresh_reading(trimmed):  # the trim was enough: what was over is no longer
+            self.trims += 1
+            self.trim_seconds += time.thread_time() - began
+            return trimmed
+        gc.collect()
+        probes.malloc_trim()
+        self._after_reclaim = self._statm.rss_bytes()
         self.reclaims += 1
-        self.reclaim_seconds += time.thread_time() - began  # CPU of the collection and the trim
+        self.reclaim_seconds += time.thread_time() - began  # CPU of the trims and the collection
         self.reclaimed_bytes += max(0, rss - self._after_reclaim)
         stats = self.crawler.stats
         stats.set_value("crawlmem/governor/reclaims", self.reclaims)
         stats.set_value("crawlmem/governor/reclaimed_bytes", self.reclaimed_bytes)
         stats.set_value("crawlmem/governor/reclaim_seconds", round(self.reclaim_seconds, 4))
-        return True
+        return replace(self._sample(engine), collected=True)
 
     def _trim(self, force: bool = False) -> bool:
         """Give freed heap back to the kernel (glibc keeps freed bodies): for a decision (``force``) at most every
