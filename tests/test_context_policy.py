@@ -49,3 +49,12 @@ def test_a_chosen_context_is_always_one_that_may_rotate(tree, contexts):
         assert tree >= 85 * MIB and choice in contexts
         assert not choice.persistent and choice.served >= MIN_SERVED_PAGES
         assert not any(c.retiring for c in contexts)
+
+
+def test_over_the_close_share_the_pages_a_context_must_serve_fall_back_to_the_least():
+    contexts = [ContextState("a", served=10, open_pages=1)]
+    assert choose_rotation(90 * MIB, 100 * MIB, 0.85, contexts, min_served=64, hard_share=0.95) is None
+    assert choose_rotation(95 * MIB, 100 * MIB, 0.85, contexts, min_served=64, hard_share=0.95) == contexts[0]
+    assert choose_rotation(95 * MIB, 100 * MIB, 0.85, contexts, min_served=64) is None  # no close share given
+    fresh = [ContextState("a", served=MIN_SERVED_PAGES - 1, open_pages=1)]
+    assert choose_rotation(99 * MIB, 100 * MIB, 0.85, fresh, min_served=64, hard_share=0.95) is None

@@ -200,3 +200,21 @@ def test_the_tree_is_read_every_2_s_far_under_the_budget_and_every_read_seconds_
 
     run(lambda: scenario(10 * MIB, 5))  # at 0, 2, 4, 6 and 8 s
     run(lambda: scenario(75 * MIB, 20))  # over the restore share: every 0.5 s
+
+
+def test_over_the_close_share_a_context_rotates_whatever_the_back_off_asks():
+    """Rotations whose close left the tree a little over the act share (the floor and one page) doubled the pages a
+    context must serve up to 64: the context then grew the tree to 1,157 MiB of a 768 MiB budget before its turn. The
+    back-off is a preference; over the close share the budget comes first."""
+    async def scenario(footprint: int, rotates: bool) -> None:
+        handler = Handler()
+        lever = lever_over(footprint)
+        lever.install(handler)
+        lever.min_served = 64  # backed off four times
+        for _ in range(10):
+            (await handler._create_page(request(), None)).closed = True
+        events = lever.tick([handler], now=1.0)
+        assert [event.action for event in events] == (["rotate"] if rotates else [])
+
+    run(lambda: scenario(90 * MIB, False))  # over the act share, under the close share: the back-off holds
+    run(lambda: scenario(95 * MIB, True))

@@ -260,3 +260,26 @@ def test_no_pss_reading_is_taken_when_the_estimate_would_not_lower_the_cap():
         assert details.count(True) == 0  # over the act share on the estimate, and no PSS reading asked for
 
     run(scenario)
+
+
+def test_over_the_close_share_while_a_rotated_context_still_closes_concurrency_is_capped_at_once():
+    """The rotated context closes when its open pages finish; meanwhile the fresh one's pages grow the tree. At
+    concurrency 4 that wait took a 768 MiB budget's tree from 699 to 825 MiB. Over the close share fewer pages open
+    at once; under it the rotation is left to work."""
+    async def scenario(footprint: int, expected: list[str]) -> None:
+        handler = Handler()
+        lever, _ = floor_lever([(footprint, footprint)])
+        lever.install(handler)
+        old = [await handler._create_page(request(), None) for _ in range(4)]
+        [rotated] = lever.tick([handler], now=1.0, concurrency=4)
+        assert rotated.action == "rotate"
+        for _ in range(3):
+            await handler._create_page(request(), None)  # the fresh context's pages; the old one's are still open
+        events = lever.tick([handler], now=2.0, concurrency=4)
+        assert [e.action for e in events] == expected, events
+        assert len(old) == 4 and lever.retiring == 1
+        if events:
+            assert events[0].cap == 2 and "waits for its pages, with 3 page(s) open in the fresh one" in events[0].message
+
+    run(lambda: scenario(900 * MIB, []))  # over the act share only: the rotation works
+    run(lambda: scenario(960 * MIB, ["lower"]))  # 3 fresh pages at 320 MiB: 2 fit under 850 MiB

@@ -76,8 +76,9 @@ class PageConcurrency:
         new = max(self.least, min(current, pages_that_fit(cost, self.budget_bytes, self.high_share, self.least)))
         return new if new < current else None
 
-    def lower(self, footprint_bytes: int, open_pages: int, concurrency: int) -> CapChange | None:
-        """Over the act share in the floor case: cap concurrency at the pages that fit (None: no change).
+    def lower(self, footprint_bytes: int, open_pages: int, concurrency: int, closing: bool = False) -> CapChange | None:
+        """Over the act share in the floor case (``closing``: over the close share while a rotated context waits for
+        its pages): cap concurrency at the pages that fit (None: no change).
 
         ``concurrency`` is the downloader's concurrency as it stands (the governor's own, under the cap).
         """
@@ -88,10 +89,12 @@ class PageConcurrency:
         cost = footprint_bytes / open_pages
         current = self.current(concurrency)
         self.cost_bytes, self.cap = cost, new
+        where = (f"while a rotated context waits for its pages, with {open_pages} page(s) open in the fresh one at"
+                 f" {_mib(cost)} each:" if closing else f"after a rotated context closed, with {open_pages} page(s)"
+                 f" open at {_mib(cost)} each: rotating cannot free the browser's floor;")
         return CapChange(new, True, (
             f"browser tree {_mib(footprint_bytes)} is over {100 * self.high_share:.0f}% of the budget"
-            f" ({_mib(self.budget_bytes)}) after a rotated context closed, with {open_pages} page(s) open at"
-            f" {_mib(cost)} each: rotating cannot free the browser's floor; concurrency {current} -> {new}"
+            f" ({_mib(self.budget_bytes)}) {where} concurrency {current} -> {new}"
             " (pages open x cost under the act share; requests wait in the scheduler)"))
 
     def calm(self, footprint_bytes: int, open_pages: int) -> CapChange | None:

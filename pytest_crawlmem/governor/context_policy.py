@@ -7,6 +7,8 @@ the same name and options) and closes the old one once it has no open page and n
 
 - Over ``high_share`` of the budget, rotate the context that served the most pages since it was created (the largest
   in the state pages leave), if it served at least ``min_served`` of them and no rotated context is still closing.
+  Over ``hard_share`` (the close share) ``MIN_SERVED_PAGES`` will do, whatever the lever's back-off asks: the budget
+  comes first.
 - A persistent context (``user_data_dir``) is never rotated: a second one cannot open the same profile.
 - Nothing to rotate while over the act share (a fresh context, or the tree's floor: Playwright's driver and the
   browser process) is said once, as the retained signature is.
@@ -36,10 +38,12 @@ class ContextState:
 
 
 def choose_rotation(tree_bytes: int, budget_bytes: int, high_share: float, contexts: Sequence[ContextState],
-                    min_served: int = MIN_SERVED_PAGES) -> ContextState | None:
+                    min_served: int = MIN_SERVED_PAGES, hard_share: float | None = None) -> ContextState | None:
     """The context to rotate now (``None``: under the act share, a rotated one still closing, or none fits)."""
     if tree_bytes < high_share * budget_bytes or any(c.retiring for c in contexts):
         return None
+    if hard_share is not None and tree_bytes >= hard_share * budget_bytes:
+        min_served = min(min_served, MIN_SERVED_PAGES)
     candidates = [c for c in contexts if not c.persistent and c.served >= min_served]
     if not candidates:
         return None

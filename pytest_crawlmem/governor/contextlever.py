@@ -85,9 +85,11 @@ class ContextLever:
     """Reads the browser tree and rotates the context that grew (reactor thread)."""
 
     def __init__(self, budget_bytes: int, high_share: float, low_share: float, *, read_seconds: float = READ_SECONDS,
-                 detail_seconds: float = DETAIL_SECONDS, base_concurrency: int = 0, least_concurrency: int = 1) -> None:
+                 detail_seconds: float = DETAIL_SECONDS, base_concurrency: int = 0, least_concurrency: int = 1,
+                 hard_share: float = 0.95) -> None:
         self.budget_bytes = budget_bytes
         self.high_share = high_share
+        self.hard_share = hard_share  # over it a context rotates after MIN_SERVED_PAGES, backed off or not
         self.low_share = low_share
         self.min_served = MIN_SERVED_PAGES  # doubles while rotations leave the tree over the act share
         self._rotated = False  # a rotation's context closed since the last reading over the act share
@@ -180,6 +182,12 @@ class ContextLever:
         if footprint < self.high_share * self.budget_bytes:
             return events
         confirmed = now - self._last_detail < CONFIRM_SECONDS
+        if self.retiring and self.pages is not None and concurrency > 0 and footprint >= self.hard_share * self.budget_bytes:
+            # a rotated context closes when its pages finish, while the fresh one's grow the tree (at 4 pages, from
+            # 699 to 825 MiB of a 768 MiB budget): over the close share, cap now at the fresh pages that fit
+            fresh = sum(c.open_pages for h in handlers if h in self._states
+                        for c in self._contexts(h, self._states[h]) if not c.retiring)
+            return events + self._lower(handlers, footprint, confirmed, now, concurrency, fresh)
         if self._rotated and not self.retiring:  # a rotated context closed: did that bring the tree under?
             if not confirmed:
                 footprint, confirmed = self._read(now, detail=True), True
@@ -198,12 +206,12 @@ class ContextLever:
             if state is None:
                 continue
             contexts = self._contexts(handler, state)
-            choice = choose_rotation(footprint, self.budget_bytes, self.high_share, contexts, self.min_served)
+            choice = self._choose(footprint, contexts)
             if choice is not None and not confirmed:  # act on a PSS reading, not on an estimate (read only now)
                 if now < self._next_confirm:
                     break  # the last PSS reading did not confirm an estimate: wait before reading again
                 footprint, confirmed = self._read(now, detail=True), True
-                choice = choose_rotation(footprint, self.budget_bytes, self.high_share, contexts, self.min_served)
+                choice = self._choose(footprint, contexts)
                 if choice is None:
                     self._next_confirm = now + self._confirm_wait
                     self._confirm_wait = min(MAX_CONFIRM_WAIT_SECONDS, 2 * self._confirm_wait)
@@ -215,12 +223,17 @@ class ContextLever:
             events += self._lower(handlers, footprint, confirmed, now, concurrency)
         return events
 
+    def _choose(self, footprint: int, contexts: list[ContextState]) -> ContextState | None:
+        return choose_rotation(footprint, self.budget_bytes, self.high_share, contexts, self.min_served, self.hard_share)
+
     def _lower(self, handlers: list[Any], footprint: int, confirmed: bool, now: float,
-               concurrency: int) -> list[LeverEvent]:
-        """The floor case, nothing to rotate: cap concurrency at the open pages whose cost fits (on a PSS reading)."""
+               concurrency: int, pages: int | None = None) -> list[LeverEvent]:
+        """The floor case, nothing to rotate: cap concurrency at the open pages (``pages``, else all) whose cost fits
+        (on a PSS reading)."""
         assert self.pages is not None
+        open_pages = self._open_pages(handlers) if pages is None else pages
         if not (confirmed and self._last_pss >= self.high_share * self.budget_bytes):  # on a PSS reading over it
-            if self.pages.target(footprint, self._open_pages(handlers), concurrency) is None or now < self._next_confirm:
+            if self.pages.target(footprint, open_pages, concurrency) is None or now < self._next_confirm:
                 return []  # the estimate would not lower the cap: no PSS reading (32-55 ms) for nothing
             footprint = self._read(now, detail=True)
             if footprint < self.high_share * self.budget_bytes:
@@ -228,7 +241,7 @@ class ContextLever:
                 self._confirm_wait = min(MAX_CONFIRM_WAIT_SECONDS, 2 * self._confirm_wait)
                 return []
             self._confirm_wait, self._next_confirm = CONFIRM_SECONDS, float("-inf")
-        change = self.pages.lower(footprint, self._open_pages(handlers), concurrency)
+        change = self.pages.lower(footprint, open_pages, concurrency, closing=pages is not None)
         return self._cap_event(change, footprint)
 
     def _cap_event(self, change: CapChange | None, footprint: int) -> list[LeverEvent]:

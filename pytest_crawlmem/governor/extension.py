@@ -534,7 +534,7 @@ class MemoryGovernor:
         if self.lever is None:
             self.lever = _lever_class()(self.config.budget_bytes, self.config.high_share, self.config.low_share,
                                         base_concurrency=self.config.base_concurrency,
-                                        least_concurrency=self.config.min_concurrency)
+                                        least_concurrency=self.config.min_concurrency, hard_share=self.config.hard_share)
         for event in self.lever.tick(handlers, concurrency=self.policy.levers.concurrency):
             self._browser_event(event, sample)
 
