@@ -228,9 +228,11 @@ def test_the_browser_lever_lowers_concurrency_at_the_floor_and_loses_no_request(
     record = json.loads((result.report_dir / "governor.json").read_text())
     lowered = [d for d in record["decisions"] if d["kind"] == "browser_concurrency"]
     assert lowered and all(1 <= d["concurrency"] < 8 and d["browser_pss_bytes"] > 0 for d in lowered)
-    assert "rotating cannot free the browser's floor" in lowered[0]["message"]
+    # at the floor, after a rotated context closed; or sooner, over the close share while it waits for its pages
+    reasons = ("rotating cannot free the browser's floor", "while a rotated context waits for its pages")
+    assert any(reason in lowered[0]["message"] for reason in reasons), lowered[0]["message"]
     logged = [r.getMessage() for r in caplog.records if r.name == "pytest_crawlmem.governor"]
-    assert any("rotating cannot free the browser's floor; concurrency 8 ->" in line for line in logged), logged
+    assert any("concurrency 8 ->" in line and any(reason in line for reason in reasons) for line in logged), logged
 '''
 
 
