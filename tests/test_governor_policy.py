@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -579,6 +580,7 @@ def test_the_downloads_a_gate_release_starts_are_not_counted_as_the_governors_cp
     script = """
 from twisted.internet import reactor  # installed, not run: the gate awaits plain Deferreds under it
 import time
+from typing import Any
 from twisted.internet.defer import Deferred
 from pytest_crawlmem.governor.gates import DownloadGate
 
@@ -645,10 +647,9 @@ def test_the_packages_public_names_load_on_first_use() -> None:
         pytest_crawlmem.Nope  # noqa: B018
 
 
-def test_a_call_the_governor_makes_inside_another_is_counted_once() -> None:
-    """A parse's end wakes the download gate, which asks the cost admission: the question runs inside the parse
-    signal's call, whose timing already holds it. Counted on its own too, the answers to woken gates were counted
-    twice (with every other call an inner one, the estimate read 2x)."""
+def bare_governor() -> Any:
+    """A governor of a 300 MiB budget on a crawler with settings, a spider and stats, and no engine: its own
+    bookkeeping alone."""
     from types import SimpleNamespace
 
     from scrapy.settings import Settings
@@ -656,8 +657,15 @@ def test_a_call_the_governor_makes_inside_another_is_counted_once() -> None:
     from pytest_crawlmem.governor import MemoryGovernor
 
     crawler = SimpleNamespace(settings=Settings({"CONCURRENT_REQUESTS": 16}), spider=SimpleNamespace(name="shop"),
-                              extensions=SimpleNamespace(middlewares=[]))
-    governor = MemoryGovernor(crawler, budget_bytes=300 * 2**20, interval_seconds=0.25)
+                              extensions=SimpleNamespace(middlewares=[]), stats=SimpleNamespace(set_value=lambda *a: None))
+    return MemoryGovernor(crawler, budget_bytes=300 * MIB, interval_seconds=0.25)
+
+
+def test_a_call_the_governor_makes_inside_another_is_counted_once() -> None:
+    """A parse's end wakes the download gate, which asks the cost admission: the question runs inside the parse
+    signal's call, whose timing already holds it. Counted on its own too, the answers to woken gates were counted
+    twice (with every other call an inner one, the estimate read 2x)."""
+    governor = bare_governor()
     burned = 0.0
 
     def inner() -> bool:  # the admission's answer: 2 ms of CPU
@@ -682,21 +690,16 @@ def test_a_reclaim_trims_first_and_collects_only_when_the_trim_was_not_enough(mo
     garbage: a trim gives them back, and the full collection (12-16 ms on that crawl's heap) decided nothing more."""
     from types import SimpleNamespace
 
-    from scrapy.settings import Settings
-
     from pytest_crawlmem.governor import extension
-    from pytest_crawlmem.governor.extension import MemoryGovernor
     from pytest_crawlmem.governor.policy import Sample
 
-    crawler = SimpleNamespace(settings=Settings({"CONCURRENT_REQUESTS": 16}), spider=SimpleNamespace(name="shop"),
-                              extensions=SimpleNamespace(middlewares=[]), stats=SimpleNamespace(set_value=lambda *a: None))
     engine = SimpleNamespace(scraper=SimpleNamespace(slot=None), downloader=SimpleNamespace(active=set()))
     rss = {"now": 290 * MIB, "trimmed": 0}
     collections: list[int] = []
     monkeypatch.setattr(extension.probes, "malloc_trim", lambda: rss.update(now=rss["trimmed"] or rss["now"]) or True)
     monkeypatch.setattr(extension.gc, "collect", lambda: collections.append(1) or 0)
     for trimmed, collects in ((150 * MIB, False), (0, True)):  # the trim gives back 140 MiB; then nothing
-        governor = MemoryGovernor(crawler, budget_bytes=300 * MIB, interval_seconds=0.25)
+        governor = bare_governor()
         governor._statm = SimpleNamespace(rss_bytes=lambda: rss["now"])
         governor.policy.open(80 * MIB)
         rss.update(now=290 * MIB, trimmed=trimmed)

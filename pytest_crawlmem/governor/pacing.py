@@ -11,7 +11,7 @@ FORCED_TRIM_SECONDS = 1.0
 #: A trim that gives back less than this doubles the least interval to the next (up to TRIM_MAX_BACKOFF times).
 TRIM_MIN_BYTES = 4 * 2**20
 TRIM_MAX_BACKOFF = 8
-#: Growth of RSS (share of the act threshold) since the last reclaim (gc.collect() + malloc_trim) that calls for another.
+#: Growth of RSS (share of the act threshold) since the last reclaim (malloc_trim, then gc.collect()) that calls for another.
 RECLAIM_GROWTH = 0.03
 #: Least seconds between two reclaims: a full collection of a big heap costs tens of ms of the crawl's CPU.
 RECLAIM_EVERY_SECONDS = 2.0
