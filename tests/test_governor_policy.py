@@ -22,6 +22,7 @@ from pytest_crawlmem.governor.policy import (
     Policy,
     PolicyConfig,
     Sample,
+    coming_item_bytes,
     promised_items,
 )
 
@@ -271,6 +272,54 @@ def test_items_piling_up_in_the_pipelines_are_capped_before_the_act_share():
     assert cap > 400 and 160 * MIB + (cap - 400) * 128 * 1024 <= config().setpoint_bytes
     assert promised_items(400, 16, 50.0) >= cap  # the 16 downloads under way already promise more: pulls wait
     assert policy.step(sample) == []  # a standing cap is not raised by pressure, only lowered
+
+
+def test_the_items_forecast_counts_a_full_concurrency_of_responses_not_only_the_downloads_under_way():
+    """Small pages of 50 items of 128 KiB arrive one every 10 ms with 1-3 downloads under way: counted alone, those
+    let the crawl reach 1,600 items (289-308 MiB of 300) before the cap; at concurrency 16 the forecast caps at once."""
+    policy = Policy(config(base_concurrency=16))
+    sample = Sample(160 * MIB, 2, 0, items=600, item_bytes=128 * 1024, items_per_response=50.0, downloading=2)
+    (decision,) = policy.step(sample)
+    assert decision.kind == ITEMS
+    assert 160 * MIB + (policy.levers.item_cap - 600) * 128 * 1024 <= config().setpoint_bytes
+    assert coming_item_bytes(2, 16, 50.0, 128 * 1024) == 16 * 50 * 128 * 1024
+    assert coming_item_bytes(20, 16, 50.0, 128 * 1024) == 20 * 50 * 128 * 1024  # the responses pulled, when more
+    # the responses received and not yet parsed count too, beyond a (lowered) concurrency
+    lowered = Policy(config(base_concurrency=16, start_concurrency=1))
+    unparsed = replace(sample, rss_bytes=210 * MIB, downloading=0, unparsed=8)
+    assert [d.kind for d in lowered.step(unparsed)] == [ITEMS]
+    assert Policy(config(base_concurrency=16, start_concurrency=1)).step(replace(unparsed, unparsed=0)) == []
+
+
+def test_a_standing_item_cap_is_not_lowered_as_the_items_drain_and_rss_holds_their_freed_heap():
+    """RSS holds the freed heap of the items that drained (the next items reuse it): the cap follows the most items
+    inside since it was set, not those inside now; more RSS than those explain still lowers it."""
+    policy = Policy(config(base_concurrency=16))
+    item = 128 * 1024
+    policy.step(Sample(160 * MIB, 2, 0, items=600, item_bytes=item, items_per_response=50.0, downloading=2))
+    cap = policy.levers.item_cap
+    full = Sample(231 * MIB, 0, 0, items=cap, item_bytes=item, items_per_response=50.0, downloading=0)
+    assert policy.step(full) == []
+    drained = replace(full, rss_bytes=int(231.1 * MIB), items=cap - 400)  # 400 items drained, RSS a little up
+    assert policy.step(drained) == [] and policy.levers.item_cap == cap
+    grown = replace(drained, rss_bytes=250 * MIB)  # 19 MiB that the items do not explain
+    (decision,) = policy.step(grown)
+    assert decision.kind == ITEMS and policy.levers.item_cap < cap
+
+
+def test_in_flight_is_not_lowered_for_memory_the_capped_items_carry():
+    """Small pages whose 50 items carry 6.4 MiB: what a request in flight costs is its items', and the item cap holds
+    those; lowering concurrency on it took the crawl to concurrency 1 as it ended (4 s to ramp back)."""
+    policy = Policy(config(base_concurrency=16))
+    item = 128 * 1024
+    policy.step(Sample(160 * MIB, 2, 0, items=600, item_bytes=item, items_per_response=50.0, downloading=2))
+    assert policy.levers.item_cap > 0
+    for k in range(30):  # responses held in the scraper while their items are inside the pipelines: RSS follows them
+        held = 4 + k % 20
+        sample = Sample(120 * MIB + held * 4 * MIB, held, 0, active_responses=held, body_bytes=8 * 1024,
+                        items=held * 50, item_bytes=item, items_per_response=50.0, downloading=0)
+        assert all(d.kind != IN_FLIGHT for d in policy.step(sample))
+    assert policy.levers.concurrency == 16
 
 
 def test_the_items_promised_count_the_responses_on_their_way():
@@ -726,3 +775,49 @@ def test_an_items_payload_is_its_text_and_bytes_one_container_deep() -> None:
     assert payload_bytes([b"ab", ("cd", "ef")]) == 6
     assert payload_bytes("plain") == 5 and payload_bytes(42) == 0 and payload_bytes(object()) == 0
     assert payload_bytes({"values": 1}) == 0  # a dict whose values() is a method, not a key
+
+
+def test_the_start_gate_hands_the_governor_items_by_what_they_carry() -> None:
+    """One item in 16 until an item's payload is known; then one in as many as carry 8 MiB, 16 to 64: 375 calls on
+    6,000 items of 128 KiB were a seventh of the governor's CPU on that crawl."""
+    import scrapy
+
+    from pytest_crawlmem.governor.pacing import OUTPUT_EVERY, OUTPUT_EVERY_MAX, output_every
+    from pytest_crawlmem.governor.spill import StartGate
+
+    assert output_every(0.0) == OUTPUT_EVERY == 16
+    assert output_every(128 * 1024) == OUTPUT_EVERY_MAX == 64 and output_every(200) == 64
+    assert output_every(2 * MIB) == 16  # large items: never fewer calls than at first (the burst guard's grain)
+    assert output_every(256 * 1024) == 32
+    gate = StartGate()
+    seen: list[int] = []
+    gate.on_output = lambda item: seen.append(item["n"])
+    for n in range(40):
+        gate._count_output({"n": n})
+        gate._count_output(scrapy.Request("http://example.com/"))  # requests are not items
+    gate.output_every = 64
+    for n in range(40, 200):
+        gate._count_output({"n": n})
+    assert gate.items_out == 200
+    assert seen == [0, 16, 32, 48, 112, 176]  # the countdown in course ends at its old length, then one in 64
+
+
+def test_a_paused_crawl_whose_items_drain_is_read_at_the_quiet_pace() -> None:
+    """Over the close share with the items inside the pipelines explaining it, the close's clock does not run: a tick
+    that read the same figures as the last is followed by the next QUIET_TICKS intervals later (17 ticks in 4 s
+    read the same figures on a slow-pipeline crawl). Over the close share with nothing draining, it keeps the pace."""
+    from types import SimpleNamespace
+
+    from pytest_crawlmem.governor.pacing import QUIET_TICKS
+
+    item = 128 * 1024
+    for items, interval in ((1_800, 0.25 * QUIET_TICKS), (0, 0.25)):
+        governor = bare_governor()
+        governor._task = SimpleNamespace(interval=0.25)
+        governor.policy.open(80 * MIB)
+        governor.policy.levers = replace(governor.policy.levers, item_cap=1_100)
+        sample = Sample(289 * MIB, 32, 0, items=items, item_bytes=item, items_per_response=50.0, t_seconds=1.0)
+        governor.policy.step(sample)
+        assert governor.policy.close_clock is (items == 0)
+        governor._pace(sample)
+        assert governor._task.interval == interval

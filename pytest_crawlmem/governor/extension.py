@@ -47,6 +47,7 @@ from pytest_crawlmem.governor.pacing import (
     TRIM_EVERY_SECONDS,
     TRIM_MAX_BACKOFF,
     TRIM_MIN_BYTES,
+    output_every,
 )
 from pytest_crawlmem.governor.policy import (
     GOVERNOR_FILE,
@@ -59,6 +60,7 @@ from pytest_crawlmem.governor.policy import (
     Policy,
     PolicyConfig,
     Sample,
+    coming_item_bytes,
     promised_items,
     undone_sentence,
 )
@@ -122,17 +124,11 @@ class MemoryGovernor:
         self._trim_backoff = 1  # times the trims' least interval (_trim)
         self.trims = 0  # trims outside reclaims
         self.trim_seconds = 0.0  # ... their thread CPU (of tick_seconds)
-        self._after_reclaim = 0
-        self._reclaim_high = 0  # the highest RSS a reclaim was asked at
-        self._last_reclaim = 0.0
+        self._after_reclaim, self._reclaim_high, self._last_reclaim = 0, 0, 0.0  # high: the most RSS a reclaim ran at
         self._body_bytes = 0.0
-        self._last_signal_read = 0.0
-        self._last_tick = 0.0
-        self._metrics_registered = False
-        self._froze_gc = False
-        self.reclaims = 0
-        self.reclaim_seconds = 0.0
-        self.reclaimed_bytes = 0
+        self._last_signal_read = self._last_item_read = self._last_tick = 0.0  # statm reads of signals, of items; ticks
+        self._metrics_registered = self._froze_gc = False
+        self.reclaims, self.reclaim_seconds, self.reclaimed_bytes = 0, 0.0, 0
         self._closing = False
         self.danger: DangerSnapshot | None = None  # the evidence of a close without JOBDIR
         self.lever: ContextLever | None = None  # the browser lever, once a scrapy-playwright handler is loaded
@@ -148,6 +144,8 @@ class MemoryGovernor:
         self._start_gate: StartGate | None = None  # counts the items the callbacks yielded and the outputs that ended
         self.undone: dict[str, int] = {}  # what a close without JOBDIR leaves uncrawled
         self.browser_cap: int | None = None  # the browser lever's cap on concurrency (the tree's floor), if any
+        self._found_scheduler: Any = None
+        self._handlers_seen, self._browser_handlers = -1, list[Any]()  # handlers loaded at the last look; playwright's
 
     def _concurrency(self, levers: Levers) -> int:
         """The downloader's concurrency: the policy's, under the browser lever's cap."""
@@ -303,12 +301,10 @@ class MemoryGovernor:
         self._signal(self._on_response, len(getattr(response, "body", b"")), request, response)
 
     def _signal(self, handler: Any, *args: Any) -> Any:
-        """Run a signal's handler (or a gate's question) and return its answer; time one call in SIGNAL_SAMPLE_EVERY
-        in thread CPU (a tick it runs counts apart, the downloads a release starts are the crawl's, and a call in
-        which the collector ran is not a sample: whichever allocation crosses its threshold pays for it). A call made
-        inside another (a parse's end wakes the gate, which asks the admission) is the outer call's CPU: counted on
-        its own as well, the admission's answers to woken gates were counted twice (not one inside a download a
-        release starts: the outer call leaves that CPU to the crawl)."""
+        """Run a signal's handler (or a gate's question), timing one call in SIGNAL_SAMPLE_EVERY in thread CPU (less a
+        tick it runs and the downloads a release starts; a call in which the collector ran is no sample). A call inside
+        another (a parse's end wakes the gate, which asks the admission) is the outer call's CPU, counted once (but
+        one inside a download a release starts: the outer call leaves that CPU to the crawl)."""
         if self._in_signal and not (self.download_gate is not None and self.download_gate.releasing):
             return handler(*args)
         self.signal_calls += 1
@@ -355,13 +351,15 @@ class MemoryGovernor:
             self._signal_tick()
 
     def _on_output(self, output: Any) -> None:
-        """The start gate saw one item in its OUTPUT_EVERY: learn what an item carries."""
+        """The start gate saw one item in its ``output_every``: learn what an item carries."""
         if time.monotonic() - self._last_tick >= self.interval_seconds:  # a callback's burst can hold the reactor
             self.tick()
         if self._item_bytes > 0:  # a callback can yield 100 MB of items between two ticks
             self._item_tick()
         size = float(payload_bytes(output))
         self._item_bytes = size if self._item_bytes <= 0 else BODY_WEIGHT * size + (1 - BODY_WEIGHT) * self._item_bytes
+        if self._start_gate is not None:
+            self._start_gate.output_every = output_every(self._item_bytes)
 
     def _per_response(self) -> float:
         """Items a callback yields, on average (0 before a callback's output ended): the start gate counts them."""
@@ -372,29 +370,33 @@ class MemoryGovernor:
         """Tick now (at most every 20 ms) when RSS and what the downloads under way will yield pass the act share."""
         now = time.monotonic()
         per_response = self._per_response()
-        if now - self._last_signal_read < SIGNAL_TICK_SECONDS or not per_response:
-            return
-        self._last_signal_read = now
+        if now - self._last_item_read < SIGNAL_TICK_SECONDS or not per_response:  # its own clock: responses 10 ms
+            return  # apart kept _signal_tick's taken, and 1,450 items were inside before a tick saw them coming
+        self._last_item_read = now
         engine = probes._engine(self.crawler)
-        downloading = len(getattr(getattr(engine, "downloader", None), "active", ()) or ())
-        coming = downloading * self._item_bytes * per_response
+        slot = getattr(getattr(engine, "scraper", None), "slot", None)
+        pending = len(getattr(getattr(engine, "downloader", None), "active", ()) or ()) + self._unparsed(slot)
+        coming = coming_item_bytes(pending, self._concurrency(self.policy.levers), per_response, self._item_bytes)
         if self._statm.rss_bytes() + coming >= self.config.high_share * self.config.budget_bytes:
             self.tick()
 
+    def _unparsed(self, slot: Any) -> int:
+        """Responses received whose callback's output has not ended, at most those the scraper holds (a response that
+        never reaches a callback, or a media download, must not hold the crawl for good)."""
+        gate, held = self._start_gate, len(getattr(slot, "active", ()) or ())
+        return 0 if gate is None else max(0, min(self._received - gate.responses_out, held))
+
     def _items_promised(self) -> int:
         """What the item cap counts: the items inside the pipelines and those the requests pulled and not yet parsed
-        will yield: downloading or waiting at the download gate, and received but with their callback's output not
-        ended (queued in the scraper, or in a callback: Scrapy reads its output a few items a turn while the engine
-        pulls again), at most the responses the scraper holds (a response that never reaches a callback, or a media
-        download, must not hold the crawl for good)."""
+        will yield (downloading, waiting at the download gate, or received with their callback's output not ended:
+        Scrapy reads it a few items a turn while the engine pulls again)."""
         engine = probes._engine(self.crawler)
         slot = getattr(getattr(engine, "scraper", None), "slot", None)
         items = int(getattr(slot, "itemproc_size", 0) or 0)
         gate = self._start_gate
         if gate is None or not gate.responses_out:
             return items
-        scraping = min(self._received - gate.responses_out, len(getattr(slot, "active", ()) or ()))
-        pending = len(getattr(getattr(engine, "downloader", None), "active", ()) or ()) + max(0, scraping)
+        pending = len(getattr(getattr(engine, "downloader", None), "active", ()) or ()) + self._unparsed(slot)
         return promised_items(items, pending, gate.items_out / gate.responses_out)
 
     def _pause(self, paused: bool) -> None:
@@ -451,11 +453,8 @@ class MemoryGovernor:
             self.download_gate.wake()  # the parse's memory is free: what now fits may start
 
     def _signal_tick(self) -> None:
-        """Tick now when the LoopingCall is late, or when RSS (a 2 us read) is past the act share.
-
-        The cost of a large response arrives with it, between two ticks: acting on the signal that carries it
-        lowers concurrency before the next downloads start.
-        """
+        """Tick now when the LoopingCall is late, or when RSS is past the act share: a large response's cost arrives
+        with it, between two ticks, and acting on its signal lowers concurrency before the next downloads start."""
         now = time.monotonic()
         if now - self._last_tick >= self.interval_seconds:
             self.tick()
@@ -514,13 +513,14 @@ class MemoryGovernor:
 
     def _pace(self, sample: Sample) -> None:
         """Tick every QUIET_TICKS intervals while the crawl is quiet (no headers, response, item or ended output
-        since the last tick, under the close share, no browser whose tree grows between responses: memory grows with
-        what arrives, and the first signal ticks out of turn), else every interval. A crawl waiting on a slow item
-        pipeline spent most of the governor's CPU on ticks that read the same figures."""
+        since the last tick, the close share's clock not running, no browser whose tree grows between responses:
+        memory grows with what arrives, and the first signal ticks out of turn), else every interval. A crawl waiting
+        on a slow item pipeline spent most of the governor's CPU on ticks that read the same figures (paused over the
+        close share while its items drained: 17 ticks in 4 s)."""
         gate = self._start_gate
         arrivals = self._headers + self._received + (gate.items_out + gate.responses_out if gate is not None else 0)
         quiet = (arrivals == self._arrivals_seen and not self._closing and self.lever is None
-                 and sample.rss_bytes < self.config.hard_share * self.config.budget_bytes)
+                 and not self.policy.close_clock)
         self._arrivals_seen = arrivals
         interval = self.interval_seconds * (QUIET_TICKS if quiet else 1)
         if self._task is not None and self._task.interval != interval:
@@ -528,7 +528,7 @@ class MemoryGovernor:
 
     def _browser_tick(self, sample: Sample) -> None:
         """The browser lever: rotate the context that grew when the browser tree's PSS passes the act share."""
-        handlers = probes._attempt(probes.playwright_handlers, self.crawler)
+        handlers = self._playwright_handlers()
         if not handlers:
             return
         if self.lever is None:
@@ -594,7 +594,7 @@ class MemoryGovernor:
             body_bytes=self._body_bytes,
             high_bytes=spike, items=int(getattr(slot, "itemproc_size", 0) or 0), item_bytes=self._item_bytes,
             items_per_response=per_response,
-            downloading=downloading,
+            downloading=downloading, unparsed=self._unparsed(slot),
         )
 
     def _apply(self, engine: Any, decision: Decision, sample: Sample) -> None:
@@ -678,12 +678,10 @@ class MemoryGovernor:
         probes.close_spider(self.crawler, MEMORY_BUDGET)
 
     def _reclaim(self, engine: Any, sample: Sample) -> Sample | None:
-        """Before a decision that needs a fresh reading (a close, retained): trim the heap, then collect cyclic garbage
-        if the trim was not enough; the reading to decide on (None: none taken). Only when RSS grew RECLAIM_GROWTH of
-        the act threshold since the last reclaim, at most every RECLAIM_EVERY_SECONDS, or sooner to judge retained
-        memory again once RSS passed the highest reading a reclaim ran at by REJUDGE_RETAINED_BYTES (under the close
-        share). Items a slow pipeline let go are freed heap, not garbage: a collection (12-16 ms) decided nothing a
-        1-4 ms trim had not."""
+        """Before a decision that needs a fresh reading (a close, retained): trim the heap, then collect if the trim was
+        not enough (items a pipeline let go are freed heap, not garbage); the reading to decide on (None: none taken).
+        Only when RSS grew RECLAIM_GROWTH of the act threshold since the last, at most every RECLAIM_EVERY_SECONDS or
+        to judge retained memory again once RSS passed a reclaim's highest reading by REJUDGE_RETAINED_BYTES."""
         rss = self._statm.rss_bytes()
         grown = rss - self._after_reclaim
         if grown < RECLAIM_GROWTH * self.config.high_share * self.config.budget_bytes:
@@ -742,8 +740,21 @@ class MemoryGovernor:
     # -- where the levers are -----------------------------------------------------------
 
     def _scheduler(self) -> Any:
-        engine = probes._engine(self.crawler)
-        return probes._scheduler(engine) if engine is not None else None
+        """The engine's scheduler (kept once found: the engine makes it before the spider opens)."""
+        if self._found_scheduler is None:
+            engine = probes._engine(self.crawler)
+            self._found_scheduler = probes._scheduler(engine) if engine is not None else None
+        return self._found_scheduler
+
+    def _playwright_handlers(self) -> list[Any]:
+        """The loaded scrapy-playwright handlers, looked for again once the downloader loaded another handler (each
+        tick's look was 14-19 us of a ~250 us tick)."""
+        downloader = getattr(probes._engine(self.crawler), "downloader", None)
+        loaded = getattr(getattr(downloader, "handlers", None), "_handlers", None)
+        if not isinstance(loaded, dict) or len(loaded) != self._handlers_seen:
+            self._handlers_seen = len(loaded) if isinstance(loaded, dict) else -1
+            self._browser_handlers = probes._attempt(probes.playwright_handlers, self.crawler) or []
+        return self._browser_handlers
 
     def _gate(self) -> StartGate | None:
         engine = probes._engine(self.crawler)

@@ -84,6 +84,7 @@ class Sample:
     item_bytes: float = 0.0  # mean payload of an item the spider yielded (sampled); 0: none seen
     items_per_response: float = 0.0  # items a response yields, on average
     downloading: int | None = None  # downloads under way (in_flight less the responses held); None: in_flight
+    unparsed: int = 0  # responses received whose callback's output has not ended (their items are still to come)
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ class Policy:
     _retained_said: bool = False
     _pressed: bool = False  # the act share was passed once: from then on only calm ticks restore
     _cap_rss: int = 0  # RSS when the item cap was last set
+    _items_high: int = 0  # the most items inside the pipelines since the item cap was set
 
     def __post_init__(self) -> None:
         start = self.config.start_concurrency or self.config.base_concurrency
@@ -245,6 +247,11 @@ class Policy:
         """Whether any lever stands away from the crawl's own settings."""
         return self.levers != Levers(self.config.base_concurrency, self.config.base_active_size)
 
+    @property
+    def close_clock(self) -> bool:
+        """Whether the close share's clock runs: RSS over it at the last step, with no items draining to explain it."""
+        return self._hard_ticks > 0
+
     def _move(self, concurrency: int, kind: str, reason: str) -> list[Decision]:
         """Set the concurrency lever and return the one decision that says why."""
         self.levers = replace(self.levers, concurrency=concurrency)
@@ -256,6 +263,7 @@ class Policy:
         if self.baseline_bytes is None:
             self.baseline_bytes = sample.rss_bytes
         self.model.update(sample)
+        self._items_high = max(self._items_high, sample.items)
         rss, budget = sample.rss_bytes, cfg.budget_bytes
         pressure = max(rss, sample.high_bytes)  # a spike between two readings (a parse) counts as pressure, not to close
         # items held inside the pipelines drain by themselves while the engine's pulls are held: no reason to close
@@ -313,15 +321,24 @@ class Policy:
         if cap is None or sample.items < 1:
             return []
         downloading = sample.in_flight if sample.downloading is None else sample.downloading
-        coming_bytes = downloading * sample.items_per_response * sample.item_bytes
-        if forecast and sample.rss_bytes + coming_bytes < cfg.high_share * cfg.budget_bytes:
+        if forecast and sample.rss_bytes + coming_item_bytes(
+                downloading + sample.unparsed, self.levers.concurrency, sample.items_per_response,
+                sample.item_bytes) < cfg.high_share * cfg.budget_bytes:
             return []
         current = self.levers.item_cap
-        # a standing cap is lowered only when RSS grew past where it was set: items that drained leave their memory
-        # to the allocator (freed heap, reused by the next items), and a cap following them down on that reading
-        # went from 1,077 to 1 in 0.4 s and held the crawl for 5 s
-        if current and (cap >= current or sample.rss_bytes <= self._cap_rss):
-            return []
+        if current:
+            # a standing cap is lowered only when RSS grew past where it was set, and from the most items inside since
+            # the cap stands (RSS holds them: items that drained leave their memory to the allocator, freed heap the
+            # next items reuse). Following the items inside now, a cap went from 1,077 to 1 in 0.4 s and held the crawl
+            # for 5 s, and another 1,131 -> 909 as RSS rose 231.4 -> 231.5 MiB with 900 of 1,150 items left inside
+            if sample.rss_bytes <= self._cap_rss:
+                return []
+            room = (cfg.setpoint_bytes - sample.rss_bytes) / sample.item_bytes
+            cap = max(1, int(max(self._items_high, sample.items) + room))
+            if cap >= current:
+                return []
+        else:
+            self._items_high = sample.items
         self._cap_rss = sample.rss_bytes
         self.levers = replace(self.levers, item_cap=cap)
         return [Decision(ITEMS, self.levers, (
@@ -395,6 +412,10 @@ class Policy:
         current = self.levers.concurrency
         fixed = self._fixed(sample, cost_f, cost_q * sample.queued)
         if fixed + cost_f * current <= cfg.high_share * cfg.budget_bytes:  # full concurrency stays under the act share
+            return []
+        if self.levers.item_cap and sample.items_per_response * sample.item_bytes >= cost_f:
+            # what a request in flight costs is what its response's items carry, and the item cap holds those: lowered
+            # on it, small pages of 50 items of 128 KiB went to concurrency 1 as the crawl ended (4 s to ramp back)
             return []
         allowed = max(cfg.min_concurrency, self._allowed(sample, cost_f, cost_q))
         if allowed >= current or sample.in_flight < allowed:  # fits, or the crawl does not run that many
@@ -519,6 +540,15 @@ class Policy:
             f"RSS {_mib(sample.rss_bytes)} stayed over {cfg.hard_share:.0%} of the {_mib(cfg.budget_bytes)} budget"
             f" for {self._hard_ticks} ticks{span} with concurrency {self.levers.concurrency}: closing ({MEMORY_BUDGET})"
         )
+
+
+def coming_item_bytes(pending_responses: int, concurrency: int, items_per_response: float, item_bytes: float) -> float:
+    """What the items still to come may carry before a cap could hold them: those of the responses pulled and not yet
+    parsed, and at least a full concurrency's worth (the engine pulls up to it while nothing is capped). Counting the
+    downloads under way alone, small pages of 50 items of 128 KiB arrived faster than they were counted: the cap came
+    at 1,250 items and 6-10 responses later the crawl stood at 1,600 (289-308 MiB of 300), paused while they
+    drained, and the trim that followed gave back 213 MiB (10-12 ms, a third of the governor's CPU)."""
+    return max(pending_responses, concurrency) * max(0.0, items_per_response) * max(0.0, item_bytes)
 
 
 def promised_items(items: int, pending_responses: int, items_per_response: float) -> int:

@@ -19,15 +19,14 @@ from scrapy import Request
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.misc import build_from_crawler
 
+from pytest_crawlmem.governor.pacing import OUTPUT_EVERY
+
 logger = logging.getLogger("pytest_crawlmem.governor")
 
 SCHEDULER_PATH = "pytest_crawlmem.governor.SpillingScheduler"
 START_GATE_PATH = "pytest_crawlmem.governor.StartGate"
 #: Outermost of the spider middlewares: it holds back what start() yields before any other middleware sees it.
 START_GATE_ORDER = 1
-#: The start gate hands the governor one item a callback yields in this many (it counts every item itself): a call an
-#: item cost the governor ~5 us of a slow-pipeline crawl's CPU, 6,000 items in 2 s of CPU.
-OUTPUT_EVERY = 16
 
 
 class SpillingScheduler(Scheduler):
@@ -114,9 +113,11 @@ class StartGate:
         #: most every 20 ms): Scrapy reads start() without yielding to the reactor while the downloader is full, so
         #: the governor's LoopingCall would not run until it ends.
         self.on_item: Callable[[], None] | None = None
-        #: Called with one item in OUTPUT_EVERY that a callback yields (the first of each OUTPUT_EVERY): the governor
-        #: learns what an item carries, and from ``items_out`` and ``responses_out`` how many a response yields.
+        #: Called with one item in ``output_every`` that a callback yields (the first of each): the governor learns
+        #: what an item carries, and from ``items_out`` and ``responses_out`` how many a response yields.
         self.on_output: Callable[[Any], None] | None = None
+        self.output_every = OUTPUT_EVERY  # the governor sets it from what an item carries (pacing.output_every)
+        self._to_output = 1  # items until the next call of on_output
         self.items_out = 0  # items (not requests) the callbacks yielded
         self.responses_out = 0  # callbacks whose output ended
         #: Called with a response as its callback begins (0), gives an output (1) and ends (2): the governor measures
@@ -206,10 +207,12 @@ class StartGate:
             return count, False
 
     def _count_output(self, item: Any) -> None:
-        """Count an item a callback yielded (requests are not items); tell the governor of one in OUTPUT_EVERY."""
+        """Count an item a callback yielded (requests are not items); tell the governor of one in ``output_every``."""
         if not isinstance(item, Request) and self.on_output is not None:
             self.items_out += 1
-            if self.items_out % OUTPUT_EVERY == 1:
+            self._to_output -= 1
+            if self._to_output <= 0:
+                self._to_output = self.output_every
                 self.on_output(item)
 
     def process_spider_output(self, response: Any, result: Iterable[Any]) -> Iterator[Any]:
