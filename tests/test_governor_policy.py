@@ -176,6 +176,29 @@ def test_memory_neither_in_flight_nor_queued_is_called_retained_once():
     assert CLOSE not in kinds
 
 
+def test_a_leak_hovering_at_the_close_share_stays_paused_and_closes_after_the_close_time():
+    """Once memory was called retained, a trim's dip under the close share neither restarts the close's clock nor lifts
+    the pause while RSS stays over the act share (a leak flapped at the line and closed after 9 s instead of 3); a crawl
+    with no retained memory starts the clock again, and a dip under the act share stops it."""
+    cfg = config(close_after_seconds=3.0)
+    for leak, dip, closes in ((True, 284, True), (False, 284, False), (True, 250, False)):
+        policy = Policy(cfg, baseline_bytes=60 * MIB)
+        policy.open(60 * MIB)
+        if leak:
+            assert RETAINED in [d.kind for d in policy.step(Sample(270 * MIB, 1, 0, 100_000, 1, t_seconds=99.0))]
+        closed, paused = [], []
+        for k in range(24):  # 6 s: over, under, over, under...
+            sample = Sample((286 if k % 2 == 0 else dip) * MIB, 1, 0, 100_000, 1, collected=False,
+                            t_seconds=100.0 + 0.25 * k)
+            closed += [d for d in policy.step(sample) if d.close]
+            paused.append(policy.paused(sample))
+        assert bool(closed) is closes, (leak, dip)
+        if closes:
+            assert all(paused) and "passed 95% and, with memory retained, stayed over 85%" in closed[0].message
+        else:
+            assert not all(paused)
+
+
 def test_it_closes_only_after_staying_over_the_hard_share():
     cfg = config()
     policy = Policy(cfg)

@@ -268,7 +268,11 @@ class Policy:
         pressure = max(rss, sample.high_bytes)  # a spike between two readings (a parse) counts as pressure, not to close
         # items held inside the pipelines drain by themselves while the engine's pulls are held: no reason to close
         draining = self.levers.item_cap > 0 and sample.items * sample.item_bytes >= rss - cfg.setpoint_bytes
-        self._hard_ticks = self._hard_ticks + 1 if rss >= cfg.hard_share * budget and not draining else 0
+        # once memory was called retained (a leak: nothing the governor moves frees it), a dip under the close share
+        # (a trim's worth) neither restarts the close's clock nor lifts the pause while RSS stays over the act share:
+        # a leak hovering at the line flapped paused / unpaused and closed after 9 s instead of 3
+        over = rss >= (cfg.high_share if self._retained_said and self._hard_ticks else cfg.hard_share) * budget
+        self._hard_ticks = self._hard_ticks + 1 if over and not draining else 0
         self._hard_since = (self._hard_since if self._hard_since is not None else sample.t_seconds) if self._hard_ticks else None
         self._calm_ticks = self._calm_ticks + 1 if rss <= cfg.low_share * budget else 0
         decisions: list[Decision] = []
@@ -296,9 +300,12 @@ class Policy:
     def paused(self, sample: Sample) -> bool:
         """Whether no new download may start now: the crawl grew over the close share, whatever the cause (it stops a
         leak's growth before the close, and lets what is in flight and inside the pipelines drain). A crawl that
-        opened over it is not paused: it would never start (it closes after ``close_after_seconds``)."""
-        hard = self.config.hard_share * self.config.budget_bytes
-        return sample.rss_bytes >= hard and self.open_bytes < hard
+        opened over it is not paused: it would never start (it closes after ``close_after_seconds``). Once memory was
+        called retained, it stays paused over the act share until the close."""
+        cfg = self.config
+        hard = cfg.hard_share * cfg.budget_bytes
+        held = self._retained_said and self._hard_ticks > 0 and sample.rss_bytes >= cfg.high_share * cfg.budget_bytes
+        return (sample.rss_bytes >= hard or held) and self.open_bytes < hard
 
     def _item_room(self, sample: Sample) -> int | None:
         """The cap on the items the pull hold counts (:func:`promised_items`: inside the pipelines, and what the
@@ -536,8 +543,10 @@ class Policy:
         cfg = self.config
         held = self._hard_seconds(sample)
         span = f" ({held:.1f} s)" if held != float("inf") else ""
+        stayed = f"stayed over {cfg.hard_share:.0%}" if not self._retained_said else (
+            f"passed {cfg.hard_share:.0%} and, with memory retained, stayed over {cfg.high_share:.0%}")
         return (
-            f"RSS {_mib(sample.rss_bytes)} stayed over {cfg.hard_share:.0%} of the {_mib(cfg.budget_bytes)} budget"
+            f"RSS {_mib(sample.rss_bytes)} {stayed} of the {_mib(cfg.budget_bytes)} budget"
             f" for {self._hard_ticks} ticks{span} with concurrency {self.levers.concurrency}: closing ({MEMORY_BUDGET})"
         )
 
