@@ -39,8 +39,10 @@ governor; and ``release-N``, CONCURRENT_REQUESTS=N with only the governor's Star
 response's parse tree when its callback is done), to find the best static setting that fits the budget.
 
 Each mode runs ``--repeat`` times (the governed one ``--governed-repeat``, doing nothing and the static settings
-``--static-repeat``), in rounds: a load that drifts meets every mode. The best static setting is the fastest, by the
-median of its runs' items a second, of those whose every run fits the budget with every item.
+``--static-repeat``), in rounds: a load that drifts meets every mode. Before its rounds each workload is crawled once
+ungoverned and not counted (``--no-warmup`` skips it): the first two crawls of an invocation ran 20-25% slower than
+the same modes later, whatever the mode. The best static setting is the fastest, by the median of its runs' items a
+second, of those whose every run fits the budget with every item.
 
 The saved file (``--out``) holds the machine (CPUs, load average before and after, commit), a summary per workload and
 mode (runs, median and range of the peak, items, items a second, the governor's CPU share; the best static setting
@@ -615,6 +617,8 @@ def main() -> None:
     parser.add_argument("--static-repeat", type=int, default=0,
                         help="runs of doing nothing and of each static setting (default: --repeat)")
     parser.add_argument("--modes", default="", help="run only these modes (comma-separated), e.g. governed,crawlee")
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="skip the uncounted ungoverned crawl of each workload before its rounds")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "governor.json")
     parser.add_argument("--table", action="store_true", help="print the table of a saved --out file and exit")
     args = parser.parse_args()
@@ -642,6 +646,9 @@ def main() -> None:
             if args.modes:
                 modes = [mode for mode in modes if mode in args.modes.split(",")]
             counts = {mode: runs_of(mode, args) for mode in modes}
+            if not args.no_warmup and modes:  # the first crawls of an invocation ran 20-25% slower whatever their mode
+                warm = run_one(workload, "ungoverned", site.base_url, scratch, args.timeout)  # (the site, the OS's caches)
+                print(f"warm-up {workload}: {warm['duration_seconds']} s (not counted)", flush=True)
             for round_ in range(max(counts.values(), default=0)):  # in rounds: a load that drifts meets every mode
                 for mode in [mode for mode in modes if counts[mode] > round_]:
                     row = run_one(workload, mode, site.base_url, scratch, args.timeout)
