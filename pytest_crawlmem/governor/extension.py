@@ -145,7 +145,8 @@ class MemoryGovernor:
         self.undone: dict[str, int] = {}  # what a close without JOBDIR leaves uncrawled
         self.browser_cap: int | None = None  # the browser lever's cap on concurrency (the tree's floor), if any
         self._found_scheduler: Any = None
-        self._handlers_seen, self._browser_handlers = -1, list[Any]()  # handlers loaded at the last look; playwright's
+        self._handlers_seen = -1  # download handlers loaded at the last look for scrapy-playwright's
+        self._browser_handlers: list[Any] = []
 
     def _concurrency(self, levers: Levers) -> int:
         """The downloader's concurrency: the policy's, under the browser lever's cap."""
@@ -750,10 +751,9 @@ class MemoryGovernor:
     def _playwright_handlers(self) -> list[Any]:
         """The loaded scrapy-playwright handlers, looked for again once the downloader loaded another handler (each
         tick's look was 14-19 us of a ~250 us tick)."""
-        downloader = getattr(probes._engine(self.crawler), "downloader", None)
-        loaded = getattr(getattr(downloader, "handlers", None), "_handlers", None)
-        if not isinstance(loaded, dict) or len(loaded) != self._handlers_seen:
-            self._handlers_seen = len(loaded) if isinstance(loaded, dict) else -1
+        loaded = probes.loaded_handlers(self.crawler)
+        if loaded is None or len(loaded) != self._handlers_seen:
+            self._handlers_seen = -1 if loaded is None else len(loaded)
             self._browser_handlers = probes._attempt(probes.playwright_handlers, self.crawler) or []
         return self._browser_handlers
 

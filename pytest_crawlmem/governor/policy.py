@@ -249,7 +249,8 @@ class Policy:
 
     @property
     def close_clock(self) -> bool:
-        """Whether the close share's clock runs: RSS over it at the last step, with no items draining to explain it."""
+        """Whether the close's clock runs: RSS over the close share at the last step with no items draining to explain
+        it (once memory was called retained, still over the act share since)."""
         return self._hard_ticks > 0
 
     def _move(self, concurrency: int, kind: str, reason: str) -> list[Decision]:

@@ -446,10 +446,16 @@ def live_object_samples(since: Epoch | None = None, limit: int = 3) -> list[tupl
 # -- scrapy-playwright: its download handler's contexts and pages (read defensively) ----------
 
 
+def loaded_handlers(crawler: Any) -> dict[str, Any] | None:
+    """The download handlers the crawl's downloader loaded so far, by scheme (None if Scrapy's internals moved)."""
+    downloader = getattr(_engine(crawler), "downloader", None)
+    loaded = getattr(getattr(downloader, "handlers", None), "_handlers", None)
+    return loaded if isinstance(loaded, dict) else None
+
+
 def playwright_handlers(crawler: Any) -> list[Any]:
     """Return the crawl's loaded scrapy-playwright download handlers (empty without them)."""
-    engine = _engine(crawler)
-    loaded = getattr(getattr(getattr(engine, "downloader", None), "handlers", None), "_handlers", None) or {}
+    loaded = loaded_handlers(crawler) or {}
     found: list[Any] = []
     for handler in list(loaded.values()):
         if hasattr(handler, "context_wrappers") and all(handler is not h for h in found):
